@@ -1,0 +1,78 @@
+"""A truncatable key/value cache for GPT-2 attention.
+
+Each transformer layer computes a key and a value vector per head for every
+token. They never change once the token is in the sequence, so decoding keeps
+them instead of recomputing the whole prefix for every new token.
+
+Speculative decoding adds one operation to the usual cache: after the oracle
+rejects draft tokens, their keys and values must go. `truncate(n)` keeps the
+first n positions, which is all a rejection needs, and costs nothing: the
+buffers stay, only the length shrinks, and the next append overwrites them.
+
+Layout: per layer one key buffer and one value buffer of shape
+[n_head, capacity, head_dim], so `buffer[:, :n]` is already the per-head
+[n_head, n, head_dim] operand of attention with no transpose or copy.
+The capacity doubles when it runs out, so appends are amortized O(1).
+"""
+
+import numpy as np
+
+
+class KVCache:
+    def __init__(self):
+        self.keys = []    # one [n_head, capacity, head_dim] float32 buffer per layer
+        self.values = []  # same shapes as keys
+        self.length = 0   # positions held, the same in every layer
+
+    def n_tokens(self):
+        return self.length
+
+    def truncate(self, n):
+        """Keep the first n positions (0 <= n <= n_tokens()), drop the rest."""
+        if not 0 <= n <= self.length:
+            raise ValueError(f"cannot truncate a KV cache of {self.length} positions to {n}")
+        self.length = n
+
+    def keep(self, positions):
+        """Keep only the given positions, in order (a root path of a draft tree).
+
+        positions: sorted indices < n_tokens(). Those already in place (a prefix
+        0, 1, 2, ...) are not moved; the rest are copied down behind them.
+        """
+        positions = np.asarray(positions, dtype=np.int64)
+        if positions.size and (positions[-1] >= self.length or np.any(np.diff(positions) <= 0)):
+            raise ValueError(f"positions must be increasing and below {self.length}")
+        for k, v in zip(self.keys, self.values):
+            k[:, :positions.size] = k[:, positions]
+            v[:, :positions.size] = v[:, positions]
+        self.length = positions.size
+
+    def append(self, layer, k, v):
+        """Store the new tokens' keys and values of one layer after the cached ones.
+
+        k, v: [n_head, n_new, head_dim]. Returns all of that layer's keys and
+        values, cached then new: two [n_head, n_tokens() + n_new, head_dim] views.
+        The model calls this once per layer, then `commit(n_new)` once.
+        """
+        start, n_new = self.length, k.shape[1]
+        if layer == len(self.keys):  # first forward through this layer
+            self.keys.append(np.empty((k.shape[0], 0, k.shape[2]), dtype=np.float32))
+            self.values.append(np.empty_like(self.keys[-1]))
+        if start + n_new > self.keys[layer].shape[1]:
+            self._grow(layer, start + n_new)
+        self.keys[layer][:, start:start + n_new] = k
+        self.values[layer][:, start:start + n_new] = v
+        return self.keys[layer][:, :start + n_new], self.values[layer][:, :start + n_new]
+
+    def commit(self, n_new):
+        """Count the n_new positions that every layer has just appended."""
+        self.length += n_new
+
+    def _grow(self, layer, needed):
+        # Doubling keeps the total copying linear in the number of tokens.
+        n_head, capacity, head_dim = self.keys[layer].shape
+        new_capacity = max(needed, 2 * capacity, 16)
+        for buffers in (self.keys, self.values):
+            grown = np.empty((n_head, new_capacity, head_dim), dtype=np.float32)
+            grown[:, :self.length] = buffers[layer][:, :self.length]
+            buffers[layer] = grown

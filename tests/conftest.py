@@ -1,0 +1,69 @@
+"""Shared test fixtures: tiny random GPT-2 checkpoints and a tiny GPT-2-style BPE.
+
+Nothing here touches the network or needs the real weights: each checkpoint is
+written in the Hugging Face layout (config.json + model.safetensors) by
+gpt2.random_checkpoint, and the tokenizer files (vocab.json + merges.txt) by
+write_tiny_bpe, in temporary directories of the test run.
+"""
+
+import json
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import gpt2  # noqa: E402
+from tokenizer import ENDOFTEXT, bytes_to_unicode  # noqa: E402
+
+# A few merges in GPT-2's notation (Ġ is the stand-in for a space).
+TINY_MERGES = ["h e", "Ġ t", "Ġt he", "i n", "Ġ a", "e r", "Ġ s", "o n", "Ġa n", "Ġan d", "r e", "Ġ o", "Ġo f", "a t", "e n"]
+TINY_VOCAB_SIZE = 256 + len(TINY_MERGES) + 1  # bytes, merges, <|endoftext|>
+
+
+def write_tiny_bpe(model_dir):
+    """vocab.json + merges.txt of a GPT-2-style byte-level BPE with TINY_VOCAB_SIZE tokens."""
+    vocab = {c: i for i, c in enumerate(bytes_to_unicode().values())}
+    for merge in TINY_MERGES:
+        vocab[merge.replace(" ", "")] = len(vocab)
+    vocab[ENDOFTEXT] = len(vocab)
+    os.makedirs(model_dir, exist_ok=True)
+    with open(os.path.join(model_dir, "vocab.json"), "w", encoding="utf-8") as f:
+        json.dump(vocab, f, ensure_ascii=False)
+    with open(os.path.join(model_dir, "merges.txt"), "w", encoding="utf-8") as f:
+        f.write("#version: 0.2\n" + "\n".join(TINY_MERGES) + "\n")
+    return model_dir
+
+
+def tiny_config(**overrides):
+    return {"n_layer": 2, "n_head": 4, "n_embd": 64, "n_positions": 128, "vocab_size": TINY_VOCAB_SIZE, **overrides}
+
+
+def make_model_dir(path, seed=0, scale=0.3, tokenizer=True, **overrides):
+    """A tiny random GPT-2 checkpoint directory; scale 0.3 gives confident, untied argmaxes."""
+    gpt2.random_checkpoint(str(path), tiny_config(**overrides), seed=seed, scale=scale)
+    if tokenizer:
+        write_tiny_bpe(str(path))
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def tiny_dirs(tmp_path_factory):
+    """Three tiny models sharing the tiny BPE: an oracle, an unrelated draft, a deeper oracle."""
+    base = tmp_path_factory.mktemp("models")
+    return {
+        "draft": make_model_dir(base / "draft", seed=1, n_layer=1),
+        "oracle": make_model_dir(base / "oracle", seed=2, n_layer=3),
+    }
+
+
+@pytest.fixture(scope="session")
+def draft(tiny_dirs):
+    return gpt2.GPT2.from_pretrained(tiny_dirs["draft"])
+
+
+@pytest.fixture(scope="session")
+def oracle(tiny_dirs):
+    return gpt2.GPT2.from_pretrained(tiny_dirs["oracle"])

@@ -1,0 +1,184 @@
+"""The GPT-2 forward pass, the KV cache and checkpoint loading, on tiny random models."""
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+import gpt2
+from conftest import make_model_dir
+from gpt2 import GPT2, CheckpointError
+from kvcache import KVCache
+
+
+def prompt(model, n, seed=0):
+    return np.random.default_rng(seed).integers(0, model.vocab_size, n)
+
+
+def test_logits_shape_and_float32(oracle):
+    logits = oracle.forward(prompt(oracle, 7))
+    assert logits.shape == (7, oracle.vocab_size)
+    assert logits.dtype == np.float32
+
+
+@pytest.mark.parametrize("f", [gpt2.gelu, gpt2.softmax])
+def test_layers_stay_float32(f):
+    x = np.linspace(-5, 5, 24, dtype=np.float32).reshape(2, 12)
+    assert f(x).dtype == np.float32
+
+
+def test_layer_norm_and_attention_stay_float32():
+    x = np.random.default_rng(0).standard_normal((3, 8), dtype=np.float32)
+    assert gpt2.layer_norm(x, np.ones(8, np.float32), np.zeros(8, np.float32), np.float32(1e-5)).dtype == np.float32
+    q = x.reshape(1, 3, 8)
+    assert gpt2.attention(q, q, q, gpt2.causal_mask(3, 3)).dtype == np.float32
+
+
+def test_gelu_matches_its_formula_on_negative_inputs():
+    x = np.linspace(-6, 6, 101, dtype=np.float32)
+    exact = 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x.astype(np.float64) ** 3)))
+    np.testing.assert_allclose(gpt2.gelu(x), exact, rtol=1e-6, atol=1e-6)
+
+
+def test_cached_token_by_token_equals_uncached(oracle):
+    ids = prompt(oracle, 40)
+    full = oracle.forward(ids)
+    cache = KVCache()
+    rows = np.concatenate([oracle.forward([t], cache) for t in ids])
+    assert cache.n_tokens() == 40
+    np.testing.assert_allclose(rows, full, rtol=1e-5, atol=1e-5)
+
+
+def test_cached_in_uneven_chunks_equals_uncached(oracle):
+    ids = prompt(oracle, 40, seed=1)
+    full = oracle.forward(ids)
+    cache, rows, start = KVCache(), [], 0
+    for size in (5, 1, 9, 3, 16, 6):
+        rows.append(oracle.forward(ids[start:start + size], cache))
+        start += size
+    np.testing.assert_allclose(np.concatenate(rows), full, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("keep", [0, 1, 17, 29, 30])
+def test_truncate_and_refeed_gives_the_same_logits(oracle, keep):
+    ids = prompt(oracle, 30, seed=2)
+    other = prompt(oracle, 30, seed=3)
+    full = oracle.forward(ids)
+    cache = KVCache()
+    oracle.forward(ids[:keep].tolist() + other[keep:].tolist(), cache)  # rejected tail to be dropped
+    cache.truncate(keep)
+    assert cache.n_tokens() == keep
+    if keep < 30:
+        np.testing.assert_allclose(oracle.forward(ids[keep:], cache), full[keep:], rtol=1e-5, atol=1e-5)
+
+
+def test_truncate_beyond_length_is_an_error():
+    cache = KVCache()
+    with pytest.raises(ValueError):
+        cache.truncate(1)
+
+
+def test_cache_appends_are_amortized(oracle):
+    # Growing by doubling: a handful of reallocations for 100 appends, not 100.
+    cache, buffers = KVCache(), set()
+    for t in prompt(oracle, 100, seed=4):
+        oracle.forward([t], cache)
+        buffers.add(id(cache.keys[0]))
+    assert len(buffers) <= 5
+
+
+def test_keep_positions_moves_exactly_those_keys_and_values(oracle):
+    ids = prompt(oracle, 12, seed=5)
+    path = [0, 1, 2, 3, 5, 8, 9]
+    cache = KVCache()
+    oracle.forward(ids, cache)
+    before = [a[:, :12].copy() for a in cache.keys + cache.values]
+    cache.keep(path)
+    assert cache.n_tokens() == len(path)
+    for a, b in zip(cache.keys + cache.values, before):
+        np.testing.assert_array_equal(a[:, :len(path)], b[:, path])
+
+
+def test_context_window_is_enforced(oracle):
+    cache = KVCache()
+    oracle.forward(prompt(oracle, oracle.n_positions), cache)
+    with pytest.raises(ValueError, match="context window"):
+        oracle.forward([0], cache)
+
+
+def test_token_id_zero_is_a_token(oracle):
+    assert np.isfinite(oracle.forward([0, 0, 0])).all()
+
+
+def test_transformer_prefix_and_extra_buffers_load_identically(tmp_path, tiny_dirs, oracle):
+    tensors = gpt2.load_safetensors(os.path.join(tiny_dirs["oracle"], "model.safetensors"))
+    prefixed = {"transformer." + k: np.array(v) for k, v in tensors.items()}
+    prefixed["transformer.h.0.attn.bias"] = np.ones((1, 1, 4, 4), np.float32)  # old checkpoints carry the mask
+    os.makedirs(tmp_path / "m")
+    shutil.copy(os.path.join(tiny_dirs["oracle"], "config.json"), tmp_path / "m")
+    gpt2.save_safetensors(str(tmp_path / "m" / "model.safetensors"), prefixed)
+    ids = prompt(oracle, 9)
+    np.testing.assert_array_equal(GPT2.from_pretrained(str(tmp_path / "m")).forward(ids), oracle.forward(ids))
+
+
+def test_hyperparameters_come_from_config(tmp_path):
+    m = GPT2.from_pretrained(make_model_dir(tmp_path, n_layer=3, n_head=2, n_embd=32, n_positions=50, tokenizer=False))
+    assert (m.n_layer, m.n_head, m.n_embd, m.n_positions) == (3, 2, 32, 50)
+    assert m.forward([1, 2, 3]).shape == (3, m.vocab_size)
+
+
+def test_truncated_checkpoint_names_the_file(tmp_path):
+    d = make_model_dir(tmp_path, tokenizer=False)
+    path = os.path.join(d, "model.safetensors")
+    with open(path, "r+b") as f:
+        f.truncate(os.path.getsize(path) // 2)
+    with pytest.raises(CheckpointError, match="model.safetensors: truncated"):
+        GPT2.from_pretrained(d)
+
+
+def test_garbage_checkpoint_is_a_clear_error(tmp_path):
+    d = make_model_dir(tmp_path, tokenizer=False)
+    with open(os.path.join(d, "model.safetensors"), "wb") as f:
+        f.write(b"<html>not found</html>")
+    with pytest.raises(CheckpointError, match="not a safetensors file"):
+        GPT2.from_pretrained(d)
+
+
+def test_checkpoint_that_does_not_match_config(tmp_path):
+    d = make_model_dir(tmp_path, tokenizer=False)
+    with open(os.path.join(d, "config.json")) as f:
+        config = json.load(f)
+    config["n_embd"] = 128
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(config, f)
+    with pytest.raises(CheckpointError, match=r"wte.weight has shape \[\d+, 64\], config.json implies \[\d+, 128\]"):
+        GPT2.from_pretrained(d)
+
+
+def test_checkpoint_with_a_missing_layer(tmp_path):
+    d = make_model_dir(tmp_path, tokenizer=False)
+    with open(os.path.join(d, "config.json")) as f:
+        config = json.load(f)
+    config["n_layer"] = 5
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(config, f)
+    with pytest.raises(CheckpointError, match="h.2.ln_1.weight is missing"):
+        GPT2.from_pretrained(d)
+
+
+def test_unknown_model_name():
+    with pytest.raises(CheckpointError, match="unknown model 'gpt3'"):
+        GPT2.from_pretrained("gpt3")
+
+
+def test_directory_without_checkpoint(tmp_path):
+    with pytest.raises(CheckpointError, match="no config.json"):
+        GPT2.from_pretrained(str(tmp_path))
+
+
+def test_loading_is_memory_mapped(tiny_dirs):
+    # Zero-copy: the big tensors are views of the file's pages, not copies.
+    m = GPT2.from_pretrained(tiny_dirs["oracle"])
+    assert isinstance(m.params["wte"].base, np.memmap) or isinstance(m.params["wte"], np.memmap)
