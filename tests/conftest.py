@@ -8,8 +8,10 @@ write_tiny_bpe, in temporary directories of the test run.
 
 import json
 import os
+import shutil
 import sys
 
+import numpy as np
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -49,19 +51,37 @@ def make_model_dir(path, seed=0, scale=0.3, tokenizer=True, **overrides):
     return str(path)
 
 
+def make_noisy_copy(src, dest, noise, seed=0):
+    """A copy of the checkpoint in src with Gaussian noise added: a draft that agrees only partly."""
+    rng = np.random.default_rng(seed)
+    tensors = gpt2.load_safetensors(os.path.join(src, "model.safetensors"))
+    os.makedirs(dest, exist_ok=True)
+    shutil.copy(os.path.join(src, "config.json"), dest)
+    gpt2.save_safetensors(os.path.join(dest, "model.safetensors"),
+                          {k: t + np.float32(noise) * rng.standard_normal(t.shape, dtype=np.float32) for k, t in tensors.items()})
+    return write_tiny_bpe(dest)
+
+
 @pytest.fixture(scope="session")
 def tiny_dirs(tmp_path_factory):
-    """Three tiny models sharing the tiny BPE: an oracle, an unrelated draft, a deeper oracle."""
+    """Tiny models sharing the tiny BPE: an oracle, an unrelated draft, and a noisy copy of the oracle."""
     base = tmp_path_factory.mktemp("models")
-    return {
+    dirs = {
         "draft": make_model_dir(base / "draft", seed=1, n_layer=1),
         "oracle": make_model_dir(base / "oracle", seed=2, n_layer=3),
     }
+    dirs["related"] = make_noisy_copy(dirs["oracle"], str(base / "related"), noise=0.015)
+    return dirs
 
 
 @pytest.fixture(scope="session")
 def draft(tiny_dirs):
     return gpt2.GPT2.from_pretrained(tiny_dirs["draft"])
+
+
+@pytest.fixture(scope="session")
+def related(tiny_dirs):
+    return gpt2.GPT2.from_pretrained(tiny_dirs["related"])
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,153 @@
+"""Speculative sampling (SpS): Chen et al. 2023, arXiv 2302.01318, Algorithms 1 and 2.
+
+The paper's letters: q is the target model (our oracle), p the draft model,
+K the number of draft tokens per round, x̃_t the draft tokens.
+
+Algorithm 2, one round, given the sequence x_1 .. x_n:
+  Step 1  for t = 1..K: sample x̃_t ~ p(x | x_1..x_n, x̃_1..x̃_{t-1})
+  Step 2  in parallel (one forward), q(x | x_1..x_n, x̃_1..x̃_t) for t = 0..K
+  Step 3  for t = 1..K: r ~ U[0, 1];
+            if r < min(1, q(x̃_t) / p(x̃_t)): accept x̃_t
+            else: sample x_{n+t} ~ (q(x) - p(x))+, renormalised, and stop
+  Step 4  if all K were accepted: sample one more token x_{n+K+1} ~ q(x)
+
+Why the output has exactly q's distribution: a token x is emitted either as an
+accepted draft, with probability p(x) min(1, q(x)/p(x)) = min(p(x), q(x)), or
+through a rejection, with probability (1 - sum_y min(p(y), q(y))) times
+(q(x) - p(x))+ / sum_y (q(y) - p(y))+. Both sums equal the same number, so
+the rejection term is (q(x) - p(x))+ = q(x) - min(p(x), q(x)), and the two
+add up to q(x). tests/test_sps.py checks this identity on the real functions.
+"""
+
+import numpy as np
+
+from gpt2 import softmax
+from kvcache import KVCache
+from speculative import GenerationError, Stats, check_pair, check_room, feed, rollback
+
+
+# ---------------------------------------------------------------------------
+# Distributions and sampling
+# ---------------------------------------------------------------------------
+
+def probabilities(logits, temperature=1.0, top_k=None, top_p=None):  # [..., V] -> [..., V]
+    """The sampling distribution from logits: temperature, then top-k, then top-p.
+
+    SpS applies the same processing to p and q: the guarantee is then that the
+    output follows the processed target distribution.
+    temperature 0 means greedy: all the mass on the argmax (the first one on a tie).
+    """
+    if temperature == 0:
+        probs = np.zeros_like(logits)
+        np.put_along_axis(probs, np.argmax(logits, axis=-1)[..., None], np.float32(1), axis=-1)
+        return probs
+    logits = logits / np.float32(temperature)
+    if top_k is not None and top_k < logits.shape[-1]:
+        # Everything below the k-th largest logit is cut (argpartition: exactly k survive).
+        cut = np.argpartition(-logits, top_k, axis=-1)[..., top_k:]
+        logits = logits.copy()
+        np.put_along_axis(logits, cut, -np.inf, axis=-1)
+    probs = softmax(logits)
+    if top_p is not None and top_p < 1:
+        # Keep the smallest set of most likely tokens whose mass reaches top_p.
+        order = np.argsort(-probs, axis=-1)
+        sorted_probs = np.take_along_axis(probs, order, axis=-1)
+        mass_before = np.cumsum(sorted_probs, axis=-1) - sorted_probs
+        np.put_along_axis(probs, order, np.where(mass_before < top_p, sorted_probs, 0), axis=-1)
+        probs /= probs.sum(axis=-1, keepdims=True)
+    return probs
+
+
+def sample(probs, rng):  # [V] -> token id
+    """Draw one token from a (possibly unnormalised) float32 distribution by inverse CDF."""
+    cdf = np.cumsum(probs)
+    token = int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"))
+    # r * total can round up to total in float32; the draw then belongs to the last possible token.
+    return min(token, int(np.flatnonzero(probs)[-1]))
+
+
+def acceptance_probability(q, p, x):
+    """Step 3's test: the chance to keep draft token x, min(1, q(x) / p(x)). p(x) > 0: x was drawn from p."""
+    return min(1.0, float(q[x] / p[x]))
+
+
+def residual(q, p):  # [V], [V] -> [V]
+    """Step 3's fallback distribution (q - p)+, renormalised.
+
+    It is all zeros when q <= p everywhere, which in exact arithmetic means
+    q == p and no rejection can happen; in float32 a rejection can still occur
+    by a rounding hair. Then q itself is the right distribution to draw from.
+    """
+    r = np.maximum(q - p, 0)
+    total = r.sum()
+    return r / total if total > 0 else q
+
+
+# ---------------------------------------------------------------------------
+# Algorithm 1 (the baseline) and Algorithm 2
+# ---------------------------------------------------------------------------
+
+def check_sampling(temperature, top_k, top_p):
+    if not temperature >= 0:
+        raise GenerationError(f"temperature must be >= 0, got {temperature}")
+    if top_k is not None and top_k < 1:
+        raise GenerationError(f"top_k must be at least 1, got {top_k}")
+    if top_p is not None and not 0 < top_p <= 1:
+        raise GenerationError(f"top_p must be in (0, 1], got {top_p}")
+
+
+def autoregressive_sample(model, ids, n_new, rng=None, temperature=1.0, top_k=None, top_p=None, stats=None):
+    """Algorithm 1: x_{n+1} ~ q(x | x_1..x_n), one forward pass per token. Yields n_new ids."""
+    stats = Stats() if stats is None else stats
+    rng = np.random.default_rng() if rng is None else rng
+    check_room(ids, n_new, model)
+    check_sampling(temperature, top_k, top_p)
+    tokens, cache = list(ids), KVCache()
+    for _ in range(n_new):
+        q = probabilities(feed(model, cache, tokens, stats, "oracle")[-1], temperature, top_k, top_p)
+        tokens.append(sample(q, rng))
+        stats.emit(tokens[-1:], 0)
+        yield tokens[-1]
+
+
+def speculative_sample(draft, oracle, ids, n_new, K=4, rng=None, temperature=1.0, top_k=None, top_p=None, stats=None):
+    """Algorithm 2: yields n_new ids distributed exactly as autoregressive_sample(oracle, ...)."""
+    stats = Stats() if stats is None else stats
+    rng = np.random.default_rng() if rng is None else rng  # one generator for the whole run
+    check_pair(draft, oracle)
+    check_room(ids, n_new, draft, oracle)
+    check_sampling(temperature, top_k, top_p)
+    if K < 1:
+        raise GenerationError(f"K must be at least 1, got {K}")
+    tokens, end = list(ids), len(ids) + n_new
+    draft_cache, oracle_cache = KVCache(), KVCache()
+    while len(tokens) < end:
+        k = min(K, end - len(tokens) - 1)  # the round adds up to k + 1 tokens: never overshoot
+        # Step 1: sample k draft tokens x̃_t ~ p, one at a time, keeping each p.
+        drafted, p = [], []
+        for _ in range(k):
+            p.append(probabilities(feed(draft, draft_cache, tokens + drafted, stats, "draft")[-1], temperature, top_k, top_p))
+            drafted.append(sample(p[-1], rng))
+        # Step 2: the target's q for all k + 1 positions in one forward: q[t] is
+        # q(x | x_1..x_n, x̃_1..x̃_t) (0-based here: q[0] conditions on no draft).
+        q = probabilities(feed(oracle, oracle_cache, tokens + drafted, stats, "oracle")[-(k + 1):], temperature, top_k, top_p)
+        # Step 3: accept x̃_t with probability min(1, q/p); at the first
+        # rejection, draw from the residual (q - p)+ instead, and stop.
+        new_tokens = []
+        for t in range(k):
+            r = rng.random()  # r ~ U[0, 1]
+            if r < acceptance_probability(q[t], p[t], drafted[t]):
+                new_tokens.append(drafted[t])
+            else:
+                new_tokens.append(sample(residual(q[t], p[t]), rng))
+                break
+        else:
+            # Step 4: all k accepted, so q[k] is already computed: one bonus token from it.
+            new_tokens.append(sample(q[k], rng))
+        n_accepted = len(new_tokens) - 1
+        tokens += new_tokens
+        rollback(len(tokens) - 1, draft_cache, oracle_cache)
+        stats.drafted += k
+        stats.accepted += n_accepted
+        stats.emit(new_tokens, n_accepted)
+        yield from new_tokens

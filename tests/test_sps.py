@@ -1,0 +1,183 @@
+"""Speculative sampling keeps the target distribution: exactly, and statistically."""
+
+import itertools
+import math
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from conftest import make_model_dir
+from gpt2 import GPT2
+from sps import acceptance_probability, autoregressive_sample, probabilities, residual, sample, speculative_sample
+from speculative import GenerationError, Stats, speculative_generate
+
+
+def emitted_distribution(q, p):
+    """P(the accept-or-resample step emits x) for a draft x ~ p, computed from sps's own functions."""
+    accept = np.array([acceptance_probability(q, p, x) if p[x] > 0 else 0.0 for x in range(len(p))])
+    p_reject = float(np.sum(p * (1 - accept)))
+    return p * accept + p_reject * residual(q, p)
+
+
+def random_distributions(rng, V):
+    yield rng.dirichlet(np.ones(V)).astype(np.float32), rng.dirichlet(np.ones(V)).astype(np.float32)
+    p = rng.dirichlet(np.ones(V) * 0.2).astype(np.float32)
+    yield p, p.copy()  # p == q: nothing is ever rejected, the residual is all zeros
+    q = rng.dirichlet(np.ones(V)).astype(np.float32)
+    q[: V // 2] = 0  # a top-k-processed target with zeros where the draft has mass
+    yield q / q.sum(), rng.dirichlet(np.ones(V)).astype(np.float32)
+    yield np.eye(V, dtype=np.float32)[1], np.eye(V, dtype=np.float32)[3]  # temperature 0, disagreeing
+    yield np.eye(V, dtype=np.float32)[2], rng.dirichlet(np.ones(V)).astype(np.float32)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_one_step_emits_exactly_q(seed):
+    rng = np.random.default_rng(seed)
+    for q, p in random_distributions(rng, V=1 + 7 * (seed + 1)):
+        np.testing.assert_allclose(emitted_distribution(q, p), q, atol=1e-6)
+
+
+def test_residual_never_nan():
+    p = np.array([0.2, 0.5, 0.3], np.float32)
+    r = residual(p.copy(), p)
+    assert np.isfinite(r).all() and r.sum() == pytest.approx(1)
+
+
+def test_sample_follows_its_distribution_and_skips_zeros():
+    rng = np.random.default_rng(0)
+    probs = np.array([0.0, 0.5, 0.0, 0.25, 0.25, 0.0], np.float32)
+    counts = np.bincount([sample(probs, rng) for _ in range(20000)], minlength=6)
+    assert counts[[0, 2, 5]].sum() == 0
+    np.testing.assert_allclose(counts / 20000, probs, atol=0.015)
+
+
+def test_probabilities_processing():
+    logits = np.array([[1.0, 3.0, 2.0, 0.0]], np.float32)
+    assert probabilities(logits, temperature=0).tolist() == [[0, 1, 0, 0]]
+    assert (probabilities(logits, top_k=2)[0] > 0).tolist() == [False, True, True, False]
+    full = probabilities(logits)[0]
+    nucleus = probabilities(logits, top_p=0.7)[0]  # the top token has 0.66: it and the next are kept
+    assert (nucleus > 0).tolist() == [False, True, True, False]
+    np.testing.assert_allclose(nucleus[1] / nucleus[2], full[1] / full[2], rtol=1e-6)
+    assert probabilities(logits, temperature=0.5).dtype == np.float32
+
+
+# --- statistical tests on tiny models -------------------------------------------------
+
+V = 6          # a vocabulary small enough to enumerate every 3-token continuation
+N_SAMPLES = 3000
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    base = tmp_path_factory.mktemp("sps")
+    kw = dict(vocab_size=V, n_embd=16, n_head=2, n_positions=16, tokenizer=False, scale=0.5)
+    return (GPT2.from_pretrained(make_model_dir(base / "p", seed=21, n_layer=1, **kw)),
+            GPT2.from_pretrained(make_model_dir(base / "q", seed=22, n_layer=2, **kw)))
+
+
+def exact_distribution(model, ids, n_new, **processing):
+    """{continuation: probability} under autoregressive sampling, by enumeration."""
+    dist = {}
+    for seq in itertools.product(range(V), repeat=n_new):
+        logits = model.forward(list(ids) + list(seq[:-1]))[len(ids) - 1:]
+        probs = probabilities(logits, **processing)
+        dist[seq] = float(np.prod([probs[i, t] for i, t in enumerate(seq)]))
+    return dist
+
+
+def chi_square_rejects(counts, dist, n):
+    """Pearson's chi-square test at alpha = 0.001; bins with expected count < 5 are pooled."""
+    observed, expected = [], []
+    pooled_o = pooled_e = 0.0
+    for seq, p in dist.items():
+        if p * n >= 5:
+            observed.append(counts.get(seq, 0))
+            expected.append(p * n)
+        else:
+            pooled_o += counts.get(seq, 0)
+            pooled_e += p * n
+    if pooled_e > 0:
+        observed.append(pooled_o)
+        expected.append(pooled_e)
+    impossible = sum(c for seq, c in counts.items() if dist.get(seq, 0) == 0)
+    chi2 = sum((o - e) ** 2 / e for o, e in zip(observed, expected))
+    df = len(observed) - 1
+    # Wilson-Hilferty approximation of the chi-square quantile; z = 3.09 for alpha = 0.001.
+    critical = df * (1 - 2 / (9 * df) + 3.0902 * math.sqrt(2 / (9 * df))) ** 3
+    return impossible > 0 or chi2 > critical, (chi2, critical, df, impossible)
+
+
+@pytest.mark.parametrize("K, n_new, processing", [
+    (2, 3, {}),
+    (4, 3, {}),
+    (1, 2, {}),
+    (3, 3, {"temperature": 0.6}),
+    (3, 3, {"temperature": 1.7}),
+    (3, 3, {"top_k": 3}),
+    (2, 3, {"top_p": 0.8, "temperature": 0.8}),
+])
+def test_speculative_sample_has_the_targets_distribution(small, K, n_new, processing):
+    p_model, q_model = small
+    ids = [1, 4]
+    rng = np.random.default_rng(1234)
+    stats = Stats()
+    counts = Counter(tuple(speculative_sample(p_model, q_model, ids, n_new, K=K, rng=rng, stats=stats, **processing))
+                     for _ in range(N_SAMPLES))
+    rejects, detail = chi_square_rejects(counts, exact_distribution(q_model, ids, n_new, **processing), N_SAMPLES)
+    assert not rejects, f"chi2, critical, df, impossible = {detail}"
+    assert 0 < stats.accepted < stats.drafted  # both branches of step 3 were taken
+
+
+def test_the_chi_square_test_can_tell_draft_from_target(small):
+    # Negative control: the draft's own samples must fail the same test.
+    p_model, q_model = small
+    rng = np.random.default_rng(99)
+    counts = Counter(tuple(autoregressive_sample(p_model, [1, 4], 3, rng=rng)) for _ in range(N_SAMPLES))
+    assert chi_square_rejects(counts, exact_distribution(q_model, [1, 4], 3), N_SAMPLES)[0]
+
+
+def test_autoregressive_sample_has_the_models_distribution(small):
+    _, q_model = small
+    rng = np.random.default_rng(5)
+    counts = Counter(tuple(autoregressive_sample(q_model, [1, 4], 3, rng=rng, temperature=0.8)) for _ in range(N_SAMPLES))
+    assert not chi_square_rejects(counts, exact_distribution(q_model, [1, 4], 3, temperature=0.8), N_SAMPLES)[0]
+
+
+@pytest.mark.parametrize("K", range(1, 7))
+def test_temperature_zero_is_speculative_greedy(draft, related, oracle, K):
+    ids = [3, 1, 4, 1, 5]
+    for d in (draft, related, oracle):
+        assert (list(speculative_sample(d, oracle, ids, 25, K=K, rng=np.random.default_rng(0), temperature=0))
+                == list(speculative_generate(d, oracle, ids, 25, n_draft=K)))
+
+
+def test_a_seed_reproduces_a_run(related, oracle):
+    runs = [list(speculative_sample(related, oracle, [1, 2, 3], 20, rng=np.random.default_rng(7))) for _ in range(2)]
+    assert runs[0] == runs[1]
+    runs = [list(autoregressive_sample(oracle, [1, 2, 3], 20, rng=np.random.default_rng(7))) for _ in range(2)]
+    assert runs[0] == runs[1]
+
+
+def test_low_temperature_with_draft_equal_to_target_has_no_nan(oracle):
+    stats = Stats()
+    out = list(speculative_sample(oracle, oracle, [1, 2, 3], 40, K=4, rng=np.random.default_rng(0), temperature=0.01, stats=stats))
+    assert len(out) == 40 and stats.accepted == stats.drafted
+
+
+@pytest.mark.parametrize("n_new", range(0, 10))
+def test_exactly_n_new_tokens(related, oracle, n_new):
+    for K in (1, 3, 6):
+        assert len(list(speculative_sample(related, oracle, [1, 2], n_new, K=K, rng=np.random.default_rng(n_new)))) == n_new
+    assert len(list(autoregressive_sample(oracle, [1, 2], n_new))) == n_new
+
+
+def test_context_limit_and_bad_arguments(small):
+    p_model, q_model = small
+    assert len(list(speculative_sample(p_model, q_model, [1] * 10, 6, K=4, rng=np.random.default_rng(0)))) == 6
+    with pytest.raises(GenerationError, match="context window of 16"):
+        list(speculative_sample(p_model, q_model, [1] * 10, 7))
+    for bad in ({"temperature": -1}, {"top_k": 0}, {"top_p": 0}, {"top_p": 1.5}, {"K": 0}):
+        with pytest.raises(GenerationError):
+            list(speculative_sample(p_model, q_model, [1], 3, **bad))

@@ -1,0 +1,76 @@
+"""Threshold drafting: let the draft's own confidence decide how far to guess.
+
+A fixed n_draft wastes draft passes when the draft is unsure (its later guesses
+are likely rejected) and stops too early when it is sure. Here the draft keeps
+proposing while the cumulative probability it gives its own guesses,
+p(d_1) * p(d_2 | d_1) * ..., stays at or above a threshold, up to max_draft.
+
+The threshold adapts to how the oracle judged the last round:
+  - some drafts rejected: move the threshold halfway toward the cumulative
+    probability at the last accepted draft token (stop sooner next time);
+  - all accepted: lower it by threshold_all_correct_boost (guess further);
+and it stays within [0.05, 0.95].
+
+Verification is exactly that of speculative.py (greedy: the output equals the
+oracle's greedy output); only step 1, the drafting, and step 5 differ.
+"""
+
+import numpy as np
+
+from gpt2 import softmax
+from kvcache import KVCache
+from speculative import GenerationError, Stats, check_pair, check_room, feed, rollback, verify
+
+THRESHOLD_MIN, THRESHOLD_MAX = 0.05, 0.95
+
+
+def next_threshold(threshold, cumulative, n_accepted, boost):
+    """Step 5: the threshold for the next round.
+
+    cumulative[i] is the draft's probability of drafted[:i + 1]; n_accepted of
+    the len(cumulative) drafts were kept.
+    """
+    if n_accepted == len(cumulative):
+        threshold -= boost
+    else:
+        # Nothing accepted: the last accepted "prefix" is empty, probability 1.
+        p_last_accepted = cumulative[n_accepted - 1] if n_accepted > 0 else 1.0
+        threshold = (threshold + p_last_accepted) / 2
+    return min(max(float(threshold), THRESHOLD_MIN), THRESHOLD_MAX)
+
+
+def threshold_generate(draft, oracle, ids, n_new, max_draft=16, threshold=0.4,
+                       threshold_all_correct_boost=0.1, stats=None):
+    """Greedy speculative decoding with threshold-bounded drafts; yields n_new token ids."""
+    stats = Stats() if stats is None else stats
+    check_pair(draft, oracle)
+    check_room(ids, n_new, draft, oracle)
+    if max_draft < 1:
+        raise GenerationError(f"max_draft must be at least 1, got {max_draft}")
+    tokens, end = list(ids), len(ids) + n_new
+    draft_cache, oracle_cache = KVCache(), KVCache()
+    while len(tokens) < end:
+        # 1. Draft greedily while the draft's confidence in the whole guess holds.
+        #    The token that takes it below the threshold is still proposed: it
+        #    was computed already, and checking it costs the oracle little.
+        k_max = min(max_draft, end - len(tokens) - 1)
+        drafted, cumulative, p = [], [], 1.0
+        while len(drafted) < k_max and p >= threshold:
+            probs = softmax(feed(draft, draft_cache, tokens + drafted, stats, "draft")[-1])
+            drafted.append(int(np.argmax(probs)))
+            p *= probs[drafted[-1]]
+            cumulative.append(p)
+        # 2, 3 and 4, as in speculative_generate.
+        n_accepted, new_tokens = verify(oracle, oracle_cache, tokens, drafted, stats)
+        tokens += new_tokens
+        rollback(len(tokens) - 1, draft_cache, oracle_cache)
+        # 5. Adapt the threshold to this round's outcome.
+        if drafted:
+            threshold = next_threshold(threshold, cumulative, n_accepted, threshold_all_correct_boost)
+        stats.drafted += len(drafted)
+        stats.accepted += n_accepted
+        stats.emit(new_tokens, n_accepted)
+        if stats.trace is not None:
+            stats.trace[-1].update(cached={"draft": draft_cache.n_tokens(), "oracle": oracle_cache.n_tokens()},
+                                   threshold=threshold)
+        yield from new_tokens
