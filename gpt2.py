@@ -204,8 +204,10 @@ def load_safetensors(path):
     with open(path, "rb") as f:
         prefix = f.read(8)
         n_header = int.from_bytes(prefix, "little") if len(prefix) == 8 else -1
-        if not 0 < n_header <= size - 8:
+        if not 0 < n_header <= 100_000_000:  # real headers are kilobytes; text or HTML gives nonsense here
             raise CheckpointError(f"{path}: not a safetensors file (bad header length; the file has {size} bytes)")
+        if n_header > size - 8:
+            raise CheckpointError(f"{path}: truncated: its header needs {8 + n_header} bytes but the file has {size}")
         try:
             header = json.loads(f.read(n_header))
         except ValueError:

@@ -1,0 +1,149 @@
+"""`python speculative.py "prompt"` end to end on tiny models and the tiny tokenizer, and its error paths."""
+
+import io
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, make_model_dir
+from speculative import Stats, stream
+from tokenizer import encode, load_tokenizer
+
+
+def run(*args, env=None, timeout=120):
+    return subprocess.run([sys.executable, os.path.join(ROOT, "speculative.py"), *args], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def pair(tiny_dirs):
+    return ["--draft", tiny_dirs["related"], "--oracle", tiny_dirs["oracle"]]
+
+
+def assert_one_line_error(r, *fragments, code=None):
+    assert r.returncode != 0 if code is None else r.returncode == code
+    assert "Traceback" not in r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert lines and lines[-1].startswith("error: "), r.stderr
+    assert sum(line.startswith("error") for line in lines) == 1
+    for fragment in fragments:
+        assert fragment in lines[-1], lines[-1]
+
+
+@pytest.mark.parametrize("method", ["speculative", "threshold", "sps", "greedy", "sample"])
+def test_each_method_runs_and_reports(pair, method):
+    r = run("the cat and", *pair, "--method", method, "-n", "12", "--compare")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("the cat and")
+    assert "\x1b[" not in r.stdout  # piped: plain text
+    assert f"{method}: 12 new tokens" in r.stderr and "tokens/s" in r.stderr and "speedup" in r.stderr
+    if method in ("speculative", "threshold", "sps"):
+        assert "acceptance" in r.stderr
+    if method in ("speculative", "threshold"):
+        assert "identical output" in r.stderr
+
+
+def test_greedy_methods_print_the_oracles_greedy_text(pair):
+    texts = {m: run("the cat", *pair, "--method", m, "-n", "15").stdout for m in ("greedy", "speculative", "threshold")}
+    assert texts["greedy"] == texts["speculative"] == texts["threshold"]
+
+
+def test_seed_reproduces_sampling(pair):
+    a, b = (run("a", *pair, "--method", "sps", "--seed", "3", "--temperature", "0.8", "--top-k", "20", "-n", "10") for _ in range(2))
+    assert a.returncode == 0 and a.stdout == b.stdout
+
+
+def test_color_marks_accepted_draft_tokens_and_no_color_is_honoured(tiny_dirs):
+    same = ["--draft", tiny_dirs["oracle"], "--oracle", tiny_dirs["oracle"], "-n", "8"]
+    colored = run("the", *same, "--color", "always")
+    assert "\x1b[32m" in colored.stdout
+    assert "\x1b[" not in run("the", *same, env={"NO_COLOR": "1"}).stdout
+
+
+def test_empty_prompt_starts_from_endoftext(pair):
+    r = run("", *pair, "-n", "5", "--trace")
+    assert r.returncode == 0, r.stderr
+    assert "prompt of 1 tokens" in r.stderr
+
+
+def test_trace_shows_each_round(pair):
+    r = run("the cat", *pair, "-n", "10", "-K", "3", "--trace")
+    assert r.returncode == 0
+    assert "round 1:" in r.stderr and "drafted" in r.stderr and "kept" in r.stderr and "caches" in r.stderr
+
+
+def test_split_characters_are_never_printed_half(tiny_dirs):
+    # With the tiny byte-level BPE, "中" and "🙂" are several tokens each.
+    enc = load_tokenizer(tiny_dirs["oracle"])
+    text = "中文 and 🙂 café"
+    tokens = encode(enc, text)
+    assert len(tokens) > len(text)
+    out = io.StringIO()
+    writes = []
+    out.write = lambda s, w=out.write: (writes.append(s), w(s))[1]
+    stream(iter(tokens), enc, Stats(from_draft=[False] * len(tokens)), False, out)
+    assert out.getvalue() == text
+    assert "\ufffd" not in "".join(writes)
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--n-draft", "0"], "--n-draft"),
+    (["-K", "x"], "'x' is not a whole number"),
+    (["--max-new-tokens", "-3"], "--max-new-tokens"),
+    (["--top-p", "1.5"], "--top-p"),
+    (["--method", "beam"], "invalid choice"),
+    (["--temperature", "0.5"], "--temperature applies to --method sps or sample"),
+    (["--bogus"], "unrecognized arguments"),
+])
+def test_bad_options_are_one_line(pair, args, fragment):
+    assert_one_line_error(run("hi", *pair, *args), fragment, code=2)
+
+
+def test_missing_model_without_network(tmp_path):
+    r = run("hi", "--oracle", "gpt2-medium", "--method", "greedy", "--models-dir", str(tmp_path),
+            env={"HF_ENDPOINT": "http://127.0.0.1:9"})
+    assert_one_line_error(r, "cannot reach", "HF_ENDPOINT", code=1)
+
+
+def test_unknown_model(pair):
+    assert_one_line_error(run("hi", "--oracle", "gpt-9"), "unknown model 'gpt-9'")
+
+
+def test_draft_and_oracle_with_different_vocabularies(tmp_path, tiny_dirs):
+    other = make_model_dir(tmp_path / "other", vocab_size=300, tokenizer=False)
+    r = run("hi", "--draft", other, "--oracle", tiny_dirs["oracle"])
+    assert_one_line_error(r, "vocabulary")
+
+
+def test_draft_and_oracle_with_different_tokenizer_files(tmp_path, tiny_dirs):
+    other = make_model_dir(tmp_path / "other")
+    with open(os.path.join(other, "merges.txt"), "a") as f:
+        f.write("")  # same merges; now change the vocab's order of two byte tokens
+    import json
+    with open(os.path.join(other, "vocab.json")) as f:
+        vocab = json.load(f)
+    vocab["a"], vocab["b"] = vocab["b"], vocab["a"]
+    with open(os.path.join(other, "vocab.json"), "w") as f:
+        json.dump(vocab, f)
+    assert_one_line_error(run("hi", "--draft", other, "--oracle", tiny_dirs["oracle"]), "different tokenizers")
+
+
+def test_prompt_longer_than_the_window(pair):
+    r = run("the cat " * 100, *pair, "-n", "5")
+    assert_one_line_error(r, "does not fit the context window of 128")
+
+
+def test_corrupt_checkpoint(tmp_path, tiny_dirs):
+    bad = make_model_dir(tmp_path / "bad")
+    with open(os.path.join(bad, "model.safetensors"), "r+b") as f:
+        f.truncate(1000)
+    assert_one_line_error(run("hi", "--draft", bad, "--oracle", tiny_dirs["oracle"]), "truncated")
+
+
+def test_help_explains_methods():
+    r = run("--help")
+    assert r.returncode == 0
+    for word in ("speculative", "threshold", "sps", "--compare", "--n-draft", "NO_COLOR"):
+        assert word in r.stdout
