@@ -12,8 +12,11 @@ Learners"; OpenAI's gpt-2 model.py; jaymody/picoGPT for the style.
 
 import json
 import os
+import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+from tqdm import tqdm
 
 import download_weights
 from download_weights import DEFAULT_MODELS_DIR, MODEL_NAMES
@@ -48,9 +51,9 @@ def layer_norm(x, g, b, eps):  # [n_seq, n_embd] -> [n_seq, n_embd]
     return g * (x - mean) / np.sqrt(variance + eps) + b
 
 
-def linear(x, w, b):  # [n_seq, n_in] @ [n_in, n_out] + [n_out] -> [n_seq, n_out]
-    # GPT-2's Conv1D stores the weight as [n_in, n_out], so this is x @ w.
-    return x @ w + b
+def linear(x, w, b):  # [n_seq, n_in] -> [n_seq, n_out]
+    # x @ W + b, with W held in blocks of its transpose (see matmul below).
+    return matmul(x, w)[:, :b.shape[0]] + b
 
 
 def attention(q, k, v, mask):
@@ -67,6 +70,54 @@ def causal_mask(n_q, n_kv):  # -> [n_q, n_kv]
     return np.where(future, MASKED, np.float32(0))
 
 
+# ---------------------------------------------------------------------------
+# The matmul strategy: the one place that decides how x @ W is computed
+# ---------------------------------------------------------------------------
+# Decoding multiplies a few rows x by big weight matrices W, so its time is the
+# time to stream W from memory, and checking k draft tokens should cost about
+# what 1 token costs. It does not with the checkpoint's own [n_in, n_out]
+# layout: on this project's 2-core machine OpenBLAS takes 3.4x as long for 8
+# rows as for 1 (a general matrix product packs all of W first). So at load
+# time every weight is transposed to [n_out, n_in] and cut into blocks of
+# BLOCK output rows, stored as [n_out / BLOCK, BLOCK, n_in] (zero-padded):
+#   1 row:  one matrix-vector product over all of W; BLAS gemv streams it at
+#           the memory bandwidth, using every core;
+#   k rows: each block is a small [BLOCK, n_in] @ [n_in, k] product whose
+#           operands stay in cache; the blocks are shared out to one Python
+#           thread per core (NumPy releases the GIL inside matmul).
+# 8 rows then cost about 1.5x one row. Blocks of 32 measured worse (OpenBLAS
+# starts threading inside each product), blocks of 8 too (per-call overhead).
+BLOCK = 16
+THREADED_MIN_SIZE = 1 << 20  # weights of fewer elements (4 MB) are multiplied in the calling thread
+N_THREADS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+_pool = None
+
+
+def matmul(x, w):  # [n_seq, n_in] @ blocked W [n_blocks, BLOCK, n_in] -> [n_seq, n_blocks * BLOCK]
+    n_blocks, block, n_in = w.shape
+    if x.shape[0] == 1:
+        return (w.reshape(n_blocks * block, n_in) @ x[0])[None, :]
+    out = np.empty((n_blocks, block, x.shape[0]), dtype=np.float32)
+    xt = x.T  # [n_in, n_seq]
+    if w.size < THREADED_MIN_SIZE:  # a small weight: handing it to threads costs more than it saves
+        return np.matmul(w, xt, out=out).reshape(n_blocks * block, x.shape[0]).T
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(N_THREADS)
+    bounds = np.linspace(0, n_blocks, N_THREADS + 1).astype(int)
+    jobs = [_pool.submit(np.matmul, w[a:b], xt, out=out[a:b]) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+    for job in jobs:
+        job.result()
+    return out.reshape(n_blocks * block, x.shape[0]).T
+
+
+def to_blocks(w_t):  # [n_out, n_in] -> [ceil(n_out / BLOCK), BLOCK, n_in], zero rows appended
+    n_out, n_in = w_t.shape
+    blocks = np.zeros((-(-n_out // BLOCK), BLOCK, n_in), dtype=np.float32)
+    blocks.reshape(-1, n_in)[:n_out] = w_t
+    return blocks
+
+
 def mha(x, attn, n_head, kvcache, layer, mask):  # [n_seq, n_embd] -> [n_seq, n_embd]
     n_seq, n_embd = x.shape
     qkv = linear(x, attn["c_attn"]["weight"], attn["c_attn"]["bias"])  # [n_seq, 3 * n_embd]
@@ -74,8 +125,6 @@ def mha(x, attn, n_head, kvcache, layer, mask):  # [n_seq, n_embd] -> [n_seq, n_
     q, k, v = (m.reshape(n_seq, n_head, -1).transpose(1, 0, 2) for m in np.split(qkv, 3, axis=-1))
     if kvcache is not None:
         k, v = kvcache.append(layer, k, v)  # now [n_head, n_cached + n_seq, head_dim]
-    if mask is None:
-        mask = causal_mask(n_seq, k.shape[1])
     out = attention(q, k, v, mask)  # [n_head, n_seq, head_dim]
     out = out.transpose(1, 0, 2).reshape(n_seq, n_embd)  # merge the heads
     return linear(out, attn["c_proj"]["weight"], attn["c_proj"]["bias"])
@@ -109,14 +158,16 @@ class GPT2:
         self.vocab_size = config["vocab_size"]
         self.eps = np.float32(config["layer_norm_epsilon"])
 
-    def forward(self, ids, kvcache=None, positions=None, mask=None):
+    def forward(self, ids, kvcache=None, positions=None, mask=None, n_logits=None):
         """Logits for each token of `ids`: float32 [len(ids), vocab_size].
 
         With a kvcache, `ids` are only the tokens after the kvcache.n_tokens()
         cached ones: their positions continue from there and their keys and
-        values are appended to the cache. `positions` and `mask` override the
-        default consecutive positions and causal mask (a draft tree needs both:
-        positions are depths, and each node sees only its ancestors).
+        values are appended to the cache. n_logits asks for the last n_logits
+        rows only (the LM head is a big product: a prompt needs one row).
+        `positions` and `mask` override the default consecutive positions and
+        causal mask (a draft tree needs both: positions are depths, and each
+        node sees only its ancestors).
         """
         ids = np.asarray(ids, dtype=np.int64).reshape(-1)
         n_cached = 0 if kvcache is None else kvcache.n_tokens()
@@ -128,17 +179,18 @@ class GPT2:
         if positions.max() >= self.n_positions:
             raise ValueError(f"position {positions.max()} is past {self.name}'s context window of {self.n_positions}")
 
+        if mask is None:  # built once here rather than in each of the n_layer attentions
+            mask = causal_mask(ids.size, n_cached + ids.size)
         p = self.params
-        x = p["wte"][ids] + p["wpe"][positions]  # [n_seq, n_embd]
+        wte = p["wte"].reshape(-1, self.n_embd)  # [vocab_size (padded), n_embd], held in blocks for the LM head
+        x = wte[ids] + p["wpe"][positions]  # [n_seq, n_embd]
         for layer, h in enumerate(p["h"]):
             x = block(x, h, self.n_head, self.eps, kvcache, layer, mask)
         if kvcache is not None:
             kvcache.commit(ids.size)
-        x = layer_norm(x, p["ln_f"]["weight"], p["ln_f"]["bias"], self.eps)
-        return x @ p["wte"].T  # the LM head is tied to the token embedding: [n_seq, vocab_size]
-
-    def new_cache(self):
-        return KVCache()
+        x = layer_norm(x[-(n_logits or ids.size):], p["ln_f"]["weight"], p["ln_f"]["bias"], self.eps)
+        # The LM head is tied to the token embedding: logits = x @ wte.T.
+        return matmul(x, p["wte"])[:, :self.vocab_size]  # [n_logits, vocab_size]
 
     @classmethod
     def from_pretrained(cls, name_or_path, models_dir=None):
@@ -150,8 +202,7 @@ class GPT2:
         """
         model_dir = resolve_model_dir(name_or_path, models_dir)
         config = load_config(model_dir)
-        tensors = load_safetensors(os.path.join(model_dir, "model.safetensors"))
-        params = gpt2_params(tensors, config, os.path.join(model_dir, "model.safetensors"))
+        params = nest(load_blocked(model_dir, config))
         return cls(params, config, name=os.path.basename(os.path.normpath(model_dir)))
 
 
@@ -192,11 +243,9 @@ def load_config(model_dir):
 SAFETENSORS_DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16}
 
 
-def load_safetensors(path):
-    """Read a .safetensors file into a {name: array} dict without copying it.
+def read_header(path):
+    """(header dict, byte offset of the data, file size) of a .safetensors file.
 
-    The file is memory-mapped: the arrays are read-only views of the pages of
-    the file, so a 6.4 GB checkpoint does not need 12.8 GB of RAM to load.
     Format: 8-byte little-endian header length, a JSON header giving each
     tensor's dtype, shape and byte range, then the raw data.
     """
@@ -212,7 +261,17 @@ def load_safetensors(path):
             header = json.loads(f.read(n_header))
         except ValueError:
             raise CheckpointError(f"{path}: corrupt safetensors header (not valid JSON)") from None
-    data = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + n_header) if size > 8 + n_header else np.zeros(0, np.uint8)
+    return header, 8 + n_header, size
+
+
+def load_safetensors(path):
+    """Read a .safetensors file into a {name: array} dict without copying it.
+
+    The file is memory-mapped: the arrays are read-only views of the pages of
+    the file, so a 6.4 GB checkpoint does not need 12.8 GB of RAM to load.
+    """
+    header, data_start, size = read_header(path)
+    data = np.memmap(path, dtype=np.uint8, mode="r", offset=data_start) if size > data_start else np.zeros(0, np.uint8)
     tensors = {}
     for name, info in header.items():
         if name == "__metadata__":
@@ -224,7 +283,7 @@ def load_safetensors(path):
         if dtype is None:
             raise CheckpointError(f"{path}: tensor {name} has dtype {info['dtype']}; supported: {', '.join(SAFETENSORS_DTYPES)}")
         if end > data.size:
-            raise CheckpointError(f"{path}: truncated: tensor {name} ends at byte {8 + n_header + end} but the file has {size} bytes")
+            raise CheckpointError(f"{path}: truncated: tensor {name} ends at byte {data_start + end} but the file has {size} bytes")
         if end - begin != int(np.prod(shape)) * np.dtype(dtype).itemsize:
             raise CheckpointError(f"{path}: tensor {name} has {end - begin} bytes, not what shape {list(shape)} of {info['dtype']} needs")
         tensors[name] = data[begin:end].view(dtype).reshape(shape)
@@ -256,22 +315,84 @@ def expected_shapes(config):
     return shapes
 
 
-def gpt2_params(tensors, config, path):
-    """Check the tensors against config.json and nest them by checkpoint key:
-    'h.3.attn.c_attn.weight' -> params['h'][3]['attn']['c_attn']['weight']."""
+def checkpoint_tensors(path, config):
+    """The tensors GPT-2 needs from a checkpoint file, checked against config.json."""
     # GPT2LMHeadModel checkpoints prefix every key with 'transformer.'; GPT2Model ones do not.
-    tensors = {k.removeprefix("transformer."): t for k, t in tensors.items()}
-    params = {"h": [{} for _ in range(config["n_layer"])]}
+    tensors = {k.removeprefix("transformer."): t for k, t in load_safetensors(path).items()}
+    checked = {}
     for key, shape in expected_shapes(config).items():
         if key not in tensors:
             raise CheckpointError(f"{path}: tensor {key} is missing (config.json says n_layer={config['n_layer']})")
         if tensors[key].shape != shape:
             raise CheckpointError(f"{path}: tensor {key} has shape {list(tensors[key].shape)}, config.json implies {list(shape)}")
-        *path_keys, leaf = key.split(".")
+        checked[key] = tensors[key]
+    return checked
+
+
+# The weights in the layout forward() uses (see "The matmul strategy"): every
+# linear weight transposed and blocked, and wte blocked for the LM head.
+BLOCKED_FILE = "model.blocked.safetensors"
+
+
+def is_linear_weight(key):
+    return key.endswith(("c_attn.weight", "c_proj.weight", "c_fc.weight"))
+
+
+def to_memory_layout(key, t):  # a checkpoint tensor -> the array forward() uses
+    if is_linear_weight(key):
+        return to_blocks(t.T)  # Conv1D weights are stored [n_in, n_out]
+    if key == "wte.weight":
+        return to_blocks(t)    # [vocab_size, n_embd] is already [n_out, n_in] for the LM head
+    return t
+
+
+def memory_shape(key, shape):
+    if is_linear_weight(key):
+        shape = shape[::-1]
+    if is_linear_weight(key) or key == "wte.weight":
+        return (-(-shape[0] // BLOCK), BLOCK, shape[1])
+    return shape
+
+
+def load_blocked(model_dir, config):
+    """The model's tensors in memory layout, memory-mapped from model.blocked.safetensors.
+
+    Transposing gpt2-xl's 6 GB takes seconds, so it is done once: the first
+    load writes the converted copy beside the checkpoint (with the checkpoint's
+    size and modification time, to notice when it changes), later loads map it.
+    """
+    source = os.path.join(model_dir, "model.safetensors")
+    tensors = checkpoint_tensors(source, config)
+    stamp = f"{os.path.getsize(source)}:{os.stat(source).st_mtime_ns}:block{BLOCK}"
+    path = os.path.join(model_dir, BLOCKED_FILE)
+    shapes = {key: memory_shape(key, t.shape) for key, t in tensors.items()}
+    if not (os.path.exists(path) and read_header(path)[0].get("__metadata__", {}).get("source") == stamp):
+        try:
+            save_safetensors(path, shapes, lambda key: to_memory_layout(key, tensors[key]), {"source": stamp},
+                             progress=f"one-time conversion of {os.path.basename(os.path.normpath(model_dir))} to the fast layout")
+        except OSError as e:  # a read-only directory or a full disk: convert in memory, every time
+            print(f"note: cannot write {path} ({e.strerror}); converting in memory instead", file=sys.stderr)
+            return {key: to_memory_layout(key, t) for key, t in tensors.items()}
+    blocked = load_safetensors(path)
+    for key, shape in shapes.items():
+        if key not in blocked or blocked[key].shape != shape:
+            raise CheckpointError(f"{path}: {key} is missing or has the wrong shape; delete the file to rebuild it")
+    return blocked
+
+
+def nest(tensors):
+    """'h.3.attn.c_attn.weight' -> params['h'][3]['attn']['c_attn']['weight']."""
+    params = {}
+    for key, t in tensors.items():
+        *path, leaf = key.split(".")
         node = params
-        for k in path_keys:
-            node = node[int(k)] if k.isdigit() else node.setdefault(k, {})
-        node[leaf] = tensors[key]
+        for part, after in zip(path, path[1:] + [leaf]):
+            if part.isdigit():
+                node.extend({} for _ in range(int(part) + 1 - len(node)))
+                node = node[int(part)]
+            else:
+                node = node.setdefault(part, [] if after.isdigit() else {})
+        node[leaf] = t
     params["wte"], params["wpe"] = params["wte"]["weight"], params["wpe"]["weight"]
     return params
 
@@ -280,19 +401,31 @@ def gpt2_params(tensors, config, path):
 # Writing checkpoints (random weights for tests and benchmarks)
 # ---------------------------------------------------------------------------
 
-def save_safetensors(path, tensors):
-    """Write {name: float32 array} as a .safetensors file, via a temporary name."""
-    header, offset = {}, 0
-    for name, t in tensors.items():
-        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [offset, offset + t.nbytes]}
-        offset += t.nbytes
+def save_safetensors(path, shapes, tensor, metadata=None, progress=None):
+    """Write a float32 .safetensors file: shapes is {name: shape}, tensor(name) gives
+    each array in turn (so a 6 GB file never needs 6 GB of RAM). Written under a
+    temporary name and renamed at the end: an interrupted write leaves no file."""
+    header, offset = {"__metadata__": metadata or {}}, 0
+    for name, shape in shapes.items():
+        n_bytes = 4 * int(np.prod(shape))
+        header[name] = {"dtype": "F32", "shape": list(shape), "data_offsets": [offset, offset + n_bytes]}
+        offset += n_bytes
     header_bytes = json.dumps(header).encode()
     header_bytes += b" " * (-len(header_bytes) % 8)  # data starts 8-byte aligned
-    with open(path + ".tmp", "wb") as f:
-        f.write(len(header_bytes).to_bytes(8, "little") + header_bytes)
-        for t in tensors.values():
-            np.ascontiguousarray(t, dtype=np.float32).tofile(f)
-    os.replace(path + ".tmp", path)
+    tmp = path + ".tmp"
+    try:
+        with open(tmp, "wb") as f, tqdm(total=offset, unit="B", unit_scale=True, desc=progress,
+                                        disable=progress is None or offset < 100_000_000) as bar:
+            f.write(len(header_bytes).to_bytes(8, "little") + header_bytes)
+            for name, shape in shapes.items():
+                t = np.ascontiguousarray(tensor(name), dtype=np.float32)
+                assert t.shape == tuple(shape), (name, t.shape, shape)
+                t.tofile(f)
+                bar.update(t.nbytes)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
 
 
 def random_checkpoint(model_dir, config, seed=0, scale=0.02):
@@ -304,14 +437,16 @@ def random_checkpoint(model_dir, config, seed=0, scale=0.02):
     """
     rng = np.random.default_rng(seed)
     config = {"layer_norm_epsilon": 1e-5, **config}
-    tensors = {}
-    for key, shape in expected_shapes(config).items():
+
+    def tensor(key):
+        shape = expected_shapes(config)[key]
         if key.endswith(("ln_1.weight", "ln_2.weight", "ln_f.weight")):
-            tensors[key] = np.ones(shape, dtype=np.float32)
-        else:
-            tensors[key] = rng.standard_normal(shape, dtype=np.float32) * np.float32(scale)
+            return np.ones(shape, dtype=np.float32)
+        return rng.standard_normal(shape, dtype=np.float32) * np.float32(scale)
+
     os.makedirs(model_dir, exist_ok=True)
     with open(os.path.join(model_dir, "config.json"), "w") as f:
         json.dump({"model_type": "gpt2", **config}, f, indent=2)
-    save_safetensors(os.path.join(model_dir, "model.safetensors"), tensors)
+    save_safetensors(os.path.join(model_dir, "model.safetensors"), expected_shapes(config), tensor,
+                     progress=f"writing random weights to {model_dir}")
     return model_dir

@@ -80,15 +80,15 @@ def check_pair(draft, oracle):
                               f"the oracle's ({oracle.vocab_size}); they must share a tokenizer")
 
 
-def feed(model, cache, tokens, stats, role):  # -> [n_fed, vocab_size]
-    """Run the model on the tokens its cache does not hold yet, timing it for stats.
+def feed(model, cache, tokens, stats, role, n_logits=1):  # -> [n_logits, vocab_size]
+    """Run the model on the tokens its cache does not hold yet; logits of the last n_logits.
 
     Feeding exactly tokens[cache.n_tokens():] is the whole cache discipline: the
     prompt on the first call, then whatever was appended since. It can neither
-    skip a token nor feed the cached prefix again.
+    skip a token nor feed the cached prefix again. The time goes into stats.
     """
     start = time.perf_counter()
-    logits = model.forward(tokens[cache.n_tokens():], cache)
+    logits = model.forward(tokens[cache.n_tokens():], cache, n_logits=n_logits)
     elapsed = time.perf_counter() - start
     if role == "draft":
         stats.draft_time += elapsed
@@ -109,7 +109,7 @@ def verify(oracle, oracle_cache, tokens, drafted, stats):
     """Steps 2 and 3: check the drafts in one oracle pass; return (n accepted, new tokens)."""
     # 2. One pass over [last token, d_1 .. d_k]: row i is the oracle's next-token
     #    logits after d_1 .. d_i, so k drafts give k + 1 choices.
-    logits = feed(oracle, oracle_cache, tokens + drafted, stats, "oracle")[-(len(drafted) + 1):]
+    logits = feed(oracle, oracle_cache, tokens + drafted, stats, "oracle", n_logits=len(drafted) + 1)
     oracle_choice = np.argmax(logits, axis=-1)  # [k + 1]
     # 3. Keep the drafts up to the first disagreement, then the oracle's own token:
     #    its correction at the disagreement, or a bonus token if all k matched.

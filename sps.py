@@ -130,7 +130,7 @@ def speculative_sample(draft, oracle, ids, n_new, K=4, rng=None, temperature=1.0
             drafted.append(sample(p[-1], rng))
         # Step 2: the target's q for all k + 1 positions in one forward: q[t] is
         # q(x | x_1..x_n, x̃_1..x̃_t) (0-based here: q[0] conditions on no draft).
-        q = probabilities(feed(oracle, oracle_cache, tokens + drafted, stats, "oracle")[-(k + 1):], temperature, top_k, top_p)
+        q = probabilities(feed(oracle, oracle_cache, tokens + drafted, stats, "oracle", n_logits=k + 1), temperature, top_k, top_p)
         # Step 3: accept x̃_t with probability min(1, q/p); at the first
         # rejection, draw from the residual (q - p)+ instead, and stop.
         new_tokens = []

@@ -51,14 +51,19 @@ def make_model_dir(path, seed=0, scale=0.3, tokenizer=True, **overrides):
     return str(path)
 
 
+def save_tensors(path, tensors):
+    """Write a {name: array} dict as a .safetensors file."""
+    gpt2.save_safetensors(path, {k: t.shape for k, t in tensors.items()}, tensors.__getitem__)
+
+
 def make_noisy_copy(src, dest, noise, seed=0):
     """A copy of the checkpoint in src with Gaussian noise added: a draft that agrees only partly."""
     rng = np.random.default_rng(seed)
     tensors = gpt2.load_safetensors(os.path.join(src, "model.safetensors"))
     os.makedirs(dest, exist_ok=True)
     shutil.copy(os.path.join(src, "config.json"), dest)
-    gpt2.save_safetensors(os.path.join(dest, "model.safetensors"),
-                          {k: t + np.float32(noise) * rng.standard_normal(t.shape, dtype=np.float32) for k, t in tensors.items()})
+    save_tensors(os.path.join(dest, "model.safetensors"),
+                 {k: t + np.float32(noise) * rng.standard_normal(t.shape, dtype=np.float32) for k, t in tensors.items()})
     return write_tiny_bpe(dest)
 
 

@@ -8,13 +8,59 @@ import numpy as np
 import pytest
 
 import gpt2
-from conftest import make_model_dir
+from conftest import make_model_dir, save_tensors
 from gpt2 import GPT2, CheckpointError
 from kvcache import KVCache
 
 
 def prompt(model, n, seed=0):
     return np.random.default_rng(seed).integers(0, model.vocab_size, n)
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    # Weights of std 0.1: float32 logits are then ~1e-6 from a float64 evaluation
+    # (test_matches_an_independent_float64_reference), so comparisons at 1e-5 have a
+    # 10x margin. With std 0.3 each float32 path alone is already ~1e-5 from the truth.
+    return make_model_dir(tmp_path_factory.mktemp("engine"), seed=2, n_layer=3, scale=0.1)
+
+
+@pytest.fixture(scope="module")
+def model(model_dir):
+    return GPT2.from_pretrained(model_dir)
+
+
+def reference_logits(model_dir, ids):
+    """GPT-2 written plainly in float64 from the checkpoint's own tensors and layout."""
+    with open(os.path.join(model_dir, "config.json")) as f:
+        config = json.load(f)
+    w = {k: np.asarray(v, np.float64) for k, v in gpt2.load_safetensors(os.path.join(model_dir, "model.safetensors")).items()}
+    n_head, eps = config["n_head"], config.get("layer_norm_epsilon", 1e-5)
+
+    def ln(x, name):
+        return w[name + ".weight"] * (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + eps) + w[name + ".bias"]
+
+    def dense(x, name):
+        return x @ w[name + ".weight"] + w[name + ".bias"]
+
+    n = len(ids)
+    x = w["wte.weight"][ids] + w["wpe.weight"][:n]
+    for i in range(config["n_layer"]):
+        q, k, v = np.split(dense(ln(x, f"h.{i}.ln_1"), f"h.{i}.attn.c_attn"), 3, axis=-1)
+        heads = []
+        for hq, hk, hv in zip(*(np.split(m, n_head, axis=-1) for m in (q, k, v))):
+            scores = hq @ hk.T / np.sqrt(hq.shape[-1]) + np.triu(np.full((n, n), -np.inf), 1)
+            e = np.exp(scores - scores.max(-1, keepdims=True))
+            heads.append(e / e.sum(-1, keepdims=True) @ hv)
+        x = x + dense(np.concatenate(heads, axis=-1), f"h.{i}.attn.c_proj")
+        h = dense(ln(x, f"h.{i}.ln_2"), f"h.{i}.mlp.c_fc")
+        x = x + dense(0.5 * h * (1 + np.tanh(np.sqrt(2 / np.pi) * (h + 0.044715 * h ** 3))), f"h.{i}.mlp.c_proj")
+    return ln(x, "ln_f") @ w["wte.weight"].T
+
+
+def test_matches_an_independent_float64_reference(model_dir, model):
+    ids = prompt(model, 30)
+    np.testing.assert_allclose(model.forward(ids), reference_logits(model_dir, ids), rtol=1e-5, atol=1e-5)
 
 
 def test_logits_shape_and_float32(oracle):
@@ -42,36 +88,36 @@ def test_gelu_matches_its_formula_on_negative_inputs():
     np.testing.assert_allclose(gpt2.gelu(x), exact, rtol=1e-6, atol=1e-6)
 
 
-def test_cached_token_by_token_equals_uncached(oracle):
-    ids = prompt(oracle, 40)
-    full = oracle.forward(ids)
+def test_cached_token_by_token_equals_uncached(model):
+    ids = prompt(model, 40)
+    full = model.forward(ids)
     cache = KVCache()
-    rows = np.concatenate([oracle.forward([t], cache) for t in ids])
+    rows = np.concatenate([model.forward([t], cache) for t in ids])
     assert cache.n_tokens() == 40
     np.testing.assert_allclose(rows, full, rtol=1e-5, atol=1e-5)
 
 
-def test_cached_in_uneven_chunks_equals_uncached(oracle):
-    ids = prompt(oracle, 40, seed=1)
-    full = oracle.forward(ids)
+def test_cached_in_uneven_chunks_equals_uncached(model):
+    ids = prompt(model, 40, seed=1)
+    full = model.forward(ids)
     cache, rows, start = KVCache(), [], 0
     for size in (5, 1, 9, 3, 16, 6):
-        rows.append(oracle.forward(ids[start:start + size], cache))
+        rows.append(model.forward(ids[start:start + size], cache))
         start += size
     np.testing.assert_allclose(np.concatenate(rows), full, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("keep", [0, 1, 17, 29, 30])
-def test_truncate_and_refeed_gives_the_same_logits(oracle, keep):
-    ids = prompt(oracle, 30, seed=2)
-    other = prompt(oracle, 30, seed=3)
-    full = oracle.forward(ids)
+def test_truncate_and_refeed_gives_the_same_logits(model, keep):
+    ids = prompt(model, 30, seed=2)
+    other = prompt(model, 30, seed=3)
+    full = model.forward(ids)
     cache = KVCache()
-    oracle.forward(ids[:keep].tolist() + other[keep:].tolist(), cache)  # rejected tail to be dropped
+    model.forward(ids[:keep].tolist() + other[keep:].tolist(), cache)  # rejected tail to be dropped
     cache.truncate(keep)
     assert cache.n_tokens() == keep
     if keep < 30:
-        np.testing.assert_allclose(oracle.forward(ids[keep:], cache), full[keep:], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(model.forward(ids[keep:], cache), full[keep:], rtol=1e-5, atol=1e-5)
 
 
 def test_truncate_beyond_length_is_an_error():
@@ -118,7 +164,7 @@ def test_transformer_prefix_and_extra_buffers_load_identically(tmp_path, tiny_di
     prefixed["transformer.h.0.attn.bias"] = np.ones((1, 1, 4, 4), np.float32)  # old checkpoints carry the mask
     os.makedirs(tmp_path / "m")
     shutil.copy(os.path.join(tiny_dirs["oracle"], "config.json"), tmp_path / "m")
-    gpt2.save_safetensors(str(tmp_path / "m" / "model.safetensors"), prefixed)
+    save_tensors(str(tmp_path / "m" / "model.safetensors"), prefixed)
     ids = prompt(oracle, 9)
     np.testing.assert_array_equal(GPT2.from_pretrained(str(tmp_path / "m")).forward(ids), oracle.forward(ids))
 
