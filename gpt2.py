@@ -442,17 +442,19 @@ def random_checkpoint(model_dir, config, seed=0, scale=0.02):
     """
     rng = np.random.default_rng(seed)
     config = {"layer_norm_epsilon": 1e-5, **config}
-    pool = rng.standard_normal(1 << 22, dtype=np.float32) * np.float32(scale)
+    pool = []  # made on first use, from its own generator: small models do not depend on it
 
     def tensor(key):
         shape = expected_shapes(config)[key]
         if key.endswith(("ln_1.weight", "ln_2.weight", "ln_f.weight")):
             return np.ones(shape, dtype=np.float32)
-        if np.prod(shape) <= pool.size:
+        if np.prod(shape) <= 1 << 22:
             return rng.standard_normal(shape, dtype=np.float32) * np.float32(scale)
-        # Big tensors (benchmarks): the pool, rolled by a random amount and
-        # repeated, is 10x faster to make than fresh normal samples.
-        return np.resize(np.roll(pool, rng.integers(pool.size)), shape)
+        # Big tensors (benchmarks): a pool of 4M samples, rolled by a random
+        # amount and repeated, is 10x faster to make than fresh normal samples.
+        if not pool:
+            pool.append(np.random.default_rng([seed, 1]).standard_normal(1 << 22, dtype=np.float32) * np.float32(scale))
+        return np.resize(np.roll(pool[0], rng.integers(pool[0].size)), shape)
 
     os.makedirs(model_dir, exist_ok=True)
     with open(os.path.join(model_dir, "config.json"), "w") as f:

@@ -104,6 +104,7 @@ def chi_square_rejects(counts, dist, n):
     impossible = sum(c for seq, c in counts.items() if dist.get(seq, 0) == 0)
     chi2 = sum((o - e) ** 2 / e for o, e in zip(observed, expected))
     df = len(observed) - 1
+    assert df >= 1, "degenerate test: the target puts all its mass on one continuation"
     # Wilson-Hilferty approximation of the chi-square quantile; z = 3.09 for alpha = 0.001.
     critical = df * (1 - 2 / (9 * df) + 3.0902 * math.sqrt(2 / (9 * df))) ** 3
     return impossible > 0 or chi2 > critical, (chi2, critical, df, impossible)
