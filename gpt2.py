@@ -84,10 +84,15 @@ def causal_mask(n_q, n_kv):  # -> [n_q, n_kv]
 #           the memory bandwidth, using every core;
 #   k rows: each block is a small [BLOCK, n_in] @ [n_in, k] product whose
 #           operands stay in cache; the blocks are shared out to one Python
-#           thread per core (NumPy releases the GIL inside matmul).
+#           thread per core (NumPy releases the GIL inside matmul);
+#   many rows (a prompt): one ordinary matrix product; its time is compute,
+#           not memory, and BLAS's big-matrix kernels are best at that.
 # 8 rows then cost about 1.5x one row. Blocks of 32 measured worse (OpenBLAS
 # starts threading inside each product), blocks of 8 too (per-call overhead).
+# On gpt2-xl shapes the blocks beat one product up to 24 rows (92 vs 101 ms
+# for a quarter of the model) and lose from 32 (203 vs 98 ms).
 BLOCK = 16
+GEMM_MIN_ROWS = 25
 THREADED_MIN_SIZE = 1 << 20  # weights of fewer elements (4 MB) are multiplied in the calling thread
 N_THREADS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 _pool = None
@@ -97,6 +102,8 @@ def matmul(x, w):  # [n_seq, n_in] @ blocked W [n_blocks, BLOCK, n_in] -> [n_seq
     n_blocks, block, n_in = w.shape
     if x.shape[0] == 1:
         return (w.reshape(n_blocks * block, n_in) @ x[0])[None, :]
+    if x.shape[0] >= GEMM_MIN_ROWS:
+        return x @ w.reshape(n_blocks * block, n_in).T
     out = np.empty((n_blocks, block, x.shape[0]), dtype=np.float32)
     xt = x.T  # [n_in, n_seq]
     if w.size < THREADED_MIN_SIZE:  # a small weight: handing it to threads costs more than it saves

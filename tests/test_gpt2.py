@@ -228,3 +228,31 @@ def test_loading_is_memory_mapped(tiny_dirs):
     # Zero-copy: the big tensors are views of the file's pages, not copies.
     m = GPT2.from_pretrained(tiny_dirs["oracle"])
     assert isinstance(m.params["wte"].base, np.memmap) or isinstance(m.params["wte"], np.memmap)
+
+
+@pytest.mark.parametrize("n_seq", [1, 2, 5, 16, 24, 25, 40])
+@pytest.mark.parametrize("threaded", [False, True])
+def test_matmul_strategy_matches_a_plain_product(monkeypatch, n_seq, threaded):
+    # Every regime of the one matmul strategy (gemv, blocks in one call, blocks
+    # over threads, one big product), with an output width that needs padding.
+    if threaded:
+        monkeypatch.setattr(gpt2, "THREADED_MIN_SIZE", 0)
+    rng = np.random.default_rng(n_seq)
+    w = rng.standard_normal((96, 37), dtype=np.float32)  # checkpoint layout [n_in, n_out]
+    x = rng.standard_normal((n_seq, 96), dtype=np.float32)
+    got = gpt2.matmul(x, gpt2.to_blocks(w.T))
+    assert got.shape == (n_seq, 48) and got.dtype == np.float32
+    np.testing.assert_allclose(got[:, :37], x.astype(np.float64) @ w, rtol=1e-5, atol=1e-5)
+    assert not got[:, 37:].any()
+
+
+def test_threads_change_nothing(monkeypatch, model):
+    ids = prompt(model, 12)
+    single = model.forward(ids)
+    monkeypatch.setattr(gpt2, "THREADED_MIN_SIZE", 0)
+    np.testing.assert_array_equal(model.forward(ids), single)
+
+
+def test_blocked_path_matches_the_float64_reference(model_dir, model):
+    ids = prompt(model, 12, seed=9)  # fewer than GEMM_MIN_ROWS: the blocked products
+    np.testing.assert_allclose(model.forward(ids), reference_logits(model_dir, ids), rtol=1e-5, atol=1e-5)

@@ -1,0 +1,381 @@
+"""Benchmarks: what checking k tokens costs, and what speculative decoding gains, on this machine.
+
+    python bench.py            # everything (about 5 minutes here the first time, less after)
+    python bench.py --quick    # gpt2 and gpt2-xl shapes, a smaller sweep
+
+1. machine:    memory bandwidth, the bound on decoding speed.
+2. cost curve: time of a forward of k = 1..16 new tokens on a warm KV cache,
+               over the time of 1 token, for each GPT-2 size; ms per token,
+               GB/s of weights streamed, share of the measured bandwidth.
+3. loading:    gpt2-xl + gpt2 loaded in a fresh process: seconds and peak RSS.
+4. end to end: greedy, speculative, threshold and SpS on fixed prompts:
+               tokens/s, acceptance, tokens per oracle pass, speedup over the
+               oracle alone, next to Leviathan et al.'s prediction.
+
+Real weights are used when models/NAME holds them (python download_weights.py
+NAME). Otherwise: random weights of the real shapes in models/random-NAME (a
+forward's cost does not depend on the values), and for the end-to-end runs a
+SYNTHETIC draft that pays the real draft model's compute but proposes the
+oracle's token with a chosen probability alpha. Every table says which.
+Results: a table on screen, CSV and JSON in bench_results/, and a plot of the
+cost curve when matplotlib is installed.
+"""
+
+import csv
+import json
+import os
+import resource
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+
+import cli
+import gpt2
+from download_weights import DEFAULT_MODELS_DIR
+from kvcache import KVCache
+from sps import speculative_sample
+from speculative import Stats, greedy_generate, speculative_generate
+from threshold import threshold_generate
+
+SHAPES = {  # the real GPT-2 configurations
+    "gpt2": dict(n_layer=12, n_head=12, n_embd=768),
+    "gpt2-medium": dict(n_layer=24, n_head=16, n_embd=1024),
+    "gpt2-large": dict(n_layer=36, n_head=20, n_embd=1280),
+    "gpt2-xl": dict(n_layer=48, n_head=25, n_embd=1600),
+}
+PROMPTS = [
+    "The meaning of life is",
+    "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n",
+    "The following is a list of the largest cities in Europe by population:\n1.",
+    "Once upon a time, in a small village at the edge of the forest, there lived",
+]
+
+
+# ---------------------------------------------------------------------------
+# Models: real when downloaded, else random weights of the real shape
+# ---------------------------------------------------------------------------
+
+def bench_model(name, models_dir):
+    """(model, directory, True if real weights) for a GPT-2 size."""
+    real = os.path.join(models_dir, name)
+    if os.path.isfile(os.path.join(real, "model.safetensors")):
+        return gpt2.GPT2.from_pretrained(real), real, True
+    fake = os.path.join(models_dir, f"random-{name}")
+    if not os.path.isfile(os.path.join(fake, "model.safetensors")):
+        gpt2.random_checkpoint(fake, {**SHAPES[name], "n_positions": 1024, "vocab_size": 50257}, seed=0)
+    return gpt2.GPT2.from_pretrained(fake), fake, False
+
+
+def weight_bytes(model):
+    """Bytes a single-token forward streams: every weight (wpe only has a row read)."""
+    def total(node):
+        if isinstance(node, dict):
+            return sum(total(v) for v in node.values())
+        if isinstance(node, list):
+            return sum(total(v) for v in node)
+        return node.nbytes
+    return total(model.params) - model.params["wpe"].nbytes
+
+
+# ---------------------------------------------------------------------------
+# 1. Memory bandwidth
+# ---------------------------------------------------------------------------
+
+def memory_bandwidth(gib=2, repeats=5):
+    """GB/s reading a large array, one thread per core (NumPy reductions release the GIL)."""
+    data = np.ones(gib * (1 << 28), dtype=np.float32)
+    parts = np.array_split(data, gpt2.N_THREADS)
+    best = float("inf")
+    for _ in range(repeats):
+        threads = [threading.Thread(target=np.max, args=(p,)) for p in parts]
+        start = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        best = min(best, time.perf_counter() - start)
+    return data.nbytes / best / 1e9
+
+
+# ---------------------------------------------------------------------------
+# 2. The verification-cost curve
+# ---------------------------------------------------------------------------
+
+def forward_time(model, cache, context, k, repeats):
+    """Median seconds of a forward of k new tokens after `context` cached ones."""
+    ids = np.arange(k) % model.vocab_size
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        model.forward(ids, cache)  # all k rows of logits: verification needs them all
+        times.append(time.perf_counter() - start)
+        cache.truncate(context)
+    return float(np.median(times))
+
+
+def cost_curve(model, ks, context, repeats):
+    cache = KVCache()
+    model.forward(np.arange(context) % model.vocab_size, cache, n_logits=1)
+    forward_time(model, cache, context, 1, 2)  # warm-up: page in the weights
+    return {k: forward_time(model, cache, context, k, repeats) for k in ks}
+
+
+# ---------------------------------------------------------------------------
+# 3. Loading, in a fresh process so that peak RSS means something
+# ---------------------------------------------------------------------------
+
+def load_probe(dirs):
+    start = time.perf_counter()
+    models = [gpt2.GPT2.from_pretrained(d) for d in dirs]
+    load = time.perf_counter() - start
+    start = time.perf_counter()
+    for m in models:
+        m.forward([0])  # touches every weight: the mapped pages come in
+    first = time.perf_counter() - start
+    print(json.dumps({"load_s": load, "first_forward_s": first,
+                      "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+
+
+def measure_loading(dirs):
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--load-probe", *dirs],
+                         capture_output=True, text=True, check=True)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result["files_bytes"] = sum(os.path.getsize(os.path.join(d, "model.safetensors")) for d in dirs)
+    return result
+
+
+# ---------------------------------------------------------------------------
+# 4. End to end
+# ---------------------------------------------------------------------------
+
+class SyntheticDraft:
+    """A draft that pays the real draft model's compute but is right with probability alpha.
+
+    It knows the oracle's greedy continuation (measured beforehand) and, at each
+    position, is right with probability alpha, independently: exactly Leviathan
+    et al.'s model. Which positions are right is drawn once from the seed, so
+    every method and draft length meets the same luck and they compare fairly.
+    It gives its proposal the probability alpha (calibrated, as threshold
+    drafting assumes).
+    """
+
+    def __init__(self, model, reference, alpha, seed=0):
+        self.model, self.reference, self.alpha = model, list(reference), alpha
+        self.vocab_size, self.n_positions = model.vocab_size, model.n_positions
+        self.rng = np.random.default_rng(seed)
+        self.right = self.rng.random(len(reference)) < alpha  # right[i]: the guess for token i is the oracle's
+        # logit L on one token, 0 elsewhere: softmax gives it e^L / (e^L + V - 1) = alpha
+        self.confidence = np.float32(np.log(alpha * (self.vocab_size - 1) / (1 - alpha)))
+
+    def forward(self, ids, kvcache=None, n_logits=None):
+        self.model.forward(ids, kvcache, n_logits=n_logits)  # the real cost
+        end = kvcache.n_tokens()
+        n_logits = n_logits or len(ids)
+        logits = np.zeros((n_logits, self.vocab_size), dtype=np.float32)
+        for row, i in enumerate(range(end - n_logits + 1, end + 1)):  # row predicts token i
+            right = self.reference[i] if i < len(self.reference) else 0
+            wrong = (right + 1 + self.rng.integers(self.vocab_size - 1)) % self.vocab_size
+            logits[row, right if i < len(self.right) and self.right[i] else wrong] = self.confidence
+        return logits
+
+
+def predicted_speedup(alpha, gamma, c, verify_ratio=1.0):
+    """Leviathan et al. 2023: expected tokens per round over the cost of a round, in oracle passes.
+
+    verify_ratio = T_oracle(gamma + 1) / T_oracle(1); the paper assumes 1.
+    """
+    expected_tokens = (1 - alpha ** (gamma + 1)) / (1 - alpha)
+    return expected_tokens / (gamma * c + verify_ratio)
+
+
+def timed(generator_fn):
+    stats = Stats()
+    start = time.perf_counter()
+    tokens = list(generator_fn(stats))
+    return tokens, time.perf_counter() - start, stats
+
+
+def row(pair, method, setting, tokens, elapsed, stats, baseline_time, **extra):
+    return {"pair": pair, "method": method, "setting": setting, "tokens": len(tokens),
+            "tokens_per_s": round(len(tokens) / elapsed, 2),
+            "acceptance": round(stats.acceptance_rate, 3) if stats.drafted else "",
+            "tokens_per_pass": round(stats.tokens_per_round, 2),
+            "speedup": round(baseline_time / elapsed, 2), **extra}
+
+
+def end_to_end_real(draft, oracle, pair, enc, n_new, ks, log):
+    """All methods on PROMPTS with real weights; speedups against the oracle alone."""
+    from sps import autoregressive_sample
+    from tokenizer import encode
+    rows = []
+    for i, text in enumerate(PROMPTS):
+        ids = encode(enc, text)
+        reference, base, stats = timed(lambda s: greedy_generate(oracle, ids, n_new, stats=s))
+        rows.append(row(pair, "greedy (oracle alone)", "", reference, base, stats, base, prompt=i))
+        for k in ks:
+            out, t, s = timed(lambda s: speculative_generate(draft, oracle, ids, n_new, n_draft=k, stats=s))
+            if out != reference:
+                log(f"note: prompt {i}, n_draft {k}: output differs from greedy (a floating-point near-tie?)")
+            rows.append(row(pair, "speculative", f"n_draft={k}", out, t, s, base, prompt=i))
+        out, t, s = timed(lambda s: threshold_generate(draft, oracle, ids, n_new, stats=s))
+        rows.append(row(pair, "threshold", "max_draft=16", out, t, s, base, prompt=i))
+        sample_base = timed(lambda s: autoregressive_sample(oracle, ids, n_new, rng=np.random.default_rng(i), stats=s))
+        rows.append(row(pair, "sample (oracle alone)", "T=1", sample_base[0], sample_base[1], sample_base[2], sample_base[1], prompt=i))
+        out, t, s = timed(lambda s: speculative_sample(draft, oracle, ids, n_new, K=4, rng=np.random.default_rng(i), stats=s))
+        rows.append(row(pair, "sps", "K=4, T=1", out, t, s, sample_base[1], prompt=i))
+        log(f"  prompt {i} done")
+    return rows
+
+
+def end_to_end_synthetic(draft_model, oracle, pair, n_new, alphas, gammas, c, curve, log):
+    """Speculative, threshold and SpS (T=0) with synthetic drafts of known alpha."""
+    ids = (np.arange(48) * 7919 % oracle.vocab_size).tolist()  # a fixed 48-token prompt
+    reference, base, stats = timed(lambda s: greedy_generate(oracle, ids, n_new, stats=s))
+    rows = [row(pair, "greedy (oracle alone)", "", reference, base, stats, base, alpha="", predicted="")]
+    reference = ids + reference
+    for alpha in alphas:
+        for gamma in gammas:
+            draft = SyntheticDraft(draft_model, reference, alpha)
+            out, t, s = timed(lambda s: speculative_generate(draft, oracle, ids, n_new, n_draft=gamma, stats=s))
+            assert out == reference[len(ids):]
+            rows.append(row(pair, "speculative", f"n_draft={gamma}", out, t, s, base, alpha=alpha,
+                            predicted=round(predicted_speedup(alpha, gamma, c), 2),
+                            predicted_with_cost_curve=round(predicted_speedup(alpha, gamma, c, curve[gamma + 1] / curve[1]), 2)))
+        draft = SyntheticDraft(draft_model, reference, alpha)
+        out, t, s = timed(lambda s: threshold_generate(draft, oracle, ids, n_new, stats=s))
+        rows.append(row(pair, "threshold", "max_draft=16", out, t, s, base, alpha=alpha, predicted=""))
+        draft = SyntheticDraft(draft_model, reference, alpha)
+        out, t, s = timed(lambda s: speculative_sample(draft, oracle, ids, n_new, K=4, temperature=0,
+                                                       rng=np.random.default_rng(0), stats=s))
+        rows.append(row(pair, "sps (T=0)", "K=4", out, t, s, base, alpha=alpha, predicted=""))
+        log(f"  alpha {alpha} done")
+    return rows
+
+
+# ---------------------------------------------------------------------------
+# Output
+# ---------------------------------------------------------------------------
+
+def print_table(title, rows, columns):
+    print(f"\n{title}")
+    widths = {c: max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in columns}
+    print("  ".join(c.ljust(widths[c]) for c in columns))
+    for r in rows:
+        print("  ".join(str(r.get(c, "")).ljust(widths[c]) for c in columns))
+
+
+def save(out_dir, name, rows):
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, f"{name}.csv"), "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def plot(out_dir, curves):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, curve in curves.items():
+        ks = sorted(curve)
+        ax.plot(ks, [curve[k] / curve[1] for k in ks], marker="o", label=name)
+    ax.plot([1, 16], [1, 1], "k--", lw=0.8, label="ideal (memory-bound)")
+    ax.set(xlabel="tokens per forward (k)", ylabel="T(k) / T(1)", title="Cost of checking k tokens at once")
+    ax.legend()
+    path = os.path.join(out_dir, "cost_curve.png")
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    return path
+
+
+def main(argv=None):
+    parser = cli.Parser(prog="bench.py", description=__doc__.split("\n\n")[0],
+                        formatter_class=__import__("argparse").RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 2)[2])
+    parser.add_argument("--quick", action="store_true", help="gpt2 and gpt2-xl shapes only, a smaller sweep")
+    parser.add_argument("--sizes", nargs="+", choices=SHAPES, help="sizes for the cost curve (default: all four)")
+    parser.add_argument("--draft", default="gpt2", choices=SHAPES, help="draft for the end-to-end runs (default: gpt2)")
+    parser.add_argument("--oracle", default="gpt2-xl", choices=SHAPES, help="oracle for the end-to-end runs (default: gpt2-xl)")
+    parser.add_argument("--new-tokens", type=int, default=None, help="tokens per end-to-end run (default: 64, 32 with --quick)")
+    parser.add_argument("--context", type=int, default=128, help="cached tokens before the cost-curve forwards (default: 128)")
+    parser.add_argument("--models-dir", default=DEFAULT_MODELS_DIR, help="where real or random checkpoints live (default: models/)")
+    parser.add_argument("--out", default="bench_results", help="directory for CSV, JSON and the plot (default: bench_results/)")
+    parser.add_argument("--load-probe", nargs="+", help=__import__("argparse").SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.load_probe:
+        return load_probe(args.load_probe)
+    sizes = args.sizes or (["gpt2", "gpt2-xl"] if args.quick else list(SHAPES))
+    ks = range(1, 17)
+    args.new_tokens = args.new_tokens or (32 if args.quick else 64)
+    alphas, gammas = ([0.6, 0.8], [2, 4]) if args.quick else ([0.5, 0.7, 0.8, 0.9], [1, 2, 4, 8])
+
+    def log(message):
+        print(message, file=sys.stderr, flush=True)
+        return True
+
+    results = {"machine": {"cores": gpt2.N_THREADS, "numpy": np.__version__}}
+    log("1. memory bandwidth")
+    bandwidth = memory_bandwidth()
+    results["machine"]["bandwidth_gb_s"] = round(bandwidth, 1)
+    print(f"memory bandwidth: {bandwidth:.1f} GB/s ({gpt2.N_THREADS} threads reading 2 GiB)")
+
+    log("2. cost curve")
+    curves, curve_rows, real = {}, [], {}
+    for name in sorted(set(sizes) | {args.draft, args.oracle}, key=list(SHAPES).index):
+        model, _, real[name] = bench_model(name, args.models_dir)
+        curve = curves[name] = cost_curve(model, ks, args.context, repeats=5)
+        n_bytes = weight_bytes(model)
+        for k, t in curve.items():
+            curve_rows.append({"model": name, "weights": "real" if real[name] else "random", "k": k,
+                               "ms": round(t * 1000, 1), "T(k)/T(1)": round(t / curve[1], 2),
+                               "ms_per_token": round(t * 1000 / k, 1), "GB/s": round(n_bytes / t / 1e9, 1),
+                               "share_of_bandwidth": f"{n_bytes / t / 1e9 / bandwidth:.0%}"})
+        log(f"  {name}: T(1) {curve[1] * 1000:.0f} ms, T(8)/T(1) {curve[8] / curve[1]:.2f}")
+        del model
+    print_table(f"cost of a forward of k tokens after {args.context} cached (weights: "
+                + ", ".join(f"{n} {'real' if r else 'random, real shape'}" for n, r in real.items()) + ")",
+                [r for r in curve_rows if r["k"] in (1, 2, 4, 8, 12, 16)],
+                ["model", "k", "ms", "T(k)/T(1)", "ms_per_token", "GB/s", "share_of_bandwidth"])
+    results["cost_curve"] = curve_rows
+
+    log("3. loading")
+    draft_model, draft_dir, draft_real = bench_model(args.draft, args.models_dir)
+    oracle, oracle_dir, oracle_real = bench_model(args.oracle, args.models_dir)
+    loading = measure_loading([oracle_dir, draft_dir])
+    results["loading"] = {"models": [args.oracle, args.draft], **loading}
+    print(f"\nloading {args.oracle} + {args.draft} ({loading['files_bytes'] / 1e9:.2f} GB of checkpoints) in a fresh process: "
+          f"{loading['load_s']:.2f} s, first forward of each {loading['first_forward_s']:.2f} s, "
+          f"peak RSS {loading['peak_rss_bytes'] / 1e9:.2f} GB = {loading['peak_rss_bytes'] / loading['files_bytes']:.2f}x the files")
+
+    log("4. end to end")
+    pair = f"{args.draft} -> {args.oracle}"
+    c = curves[args.draft][1] / curves[args.oracle][1]
+    columns = ["pair", "method", "setting", "tokens_per_s", "acceptance", "tokens_per_pass", "speedup"]
+    if draft_real and oracle_real:
+        from tokenizer import load_tokenizer
+        e2e = end_to_end_real(draft_model, oracle, pair, load_tokenizer(draft_dir), args.new_tokens, [4, 8], log)
+        print_table(f"end to end, real weights, {len(PROMPTS)} prompts, {args.new_tokens} new tokens each (c = {c:.3f})",
+                    e2e, ["prompt"] + columns)
+    else:
+        e2e = end_to_end_synthetic(draft_model, oracle, pair, args.new_tokens, alphas, gammas, c, curves[args.oracle], log)
+        print_table(f"end to end, SYNTHETIC draft (real {args.draft} compute, proposals right with probability alpha), "
+                    f"random weights of the real shapes, {args.new_tokens} new tokens; c = T_draft(1)/T_oracle(1) = {c:.3f}",
+                    e2e, ["alpha"] + columns + ["predicted", "predicted_with_cost_curve"])
+    results["end_to_end"] = e2e
+
+    save(args.out, "cost_curve", curve_rows)
+    save(args.out, "end_to_end", e2e)
+    with open(os.path.join(args.out, "bench.json"), "w") as f:
+        json.dump(results, f, indent=2)
+    png = plot(args.out, curves)
+    print(f"\nwrote {args.out}/cost_curve.csv, end_to_end.csv, bench.json" + (f", {os.path.basename(png)}" if png else
+          " (pip install matplotlib for a plot)"))
+
+
+if __name__ == "__main__":
+    cli.run(main, (gpt2.CheckpointError, OSError))
