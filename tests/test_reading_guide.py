@@ -1,0 +1,24 @@
+"""READING.md cites file:line next to the code it quotes; every citation must still hold."""
+
+import os
+import re
+
+import pytest
+
+from conftest import ROOT
+
+with open(os.path.join(ROOT, "READING.md"), encoding="utf-8") as f:
+    CITATIONS = re.findall(r"\| `([\w/]+\.py):(\d+)` \| `([^`]+)` \|", f.read())
+
+
+def test_the_guide_cites_code():
+    assert len(CITATIONS) >= 25
+
+
+@pytest.mark.parametrize("path, line, code", CITATIONS, ids=[f"{p}:{n}" for p, n, _ in CITATIONS])
+def test_citation_holds(path, line, code):
+    with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    if code not in lines[int(line) - 1]:
+        now = [i + 1 for i, text in enumerate(lines) if code in text]
+        pytest.fail(f"READING.md: {path}:{line} no longer holds `{code}`; it is now at line(s) {now or 'nowhere'}")
