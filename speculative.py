@@ -60,6 +60,12 @@ class Stats:
         self.rounds += 1
         self.from_draft += [True] * n_from_draft + [False] * (len(new_tokens) - n_from_draft)
 
+    def count(self, n_drafted, n_accepted, new_tokens):
+        """Count a verification round: n_drafted proposed, n_accepted kept, then new_tokens emitted."""
+        self.drafted += n_drafted
+        self.accepted += n_accepted
+        self.emit(new_tokens, n_accepted)
+
 
 def check_room(ids, n_new, *models):
     """The prompt must be non-empty and prompt + n_new tokens must fit every model's window."""
@@ -105,17 +111,20 @@ def accepted_prefix_length(drafted, oracle_choice):
     return n
 
 
-def verify(oracle, oracle_cache, tokens, drafted, stats):
-    """Steps 2 and 3: check the drafts in one oracle pass; return (n accepted, new tokens)."""
+def verify(oracle, oracle_cache, tokens, drafted, stats, role="oracle"):
+    """Steps 2 and 3: check the drafts in one oracle pass; return (n accepted, new tokens).
+
+    role is "draft" when the draft model checks guesses of its own drafter (staged decoding).
+    """
     # 2. One pass over [last token, d_1 .. d_k]: row i is the oracle's next-token
     #    logits after d_1 .. d_i, so k drafts give k + 1 choices.
-    logits = feed(oracle, oracle_cache, tokens + drafted, stats, "oracle", n_logits=len(drafted) + 1)
+    logits = feed(oracle, oracle_cache, tokens + drafted, stats, role, n_logits=len(drafted) + 1)
     oracle_choice = np.argmax(logits, axis=-1)  # [k + 1]
     # 3. Keep the drafts up to the first disagreement, then the oracle's own token:
     #    its correction at the disagreement, or a bonus token if all k matched.
     n = accepted_prefix_length(drafted, oracle_choice)
     new_tokens = drafted[:n] + [int(oracle_choice[n])]
-    if stats.trace is not None:
+    if stats.trace is not None and role == "oracle":
         stats.trace.append({"context": len(tokens), "drafted": list(drafted),
                             "oracle": oracle_choice.tolist(), "accepted": n, "new": new_tokens})
     return n, new_tokens
@@ -166,9 +175,7 @@ def speculative_generate(draft, oracle, ids, n_new, n_draft=8, stats=None):
         tokens += new_tokens
         # 4. Both caches back to the kept tokens.
         rollback(len(tokens) - 1, draft_cache, oracle_cache)
-        stats.drafted += k
-        stats.accepted += n_accepted
-        stats.emit(new_tokens, n_accepted)
+        stats.count(k, n_accepted, new_tokens)
         if stats.trace is not None:
             stats.trace[-1]["cached"] = {"draft": draft_cache.n_tokens(), "oracle": oracle_cache.n_tokens()}
         yield from new_tokens

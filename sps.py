@@ -147,7 +147,5 @@ def speculative_sample(draft, oracle, ids, n_new, K=4, rng=None, temperature=1.0
         n_accepted = len(new_tokens) - 1
         tokens += new_tokens
         rollback(len(tokens) - 1, draft_cache, oracle_cache)
-        stats.drafted += k
-        stats.accepted += n_accepted
-        stats.emit(new_tokens, n_accepted)
+        stats.count(k, n_accepted, new_tokens)
         yield from new_tokens

@@ -67,9 +67,7 @@ def threshold_generate(draft, oracle, ids, n_new, max_draft=16, threshold=0.4,
         # 5. Adapt the threshold to this round's outcome.
         if drafted:
             threshold = next_threshold(threshold, cumulative, n_accepted, threshold_all_correct_boost)
-        stats.drafted += len(drafted)
-        stats.accepted += n_accepted
-        stats.emit(new_tokens, n_accepted)
+        stats.count(len(drafted), n_accepted, new_tokens)
         if stats.trace is not None:
             stats.trace[-1].update(cached={"draft": draft_cache.n_tokens(), "oracle": oracle_cache.n_tokens()},
                                    threshold=threshold)
