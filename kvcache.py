@@ -42,9 +42,13 @@ class KVCache:
         positions = np.asarray(positions, dtype=np.int64)
         if positions.size and (positions[-1] >= self.length or np.any(np.diff(positions) <= 0)):
             raise ValueError(f"positions must be increasing and below {self.length}")
+        # Increasing positions that start 0, 1, 2, ... are already where they belong.
+        in_place = positions == np.arange(positions.size)
+        start = positions.size if in_place.all() else int(np.argmin(in_place))
+        moving = positions[start:]
         for k, v in zip(self.keys, self.values):
-            k[:, :positions.size] = k[:, positions]
-            v[:, :positions.size] = v[:, positions]
+            k[:, start:positions.size] = k[:, moving]
+            v[:, start:positions.size] = v[:, moving]
         self.length = positions.size
 
     def append(self, layer, k, v):

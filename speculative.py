@@ -60,6 +60,12 @@ class Stats:
         self.rounds += 1
         self.from_draft += [True] * n_from_draft + [False] * (len(new_tokens) - n_from_draft)
 
+    def add_time(self, role, seconds):
+        if role == "draft":
+            self.draft_time += seconds
+        else:
+            self.oracle_time += seconds
+
     def count(self, n_drafted, n_accepted, new_tokens):
         """Count a verification round: n_drafted proposed, n_accepted kept, then new_tokens emitted."""
         self.drafted += n_drafted
@@ -95,11 +101,7 @@ def feed(model, cache, tokens, stats, role, n_logits=1):  # -> [n_logits, vocab_
     """
     start = time.perf_counter()
     logits = model.forward(tokens[cache.n_tokens():], cache, n_logits=n_logits)
-    elapsed = time.perf_counter() - start
-    if role == "draft":
-        stats.draft_time += elapsed
-    else:
-        stats.oracle_time += elapsed
+    stats.add_time(role, time.perf_counter() - start)
     return logits
 
 

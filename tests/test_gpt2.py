@@ -135,9 +135,9 @@ def test_cache_appends_are_amortized(oracle):
     assert len(buffers) <= 5
 
 
-def test_keep_positions_moves_exactly_those_keys_and_values(oracle):
+@pytest.mark.parametrize("path", [[0, 1, 2, 3, 5, 8, 9], [0, 1, 2], [1, 2, 11], [], list(range(12))])
+def test_keep_positions_moves_exactly_those_keys_and_values(oracle, path):
     ids = prompt(oracle, 12, seed=5)
-    path = [0, 1, 2, 3, 5, 8, 9]
     cache = KVCache()
     oracle.forward(ids, cache)
     before = [a[:, :12].copy() for a in cache.keys + cache.values]

@@ -1,0 +1,143 @@
+"""Tree drafts, n-gram drafts, staged and adaptive decoding give exactly greedy_generate's tokens."""
+
+import numpy as np
+import pytest
+
+from adaptive import adaptive_generate, entropy
+from ngram import NGramDrafter, ngram_generate, staged_generate
+from speculative import GenerationError, Stats, greedy_generate
+from test_greedy import SEEDS, assert_same_greedy, prompt
+from tree import Node, tree_generate, tree_mask
+
+KINDS = ["draft", "related", "oracle"]  # unrelated, partly agreeing, identical
+
+
+def repetitive_prompt(oracle, seed):
+    # Text that repeats itself, so that n-gram drafts have something to find.
+    piece = prompt(oracle, 4, seed)
+    return piece * 3 + piece[:2]
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("shape", [dict(max_depth=1, branch=1), dict(max_depth=4, branch=2, max_nodes=8),
+                                   dict(max_depth=6, branch=3, max_nodes=16, confidence=0.9),
+                                   dict(max_depth=8, branch=2, max_nodes=32, confidence=1.0)])
+def test_tree_equals_greedy(request, oracle, seed, kind, shape):
+    ids = prompt(oracle, 5 + seed, seed)
+    stats = Stats()
+    got = list(tree_generate(request.getfixturevalue(kind), oracle, ids, 30, stats=stats, **shape))
+    assert_same_greedy(list(greedy_generate(oracle, ids, 30)), got, oracle, ids)
+    assert stats.n_tokens == 30
+    if kind == "oracle":  # the draft's top token is always in the tree: every path is accepted whole
+        assert stats.rounds == -(-30 // (shape["max_depth"] + 1))
+
+
+def test_tree_branches_help_a_partly_agreeing_draft(related, oracle):
+    accepted = {}
+    for branch in (1, 3):
+        stats = Stats()
+        for seed in SEEDS:
+            list(tree_generate(related, oracle, prompt(oracle, 6, seed), 30, max_depth=4, branch=branch,
+                               max_nodes=24, confidence=1.0, stats=stats))
+        accepted[branch] = stats.tokens_per_round
+    assert accepted[3] >= accepted[1]
+
+
+def test_tree_mask_sees_ancestors_only():
+    nodes = [Node(5, -1, 1), Node(6, -1, 1), Node(7, 0, 2), Node(8, 1, 2)]
+    mask = tree_mask(nodes, [2, 3], n_text=3, n_fed=2) == 0
+    #                 text      n0     n1     n2     n3
+    assert mask.tolist() == [[True] * 3 + [True, False, True, False],
+                             [True] * 3 + [False, True, False, True]]
+
+
+def test_tree_reaches_the_context_limit(tiny_dirs):
+    from test_greedy import make_model_dir_cached
+    from gpt2 import GPT2
+    d = GPT2.from_pretrained(make_model_dir_cached(tiny_dirs, "d40", seed=11, n_layer=1))
+    o = GPT2.from_pretrained(make_model_dir_cached(tiny_dirs, "o40", seed=12, n_layer=2))
+    ids = prompt(o, 13, 3)
+    expected = list(greedy_generate(o, ids, 27))
+    for draft in (d, o):
+        assert_same_greedy(expected, list(tree_generate(draft, o, ids, 27, max_depth=8, branch=2)), o, ids)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("n_draft", [1, 3, 8])
+def test_ngram_equals_greedy(oracle, seed, n_draft):
+    for ids in (prompt(oracle, 6, seed), repetitive_prompt(oracle, seed)):
+        stats = Stats()
+        got = list(ngram_generate(oracle, ids, 30, n_draft=n_draft, stats=stats))
+        assert_same_greedy(list(greedy_generate(oracle, ids, 30)), got, oracle, ids)
+
+
+def test_ngram_drafts_are_used_on_repetitive_text(oracle):
+    stats = Stats()
+    list(ngram_generate(oracle, repetitive_prompt(oracle, 0), 40, stats=stats))
+    assert stats.drafted > 0 and stats.accepted > 0
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("n_draft", [1, 4, 8])
+def test_staged_equals_greedy(request, oracle, seed, kind, n_draft):
+    for ids in (prompt(oracle, 6, seed), repetitive_prompt(oracle, seed)):
+        got = list(staged_generate(request.getfixturevalue(kind), oracle, ids, 30, n_draft=n_draft))
+        assert_same_greedy(list(greedy_generate(oracle, ids, 30)), got, oracle, ids)
+
+
+def test_staged_drafts_are_the_draft_models_greedy_tokens(related, oracle):
+    # With the draft as its own oracle, staged decoding must give the draft's greedy text.
+    ids = repetitive_prompt(related, 1)
+    assert list(staged_generate(related, related, ids, 30)) == list(greedy_generate(related, ids, 30))
+
+
+def test_ngram_drafter():
+    d = NGramDrafter(max_ngram=2)
+    tokens = [1, 2, 3, 4, 1, 2]
+    assert d.lookup(tokens, 3) == [3, 4, 1]          # after the earlier "1 2" came "3 4 1"
+    assert d.lookup([0, 5, 6], 2) == []               # nothing repeats
+    d.update([7, 8, 7, 8, 7, 9])
+    assert d.from_table([7], 2) == [8, 7]             # 7 -> 8 (twice) -> 7
+    assert d.propose([0, 0], 0) == []
+    assert d.lookup([0, 0, 0], 2) == [0]              # token 0 is a token
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("rule", ["entropy", "heuristic"])
+def test_adaptive_equals_greedy(request, oracle, seed, kind, rule):
+    ids = prompt(oracle, 6, seed)
+    for bound in (0.5, 3.0, 100.0):
+        got = list(adaptive_generate(request.getfixturevalue(kind), oracle, ids, 30, rule=rule, entropy_bound=bound))
+        assert_same_greedy(list(greedy_generate(oracle, ids, 30)), got, oracle, ids)
+
+
+def test_heuristic_grows_gamma_when_everything_is_accepted(oracle):
+    stats = Stats()
+    list(adaptive_generate(oracle, oracle, [1, 2, 3], 60, rule="heuristic", gamma=2, gamma_max=16, stats=stats))
+    assert stats.rounds < 60 / 3  # gamma went 2, 4, 6, ...: far fewer rounds than at a fixed 2
+
+
+def test_entropy():
+    assert entropy(np.array([1, 0, 0], np.float32)) == 0
+    assert entropy(np.full(4, 0.25, np.float32)) == pytest.approx(np.log(4))
+
+
+@pytest.mark.parametrize("n_new", range(0, 8))
+def test_exactly_n_new_tokens(related, oracle, n_new):
+    ids = prompt(oracle, 3, 0)
+    assert len(list(tree_generate(related, oracle, ids, n_new))) == n_new
+    assert len(list(ngram_generate(oracle, ids * 3, n_new))) == n_new
+    assert len(list(staged_generate(related, oracle, ids * 3, n_new))) == n_new
+    assert len(list(adaptive_generate(related, oracle, ids, n_new))) == n_new
+
+
+def test_bad_arguments(draft, oracle):
+    with pytest.raises(GenerationError):
+        list(adaptive_generate(draft, oracle, [1], 3, rule="magic"))
+    with pytest.raises(GenerationError):
+        list(tree_generate(draft, oracle, [1], 3, branch=0))
+    with pytest.raises(GenerationError):
+        list(ngram_generate(oracle, [1], 3, n_draft=0))

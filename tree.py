@@ -1,0 +1,125 @@
+"""Tree drafts: guess several continuations at once, check them all in one oracle pass.
+
+A line of k drafts is lost from the first wrong guess on. Where the draft is
+unsure, a tree hedges: it branches into the draft's top few tokens, and the
+branches share their common prefix. The oracle reads every node of the tree
+in ONE forward pass, with a tree attention mask: each node sees the text and
+its own ancestors, never its cousins, and sits at the position of its depth,
+so each node's logits are exactly what a line of those tokens would give
+(Spector and Re 2023; SpecInfer, Miao et al. 2023).
+
+One round:
+  1. draft a tree, level by level (one draft pass per level, tree-masked);
+  2. one oracle pass over the root (the last token) and all nodes;
+  3. walk down from the root: while the oracle's choice at a node is one of
+     its children, accept that child; then append the oracle's choice;
+  4. keep only the root path in both KV caches (KVCache.keep).
+Greedy: the output is exactly greedy_generate's.
+"""
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpt2 import MASKED, softmax
+from kvcache import KVCache
+from speculative import GenerationError, Stats, check_pair, check_room, feed, rollback
+
+
+@dataclass
+class Node:
+    token: int
+    parent: int  # index of the parent node; -1 is the root, the last token of the text
+    depth: int   # 1 for the root's children
+
+
+def tree_mask(nodes, new, n_text, n_fed):  # -> [len(new), n_text + n_fed + len(new)]
+    """Attention mask for feeding nodes[n_fed : n_fed + len(new)] after the n_text tokens of
+    the text and the n_fed nodes already fed: each sees the text, its ancestors and itself."""
+    mask = np.full((len(new), n_text + n_fed + len(new)), MASKED, dtype=np.float32)
+    mask[:, :n_text] = 0
+    for row, i in enumerate(new):
+        while i != -1:  # node i sits in column n_text + i
+            mask[row, n_text + i] = 0
+            i = nodes[i].parent
+    return mask
+
+
+def timed_forward(model, cache, ids, positions, mask, stats, role):  # -> [len(ids), vocab_size]
+    start = time.perf_counter()
+    logits = model.forward(ids, cache, positions=positions, mask=mask, n_logits=len(ids))
+    stats.add_time(role, time.perf_counter() - start)
+    return logits
+
+
+def draft_tree(draft, draft_cache, tokens, max_depth, branch, max_nodes, confidence, stats):
+    """Step 1: (nodes in level order, how many of them the draft's cache holds)."""
+    probs = softmax(feed(draft, draft_cache, tokens, stats, "draft")[-1])  # the root's children
+    nodes, frontier, n_fed = [], [(-1, probs)], 0
+    for depth in range(1, max_depth + 1):
+        level = []
+        for parent, p in frontier:
+            top = np.argpartition(-p, branch)[:branch]
+            top = top[np.argsort(-p[top])]
+            # Branch only where the draft is unsure; a confident guess gets one child.
+            for token in top[:1 if p[top[0]] >= confidence else branch]:
+                if len(nodes) < max_nodes:
+                    nodes.append(Node(int(token), parent, depth))
+                    level.append(len(nodes) - 1)
+        if not level or depth == max_depth or len(nodes) >= max_nodes:
+            break
+        # One draft pass for the whole level gives the next level's candidates.
+        logits = timed_forward(draft, draft_cache, [nodes[i].token for i in level],
+                               [len(tokens) - 1 + depth] * len(level), tree_mask(nodes, level, len(tokens), n_fed),
+                               stats, "draft")
+        n_fed += len(level)
+        frontier = [(i, softmax(row)) for i, row in zip(level, logits)]
+    return nodes, n_fed
+
+
+def verify_tree(oracle, oracle_cache, tokens, nodes, stats):
+    """Steps 2 and 3: (indices of the accepted root path, new tokens)."""
+    n = len(tokens)
+    if oracle_cache.n_tokens() < n - 1:  # the prompt: read all but its last token first
+        feed(oracle, oracle_cache, tokens[:-1], stats, "oracle")
+    # 2. The root and every node in one pass; the root row sees the text and itself.
+    root_row = np.where(np.arange(n + len(nodes)) < n, np.float32(0), MASKED)[None, :]
+    mask = np.vstack([root_row, tree_mask(nodes, range(len(nodes)), n, 0)])
+    positions = [n - 1] + [n - 1 + node.depth for node in nodes]
+    logits = timed_forward(oracle, oracle_cache, [tokens[-1]] + [node.token for node in nodes],
+                           positions, mask, stats, "oracle")
+    choice = np.argmax(logits, axis=-1)  # choice[0]: after the root; choice[i + 1]: after node i
+    # 3. Follow the oracle's choices down the tree as far as the tree guessed them.
+    path, at = [], -1
+    while True:
+        child = next((i for i, node in enumerate(nodes) if node.parent == at and node.token == choice[at + 1]), None)
+        if child is None:
+            break
+        path.append(child)
+        at = child
+    return path, [nodes[i].token for i in path] + [int(choice[at + 1])]
+
+
+def tree_generate(draft, oracle, ids, n_new, max_depth=6, branch=2, max_nodes=16, confidence=0.5, stats=None):
+    """Greedy speculative decoding with tree drafts; yields exactly greedy_generate's tokens."""
+    stats = Stats() if stats is None else stats
+    check_pair(draft, oracle)
+    check_room(ids, n_new, draft, oracle)
+    if min(max_depth, branch, max_nodes) < 1:
+        raise GenerationError("max_depth, branch and max_nodes must be at least 1")
+    branch = min(branch, draft.vocab_size - 1)
+    tokens, end = list(ids), len(ids) + n_new
+    draft_cache, oracle_cache = KVCache(), KVCache()
+    while len(tokens) < end:
+        depth = min(max_depth, end - len(tokens) - 1)  # a path plus the oracle's token: no overshoot
+        nodes, n_fed = draft_tree(draft, draft_cache, tokens, depth, branch, max_nodes, confidence, stats) if depth else ([], 0)
+        path, new_tokens = verify_tree(oracle, oracle_cache, tokens, nodes, stats)
+        # 4. Keep the text and the accepted path; the draft never fed the last level.
+        n = len(tokens)
+        oracle_cache.keep(list(range(n)) + [n + i for i in path])
+        draft_cache.keep(list(range(min(n, draft_cache.n_tokens()))) + [n + i for i in path if i < n_fed])
+        tokens += new_tokens
+        rollback(len(tokens) - 1, draft_cache, oracle_cache)
+        stats.count(len(nodes), len(path), new_tokens)
+        yield from new_tokens
