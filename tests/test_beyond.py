@@ -29,8 +29,19 @@ def test_tree_equals_greedy(request, oracle, seed, kind, shape):
     got = list(tree_generate(request.getfixturevalue(kind), oracle, ids, 30, stats=stats, **shape))
     assert_same_greedy(list(greedy_generate(oracle, ids, 30)), got, oracle, ids)
     assert stats.n_tokens == 30
-    if kind == "oracle":  # the draft's top token is always in the tree: every path is accepted whole
+    if kind == "oracle" and shape["branch"] == 1:  # a line, always accepted whole
         assert stats.rounds == -(-30 // (shape["max_depth"] + 1))
+
+
+def test_tree_with_the_oracle_as_draft_accepts_whole_paths(oracle):
+    # Budget enough for full depth (2 + 4 + 8 + 16 nodes): the draft's top token is
+    # always in the tree, so every round accepts 4 tokens and adds the oracle's 5th.
+    stats = Stats()
+    got = list(tree_generate(oracle, oracle, prompt(oracle, 5, 0), 30, max_depth=4, branch=2, max_nodes=100,
+                             confidence=1.0, stats=stats))
+    assert got == list(greedy_generate(oracle, prompt(oracle, 5, 0), 30))
+    # 6 rounds of 5 tokens; even the last has room for depth 4, so each drafts all 30 nodes
+    assert (stats.rounds, stats.drafted, stats.accepted) == (6, 6 * 30, 6 * 4)
 
 
 def test_tree_branches_help_a_partly_agreeing_draft(related, oracle):
