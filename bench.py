@@ -8,7 +8,8 @@
                over the time of 1 token, for each GPT-2 size; ms per token,
                GB/s of weights streamed, share of the measured bandwidth.
 3. loading:    gpt2-xl + gpt2 loaded in a fresh process: seconds and peak RSS.
-4. end to end: greedy, speculative, threshold and SpS on fixed prompts:
+4. end to end: greedy, speculative, threshold, SpS, tree, n-gram, staged and
+               adaptive decoding on fixed prompts:
                tokens/s, acceptance, tokens per oracle pass, speedup over the
                oracle alone, next to Leviathan et al.'s prediction.
 
@@ -36,9 +37,12 @@ import cli
 import gpt2
 from download_weights import DEFAULT_MODELS_DIR
 from kvcache import KVCache
+from adaptive import adaptive_generate
+from ngram import ngram_generate, staged_generate
 from sps import speculative_sample
 from speculative import Stats, greedy_generate, speculative_generate
 from threshold import threshold_generate
+from tree import tree_generate
 
 SHAPES = {  # the real GPT-2 configurations
     "gpt2": dict(n_layer=12, n_head=12, n_embd=768),
@@ -170,12 +174,13 @@ class SyntheticDraft:
         # logit L on one token, 0 elsewhere: softmax gives it e^L / (e^L + V - 1) = alpha
         self.confidence = np.float32(np.log(alpha * (self.vocab_size - 1) / (1 - alpha)))
 
-    def forward(self, ids, kvcache=None, n_logits=None):
-        self.model.forward(ids, kvcache, n_logits=n_logits)  # the real cost
-        end = kvcache.n_tokens()
+    def forward(self, ids, kvcache=None, positions=None, mask=None, n_logits=None):
+        self.model.forward(ids, kvcache, positions=positions, mask=mask, n_logits=n_logits)  # the real cost
         n_logits = n_logits or len(ids)
+        if positions is None:  # consecutive, ending at the cache's end
+            positions = range(kvcache.n_tokens() - len(ids), kvcache.n_tokens())
         logits = np.zeros((n_logits, self.vocab_size), dtype=np.float32)
-        for row, i in enumerate(range(end - n_logits + 1, end + 1)):  # row predicts token i
+        for row, i in enumerate(p + 1 for p in list(positions)[-n_logits:]):  # row predicts token i
             right = self.reference[i] if i < len(self.reference) else 0
             wrong = (right + 1 + self.rng.integers(self.vocab_size - 1)) % self.vocab_size
             logits[row, right if i < len(self.right) and self.right[i] else wrong] = self.confidence
@@ -226,11 +231,16 @@ def end_to_end_real(draft, oracle, pair, enc, n_new, ks, log):
         rows.append(row(pair, "sample (oracle alone)", "T=1", sample_base[0], sample_base[1], sample_base[2], sample_base[1], prompt=i))
         out, t, s = timed(lambda s: speculative_sample(draft, oracle, ids, n_new, K=4, rng=np.random.default_rng(i), stats=s))
         rows.append(row(pair, "sps", "K=4, T=1", out, t, s, sample_base[1], prompt=i))
+        for method, setting, generate in beyond_methods(oracle, ids, n_new):
+            out, t, s = timed(lambda s: generate(draft, s))
+            rows.append(row(pair, method, setting, out, t, s, base, prompt=i))
+        out, t, s = timed(lambda s: ngram_generate(oracle, ids, n_new, stats=s))
+        rows.append(row(pair, "ngram (no draft model)", "n_draft=8", out, t, s, base, prompt=i))
         log(f"  prompt {i} done")
     return rows
 
 
-def end_to_end_synthetic(draft_model, oracle, pair, n_new, alphas, gammas, c, curve, log):
+def end_to_end_synthetic(draft_model, oracle, pair, n_new, alphas, gammas, c, curve, log, beyond_alphas=(0.7, 0.9)):
     """Speculative, threshold and SpS (T=0) with synthetic drafts of known alpha."""
     ids = (np.arange(48) * 7919 % oracle.vocab_size).tolist()  # a fixed 48-token prompt
     reference, base, stats = timed(lambda s: greedy_generate(oracle, ids, n_new, stats=s))
@@ -244,15 +254,31 @@ def end_to_end_synthetic(draft_model, oracle, pair, n_new, alphas, gammas, c, cu
             rows.append(row(pair, "speculative", f"n_draft={gamma}", out, t, s, base, alpha=alpha,
                             predicted=round(predicted_speedup(alpha, gamma, c), 2),
                             predicted_with_cost_curve=round(predicted_speedup(alpha, gamma, c, curve[gamma + 1] / curve[1]), 2)))
-        draft = SyntheticDraft(draft_model, reference, alpha)
-        out, t, s = timed(lambda s: threshold_generate(draft, oracle, ids, n_new, stats=s))
-        rows.append(row(pair, "threshold", "max_draft=16", out, t, s, base, alpha=alpha, predicted=""))
-        draft = SyntheticDraft(draft_model, reference, alpha)
-        out, t, s = timed(lambda s: speculative_sample(draft, oracle, ids, n_new, K=4, temperature=0,
-                                                       rng=np.random.default_rng(0), stats=s))
-        rows.append(row(pair, "sps (T=0)", "K=4", out, t, s, base, alpha=alpha, predicted=""))
+        methods = [("threshold", "max_draft=16", lambda d, s: threshold_generate(d, oracle, ids, n_new, stats=s))]
+        if alpha >= 0.8:
+            methods.append(("sps (T=0)", "K=4", lambda d, s: speculative_sample(
+                d, oracle, ids, n_new, K=4, temperature=0, rng=np.random.default_rng(0), stats=s)))
+        if alpha in beyond_alphas:
+            methods += beyond_methods(oracle, ids, n_new)
+        for method, setting, generate in methods:
+            draft = SyntheticDraft(draft_model, reference, alpha)
+            out, t, s = timed(lambda s: generate(draft, s))
+            assert out == reference[len(ids):], method
+            rows.append(row(pair, method, setting, out, t, s, base, alpha=alpha, predicted=""))
         log(f"  alpha {alpha} done")
+    out, t, s = timed(lambda s: ngram_generate(oracle, ids, n_new, stats=s))
+    rows.append(row(pair.split(" -> ")[-1], "ngram (no draft model)", "n_draft=8", out, t, s, base, alpha="", predicted=""))
     return rows
+
+
+def beyond_methods(oracle, ids, n_new):
+    """(name, setting, generate(draft, stats)) for the methods of tree.py, ngram.py and adaptive.py."""
+    return [
+        ("tree", "depth 4, branch 2", lambda d, s: tree_generate(d, oracle, ids, n_new, max_depth=4, branch=2, stats=s)),
+        ("staged", "n_draft=4", lambda d, s: staged_generate(d, oracle, ids, n_new, n_draft=4, stats=s)),
+        ("adaptive", "entropy", lambda d, s: adaptive_generate(d, oracle, ids, n_new, rule="entropy", stats=s)),
+        ("adaptive-hf", "+2/-1", lambda d, s: adaptive_generate(d, oracle, ids, n_new, rule="heuristic", stats=s)),
+    ]
 
 
 # ---------------------------------------------------------------------------
@@ -312,7 +338,7 @@ def main(argv=None):
     sizes = args.sizes or (["gpt2", "gpt2-xl"] if args.quick else list(SHAPES))
     ks = range(1, 17)
     args.new_tokens = args.new_tokens or (32 if args.quick else 64)
-    alphas, gammas = ([0.6, 0.8], [2, 4]) if args.quick else ([0.5, 0.7, 0.8, 0.9], [1, 2, 4, 8])
+    alphas, gammas = ([0.6, 0.8], [2, 4]) if args.quick else ([0.5, 0.7, 0.8, 0.9], [2, 4, 8])
 
     def log(message):
         print(message, file=sys.stderr, flush=True)
@@ -328,7 +354,7 @@ def main(argv=None):
     curves, curve_rows, real = {}, [], {}
     for name in sorted(set(sizes) | {args.draft, args.oracle}, key=list(SHAPES).index):
         model, _, real[name] = bench_model(name, args.models_dir)
-        curve = curves[name] = cost_curve(model, ks, args.context, repeats=5)
+        curve = curves[name] = cost_curve(model, ks, args.context, repeats=3)
         n_bytes = weight_bytes(model)
         for k, t in curve.items():
             curve_rows.append({"model": name, "weights": "real" if real[name] else "random", "k": k,
@@ -362,7 +388,8 @@ def main(argv=None):
         print_table(f"end to end, real weights, {len(PROMPTS)} prompts, {args.new_tokens} new tokens each (c = {c:.3f})",
                     e2e, ["prompt"] + columns)
     else:
-        e2e = end_to_end_synthetic(draft_model, oracle, pair, args.new_tokens, alphas, gammas, c, curves[args.oracle], log)
+        e2e = end_to_end_synthetic(draft_model, oracle, pair, args.new_tokens, alphas, gammas, c, curves[args.oracle], log,
+                                   beyond_alphas=alphas[-1:] if args.quick else (0.7, 0.9))
         print_table(f"end to end, SYNTHETIC draft (real {args.draft} compute, proposals right with probability alpha), "
                     f"random weights of the real shapes, {args.new_tokens} new tokens; c = T_draft(1)/T_oracle(1) = {c:.3f}",
                     e2e, ["alpha"] + columns + ["predicted", "predicted_with_cost_curve"])

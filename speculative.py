@@ -191,11 +191,17 @@ METHODS = {
     "speculative": "greedy speculative decoding (this file); output = the oracle's greedy output",
     "threshold": "greedy speculative decoding, draft length set by the draft's confidence (threshold.py)",
     "sps": "speculative sampling, Chen et al. 2023 Algorithm 2 (sps.py); output ~ the oracle's distribution",
-    "greedy": "the oracle alone, greedy (the baseline of speculative and threshold)",
+    "tree": "greedy, tree-shaped drafts checked in one pass with a tree attention mask (tree.py)",
+    "ngram": "greedy, drafts from the text itself: prompt lookup and an n-gram table, no draft model (ngram.py)",
+    "staged": "greedy, n-gram -> draft -> oracle: the draft's own drafts come from the n-gram drafter (ngram.py)",
+    "adaptive": "greedy, draft length set by the draft's entropy and a moving average (adaptive.py)",
+    "adaptive-hf": "greedy, draft length by Hugging Face's rule: +2 after a clean round, -1 otherwise (adaptive.py)",
+    "greedy": "the oracle alone, greedy (the baseline of all the greedy methods)",
     "sample": "the oracle alone, sampling (Algorithm 1, the baseline of sps)",
 }
 SAMPLING = ("sps", "sample")
-DEFAULT_N_DRAFT = {"speculative": 8, "threshold": 16, "sps": 4}
+NO_DRAFT_MODEL = ("greedy", "sample", "ngram")
+DEFAULT_N_DRAFT = {"speculative": 8, "threshold": 16, "sps": 4, "tree": 6, "ngram": 8, "staged": 8, "adaptive": 4, "adaptive-hf": 4}
 GREEN, RESET = "\x1b[32m", "\x1b[0m"
 
 
@@ -211,7 +217,7 @@ def main(argv=None):
 
     oracle, oracle_dir = load_model(args.oracle, models_dir)
     draft = draft_dir = None
-    if args.method not in ("greedy", "sample"):
+    if args.method not in NO_DRAFT_MODEL:
         draft, draft_dir = load_model(args.draft, models_dir)
         check_pair(draft, oracle)
     enc = load_shared_tokenizer(draft_dir, oracle_dir)
@@ -248,7 +254,8 @@ def parse_args(argv):
     parser.add_argument("--oracle", default="gpt2-large", help="oracle model: a name or a checkpoint directory (default: gpt2-large)")
     parser.add_argument("--method", default="speculative", choices=METHODS, help="decoding method (default: speculative)")
     parser.add_argument("--n-draft", "-K", type=positive_int, default=None,
-                        help="draft tokens per round; the most per round for threshold (default: 8 speculative, 16 threshold, 4 sps)")
+                        help="draft tokens per round: the most for threshold, the starting value for adaptive, the "
+                             "tree depth for tree (default: " + ", ".join(f"{k} {m}" for m, k in DEFAULT_N_DRAFT.items()) + ")")
     parser.add_argument("--max-new-tokens", "-n", type=non_negative_int, default=64, help="tokens to generate (default: 64)")
     parser.add_argument("--temperature", type=non_negative_float, default=None, help="sampling temperature for sps/sample; 0 is greedy (default: 1)")
     parser.add_argument("--top-k", type=positive_int, default=None, help="sample only among the k most likely tokens (sps/sample)")
@@ -352,6 +359,18 @@ def run_method(args, draft, oracle, ids, stats):
     if args.method == "threshold":
         from threshold import threshold_generate
         return threshold_generate(draft, oracle, ids, n_new, max_draft=k, stats=stats)
+    if args.method == "tree":
+        from tree import tree_generate
+        return tree_generate(draft, oracle, ids, n_new, max_depth=k, stats=stats)
+    if args.method in ("ngram", "staged"):
+        from ngram import ngram_generate, staged_generate
+        if args.method == "ngram":
+            return ngram_generate(oracle, ids, n_new, n_draft=k, stats=stats)
+        return staged_generate(draft, oracle, ids, n_new, n_draft=k, stats=stats)
+    if args.method.startswith("adaptive"):
+        from adaptive import adaptive_generate
+        rule = "heuristic" if args.method == "adaptive-hf" else "entropy"
+        return adaptive_generate(draft, oracle, ids, n_new, rule=rule, gamma=k, gamma_max=max(16, k), stats=stats)
     if args.method == "greedy":
         return greedy_generate(oracle, ids, n_new, stats=stats)
     return speculative_generate(draft, oracle, ids, n_new, n_draft=k, stats=stats)

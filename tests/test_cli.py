@@ -32,22 +32,24 @@ def assert_one_line_error(r, *fragments, code=None):
         assert fragment in lines[-1], lines[-1]
 
 
-@pytest.mark.parametrize("method", ["speculative", "threshold", "sps", "greedy", "sample"])
+@pytest.mark.parametrize("method", ["speculative", "threshold", "sps", "greedy", "sample", "tree", "ngram", "staged",
+                                    "adaptive", "adaptive-hf"])
 def test_each_method_runs_and_reports(pair, method):
     r = run("the cat and", *pair, "--method", method, "-n", "12", "--compare")
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("the cat and")
     assert "\x1b[" not in r.stdout  # piped: plain text
     assert f"{method}: 12 new tokens" in r.stderr and "tokens/s" in r.stderr and "speedup" in r.stderr
-    if method in ("speculative", "threshold", "sps"):
+    if method in ("speculative", "threshold", "sps", "tree", "staged", "adaptive", "adaptive-hf"):
         assert "acceptance" in r.stderr
-    if method in ("speculative", "threshold"):
+    if method not in ("sps", "sample"):
         assert "identical output" in r.stderr
 
 
 def test_greedy_methods_print_the_oracles_greedy_text(pair):
-    texts = {m: run("the cat", *pair, "--method", m, "-n", "15").stdout for m in ("greedy", "speculative", "threshold")}
-    assert texts["greedy"] == texts["speculative"] == texts["threshold"]
+    methods = ("greedy", "speculative", "threshold", "tree", "ngram", "staged", "adaptive", "adaptive-hf")
+    texts = {m: run("the cat the cat", *pair, "--method", m, "-n", "15").stdout for m in methods}
+    assert len(set(texts.values())) == 1, texts
 
 
 def test_seed_reproduces_sampling(pair):
