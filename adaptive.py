@@ -17,7 +17,7 @@ import numpy as np
 
 from gpt2 import softmax
 from kvcache import KVCache
-from speculative import GenerationError, Stats, check_pair, check_room, feed, rollback, verify
+from speculative import GenerationError, Stats, check_args, feed, rollback, verify
 
 RULES = ("entropy", "heuristic")
 
@@ -30,8 +30,7 @@ def adaptive_generate(draft, oracle, ids, n_new, rule="entropy", gamma=4, gamma_
                       entropy_bound=2.0, ema=0.7, stats=None):
     """Greedy speculative decoding with an adaptive draft length; yields n_new token ids."""
     stats = Stats() if stats is None else stats
-    check_pair(draft, oracle)
-    check_room(ids, n_new, draft, oracle)
+    check_args(ids, n_new, draft, oracle, gamma_min=gamma_min)
     if rule not in RULES:
         raise GenerationError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
     if not 1 <= gamma_min <= gamma <= gamma_max:

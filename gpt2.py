@@ -20,7 +20,6 @@ from tqdm import tqdm
 
 import download_weights
 from download_weights import DEFAULT_MODELS_DIR, MODEL_NAMES
-from kvcache import KVCache
 
 GELU_C = np.float32(np.sqrt(2 / np.pi))
 MASKED = np.float32(-1e10)  # added to the scores of future positions: exp() makes it 0

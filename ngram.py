@@ -21,7 +21,7 @@ import time
 from collections import Counter, defaultdict
 
 from kvcache import KVCache
-from speculative import GenerationError, Stats, check_pair, check_room, rollback, verify
+from speculative import GenerationError, Stats, check_args, check_room, rollback, verify
 
 
 class NGramDrafter:
@@ -93,10 +93,7 @@ def ngram_generate(oracle, ids, n_new, n_draft=8, max_ngram=3, stats=None):
 def staged_generate(draft, oracle, ids, n_new, n_draft=8, max_ngram=3, stats=None):
     """n-gram -> draft -> oracle; yields exactly greedy_generate(oracle, ...)'s tokens."""
     stats = Stats() if stats is None else stats
-    check_pair(draft, oracle)
-    check_room(ids, n_new, draft, oracle)
-    if n_draft < 1:
-        raise GenerationError(f"n_draft must be at least 1, got {n_draft}")
+    check_args(ids, n_new, draft, oracle, n_draft=n_draft)
     drafter, tokens, end = NGramDrafter(max_ngram), list(ids), len(ids) + n_new
     draft_cache, oracle_cache = KVCache(), KVCache()
     inner = Stats()  # the draft model's own rounds: counted apart from the oracle's

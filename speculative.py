@@ -92,6 +92,16 @@ def check_pair(draft, oracle):
                               f"the oracle's ({oracle.vocab_size}); they must share a tokenizer")
 
 
+def check_args(ids, n_new, draft, oracle, **draft_lengths):
+    """The checks every draft-and-verify generator makes before any work: a shared
+    vocabulary, room in the window, and each named draft length at least 1."""
+    check_pair(draft, oracle)
+    check_room(ids, n_new, draft, oracle)
+    for name, value in draft_lengths.items():
+        if value < 1:
+            raise GenerationError(f"{name} must be at least 1, got {value}")
+
+
 def feed(model, cache, tokens, stats, role, n_logits=1):  # -> [n_logits, vocab_size]
     """Run the model on the tokens its cache does not hold yet; logits of the last n_logits.
 
@@ -158,10 +168,7 @@ def greedy_generate(model, ids, n_new, stats=None):
 def speculative_generate(draft, oracle, ids, n_new, n_draft=8, stats=None):
     """Greedy speculative decoding: yields exactly greedy_generate(oracle, ids, n_new)'s tokens."""
     stats = Stats() if stats is None else stats
-    check_pair(draft, oracle)
-    check_room(ids, n_new, draft, oracle)
-    if n_draft < 1:
-        raise GenerationError(f"n_draft must be at least 1, got {n_draft}")
+    check_args(ids, n_new, draft, oracle, n_draft=n_draft)
     tokens, end = list(ids), len(ids) + n_new
     draft_cache, oracle_cache = KVCache(), KVCache()
     while len(tokens) < end:

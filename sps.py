@@ -23,7 +23,7 @@ import numpy as np
 
 from gpt2 import softmax
 from kvcache import KVCache
-from speculative import GenerationError, Stats, check_pair, check_room, feed, rollback
+from speculative import GenerationError, Stats, check_args, check_room, feed, rollback
 
 
 # ---------------------------------------------------------------------------
@@ -114,11 +114,8 @@ def speculative_sample(draft, oracle, ids, n_new, K=4, rng=None, temperature=1.0
     """Algorithm 2: yields n_new ids distributed exactly as autoregressive_sample(oracle, ...)."""
     stats = Stats() if stats is None else stats
     rng = np.random.default_rng() if rng is None else rng  # one generator for the whole run
-    check_pair(draft, oracle)
-    check_room(ids, n_new, draft, oracle)
+    check_args(ids, n_new, draft, oracle, K=K)
     check_sampling(temperature, top_k, top_p)
-    if K < 1:
-        raise GenerationError(f"K must be at least 1, got {K}")
     tokens, end = list(ids), len(ids) + n_new
     draft_cache, oracle_cache = KVCache(), KVCache()
     while len(tokens) < end:

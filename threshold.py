@@ -19,7 +19,7 @@ import numpy as np
 
 from gpt2 import softmax
 from kvcache import KVCache
-from speculative import GenerationError, Stats, check_pair, check_room, feed, rollback, verify
+from speculative import Stats, check_args, feed, rollback, verify
 
 THRESHOLD_MIN, THRESHOLD_MAX = 0.05, 0.95
 
@@ -43,10 +43,7 @@ def threshold_generate(draft, oracle, ids, n_new, max_draft=16, threshold=0.4,
                        threshold_all_correct_boost=0.1, stats=None):
     """Greedy speculative decoding with threshold-bounded drafts; yields n_new token ids."""
     stats = Stats() if stats is None else stats
-    check_pair(draft, oracle)
-    check_room(ids, n_new, draft, oracle)
-    if max_draft < 1:
-        raise GenerationError(f"max_draft must be at least 1, got {max_draft}")
+    check_args(ids, n_new, draft, oracle, max_draft=max_draft)
     tokens, end = list(ids), len(ids) + n_new
     draft_cache, oracle_cache = KVCache(), KVCache()
     while len(tokens) < end:

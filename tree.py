@@ -24,7 +24,7 @@ import numpy as np
 
 from gpt2 import MASKED, softmax
 from kvcache import KVCache
-from speculative import GenerationError, Stats, check_pair, check_room, feed, rollback
+from speculative import Stats, check_args, feed, rollback
 
 
 @dataclass
@@ -104,10 +104,7 @@ def verify_tree(oracle, oracle_cache, tokens, nodes, stats):
 def tree_generate(draft, oracle, ids, n_new, max_depth=6, branch=2, max_nodes=16, confidence=0.5, stats=None):
     """Greedy speculative decoding with tree drafts; yields exactly greedy_generate's tokens."""
     stats = Stats() if stats is None else stats
-    check_pair(draft, oracle)
-    check_room(ids, n_new, draft, oracle)
-    if min(max_depth, branch, max_nodes) < 1:
-        raise GenerationError("max_depth, branch and max_nodes must be at least 1")
+    check_args(ids, n_new, draft, oracle, max_depth=max_depth, branch=branch, max_nodes=max_nodes)
     branch = min(branch, draft.vocab_size - 1)
     tokens, end = list(ids), len(ids) + n_new
     draft_cache, oracle_cache = KVCache(), KVCache()

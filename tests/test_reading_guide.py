@@ -31,7 +31,7 @@ def fix():
         text = f.read()
 
     def relink(m):
-        path, line, code = m.group(1), m.group(2), m.group(3)
+        path, code = m.group(1), m.group(3)
         with open(os.path.join(ROOT, path), encoding="utf-8") as f:
             now = [i + 1 for i, t in enumerate(f.read().splitlines()) if code in t]
         if len(now) != 1:
