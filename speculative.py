@@ -20,12 +20,21 @@ This module also holds what threshold.py and sps.py share (Stats, feed,
 verify, rollback, the argument checks), and the command-line interface.
 """
 
+import argparse
+import codecs
+import filecmp
+import os
+import sys
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
+import cli
+from download_weights import DEFAULT_MODELS_DIR, DownloadError
+from gpt2 import GPT2, CheckpointError, resolve_model_dir
 from kvcache import KVCache
+from tokenizer import ENDOFTEXT, TokenizerError, encode, load_tokenizer
 
 
 class GenerationError(ValueError):
@@ -213,11 +222,6 @@ GREEN, RESET = "\x1b[32m", "\x1b[0m"
 
 
 def main(argv=None):
-    import os
-    import sys
-
-    from download_weights import DEFAULT_MODELS_DIR
-
     args = parse_args(argv)
     models_dir = args.models_dir or DEFAULT_MODELS_DIR
     color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
@@ -247,10 +251,6 @@ def main(argv=None):
 
 
 def parse_args(argv):
-    import argparse
-
-    import cli
-
     parser = cli.Parser(prog="speculative.py", formatter_class=argparse.RawDescriptionHelpFormatter,
                         description=__doc__.split("\n\n")[0] + "\n\nmethods:\n" +
                         "\n".join(f"  {name:12s} {text}" for name, text in METHODS.items()),
@@ -302,7 +302,6 @@ def probability(text):
 
 
 def _number(text, kind, ok, what):
-    import argparse
     try:
         value = kind(text)
     except ValueError:
@@ -313,11 +312,6 @@ def _number(text, kind, ok, what):
 
 
 def load_model(name_or_path, models_dir):
-    import os
-    import sys
-
-    from gpt2 import GPT2, resolve_model_dir
-
     model_dir = resolve_model_dir(name_or_path, models_dir)
     start = time.perf_counter()
     model = GPT2.from_pretrained(model_dir)
@@ -331,11 +325,6 @@ def load_model(name_or_path, models_dir):
 
 def load_shared_tokenizer(draft_dir, oracle_dir):
     """The tokenizer of the draft (else the oracle); both must have the same one."""
-    import filecmp
-    import os
-
-    from tokenizer import TokenizerError, load_tokenizer
-
     dirs = [d for d in (draft_dir, oracle_dir) if d and os.path.isfile(os.path.join(d, "vocab.json"))]
     if not dirs:
         raise TokenizerError("neither model directory has vocab.json and merges.txt")
@@ -348,13 +337,10 @@ def load_shared_tokenizer(draft_dir, oracle_dir):
 
 def prompt_ids(enc, prompt):
     """The prompt's tokens; an empty prompt starts from <|endoftext|>, as GPT-2's unconditional samples do."""
-    from tokenizer import ENDOFTEXT, encode
     return encode(enc, prompt) if prompt else [enc.encode_single_token(ENDOFTEXT)]
 
 
 def run_method(args, draft, oracle, ids, stats):
-    import numpy as np
-
     n_new, k = args.max_new_tokens, args.n_draft or DEFAULT_N_DRAFT.get(args.method)
     if args.method in SAMPLING:
         from sps import autoregressive_sample, speculative_sample
@@ -390,8 +376,6 @@ def stream(tokens, enc, stats, color, out):
     over two or three of them. An incremental UTF-8 decoder holds the bytes
     back until a character is complete, so nothing prints as garbage.
     """
-    import codecs
-
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     generated = []
     for token in tokens:
@@ -416,8 +400,6 @@ def summary(method, stats, elapsed):
 
 def compare(args, oracle, ids, generated, elapsed):
     """Run the oracle alone (its greedy or sampling baseline) and report the speedup."""
-    import argparse
-
     baseline = argparse.Namespace(**{**vars(args), "method": "sample" if args.method in SAMPLING else "greedy"})
     stats = Stats()
     start = time.perf_counter()
@@ -444,9 +426,4 @@ def print_trace(trace, enc, ids, out):
 
 
 if __name__ == "__main__":
-    import cli
-    from download_weights import DownloadError
-    from gpt2 import CheckpointError
-    from tokenizer import TokenizerError
-
     cli.run(main, (GenerationError, CheckpointError, TokenizerError, DownloadError))
