@@ -106,14 +106,15 @@ def matmul(x, w):  # [n_seq, n_in] @ blocked W [n_blocks, BLOCK, n_in] -> [n_seq
     out = np.empty((n_blocks, block, x.shape[0]), dtype=np.float32)
     xt = x.T  # [n_in, n_seq]
     if w.size < THREADED_MIN_SIZE:  # a small weight: handing it to threads costs more than it saves
-        return np.matmul(w, xt, out=out).reshape(n_blocks * block, x.shape[0]).T
-    global _pool
-    if _pool is None:
-        _pool = ThreadPoolExecutor(N_THREADS)
-    bounds = np.linspace(0, n_blocks, N_THREADS + 1).astype(int)
-    jobs = [_pool.submit(np.matmul, w[a:b], xt, out=out[a:b]) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
-    for job in jobs:
-        job.result()
+        np.matmul(w, xt, out=out)
+    else:
+        global _pool
+        if _pool is None:
+            _pool = ThreadPoolExecutor(N_THREADS)
+        bounds = np.linspace(0, n_blocks, N_THREADS + 1).astype(int)
+        jobs = [_pool.submit(np.matmul, w[a:b], xt, out=out[a:b]) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+        for job in jobs:
+            job.result()
     return out.reshape(n_blocks * block, x.shape[0]).T
 
 
@@ -448,10 +449,11 @@ def random_checkpoint(model_dir, config, seed=0, scale=0.02):
     """
     rng = np.random.default_rng(seed)
     config = {"layer_norm_epsilon": 1e-5, **config}
+    shapes = expected_shapes(config)
     pool = []  # made on first use, from its own generator: small models do not depend on it
 
     def tensor(key):
-        shape = expected_shapes(config)[key]
+        shape = shapes[key]
         if key.endswith(("ln_1.weight", "ln_2.weight", "ln_f.weight")):
             return np.ones(shape, dtype=np.float32)
         if np.prod(shape) <= 1 << 22:
@@ -465,6 +467,6 @@ def random_checkpoint(model_dir, config, seed=0, scale=0.02):
     os.makedirs(model_dir, exist_ok=True)
     with open(os.path.join(model_dir, "config.json"), "w") as f:
         json.dump({"model_type": "gpt2", **config}, f, indent=2)
-    save_safetensors(os.path.join(model_dir, "model.safetensors"), expected_shapes(config), tensor,
+    save_safetensors(os.path.join(model_dir, "model.safetensors"), shapes, tensor,
                      progress=f"writing random weights to {model_dir}")
     return model_dir

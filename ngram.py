@@ -96,7 +96,6 @@ def staged_generate(draft, oracle, ids, n_new, n_draft=8, max_ngram=3, stats=Non
     check_args(ids, n_new, draft, oracle, n_draft=n_draft)
     drafter, tokens, end = NGramDrafter(max_ngram), list(ids), len(ids) + n_new
     draft_cache, oracle_cache = KVCache(), KVCache()
-    inner = Stats()  # the draft model's own rounds: counted apart from the oracle's
     while len(tokens) < end:
         # 1. The draft model's k greedy tokens, by speculative decoding one level
         #    down: the n-gram drafter guesses, the draft model checks in one pass.
@@ -106,11 +105,10 @@ def staged_generate(draft, oracle, ids, n_new, n_draft=8, max_ngram=3, stats=Non
         while len(drafted) < k:
             context = tokens + drafted
             guesses = drafter.propose(context, k - len(drafted) - 1)  # the check adds one token
-            _, new_drafts = verify(draft, draft_cache, context, guesses, inner, role="draft")
+            # role "draft": its time counts as draft time, and it is not an oracle round
+            _, new_drafts = verify(draft, draft_cache, context, guesses, stats, role="draft")
             drafted += new_drafts
             rollback(len(tokens) + len(drafted) - 1, draft_cache)
-        stats.add_time("draft", inner.draft_time)
-        inner.draft_time = 0.0
         # 2-4. The oracle checks the k drafts as in speculative_generate.
         n_accepted, new_tokens = verify(oracle, oracle_cache, tokens, drafted, stats)
         tokens += new_tokens
