@@ -16,8 +16,9 @@ Each round (see speculative_generate):
                own next token (a correction, or a bonus if all matched);
   4. roll back: truncate both KV caches to the tokens kept.
 
-This module also holds what threshold.py and sps.py share (Stats, feed,
-verify, rollback, the argument checks), and the command-line interface.
+This module also holds what the other decoding modules (threshold.py, sps.py,
+tree.py, ngram.py, adaptive.py) share: Stats, feed, verify, rollback and the
+argument checks; and the command-line interface.
 """
 
 import argparse
@@ -235,7 +236,7 @@ def main(argv=None):
     ids = prompt_ids(enc, args.prompt)
     check_room(ids, args.max_new_tokens, *[m for m in (draft, oracle) if m])
 
-    if color and draft is not None:
+    if color and args.method not in ("greedy", "sample"):  # every method with drafts, ngram included
         print(f"{GREEN}green{RESET}: proposed by the draft and accepted; plain: chosen by the oracle", file=sys.stderr)
     sys.stdout.write(args.prompt)
     stats = Stats(trace=[] if args.trace else None)

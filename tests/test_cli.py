@@ -62,6 +62,8 @@ def test_color_marks_accepted_draft_tokens_and_no_color_is_honoured(tiny_dirs):
     colored = run("the", *same, "--color", "always")
     assert "\x1b[32m" in colored.stdout
     assert "\x1b[" not in run("the", *same, env={"NO_COLOR": "1"}).stdout
+    ngram = run("the the the the", "--oracle", tiny_dirs["oracle"], "--method", "ngram", "-n", "8", "--color", "always")
+    assert "green" in ngram.stderr  # the legend, whenever drafted tokens can be coloured
 
 
 def test_empty_prompt_starts_from_endoftext(pair):
