@@ -385,11 +385,23 @@ def load_blocked(model_dir, config):
         except OSError as e:  # a read-only directory or a full disk: convert in memory, every time
             print(f"note: cannot write {path} ({e.strerror}); converting in memory instead", file=sys.stderr)
             return {key: to_memory_layout(key, t) for key, t in tensors.items()}
+        del tensors  # unmap the checkpoint: forward() never reads it again...
+        forget_pages(source)  # ...so its gigabytes need not stay in the page cache
     blocked = load_safetensors(path)
     for key, shape in shapes.items():
         if key not in blocked or blocked[key].shape != shape:
             raise CheckpointError(f"{path}: {key} is missing or has the wrong shape; delete the file to rebuild it")
     return blocked
+
+
+def forget_pages(path):
+    """Tell the kernel a file will not be read again (Linux; elsewhere a no-op)."""
+    if hasattr(os, "posix_fadvise"):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
 
 
 def nest(tensors):
@@ -434,6 +446,11 @@ def save_safetensors(path, shapes, tensor, metadata=None, progress=None):
                 assert t.shape == tuple(shape), (name, t.shape, shape)
                 t.tofile(f)
                 bar.update(t.nbytes)
+            # On disk before the rename, so that a crash never leaves a complete-looking
+            # file with missing data, and no gigabytes are still being written back
+            # when a benchmark starts timing.
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
