@@ -1,12 +1,13 @@
 """Benchmarks: what checking k tokens costs, and what speculative decoding gains, on this machine.
 
-    python bench.py            # everything (about 5 minutes here the first time, less after)
+    python bench.py            # everything (9-10 minutes here the first time, about 8 after)
     python bench.py --quick    # gpt2 and gpt2-xl shapes, a smaller sweep
 
 1. machine:    memory bandwidth, the bound on decoding speed.
 2. cost curve: time of a forward of k = 1..16 new tokens on a warm KV cache,
                over the time of 1 token, for each GPT-2 size; ms per token,
-               GB/s of weights streamed, share of the measured bandwidth.
+               GB/s of weights streamed, share of the bandwidth measured just
+               before the curve.
 3. loading:    gpt2-xl + gpt2 loaded in a fresh process: seconds and peak RSS.
 4. end to end: greedy, speculative, threshold, SpS, tree, n-gram, staged and
                adaptive decoding on fixed prompts:
