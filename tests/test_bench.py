@@ -103,4 +103,3 @@ def test_bench_help_and_bad_flag():
     r = run("--sizes", "gpt5")
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert r.stderr.strip().splitlines()[-1].startswith("error: ")
-
