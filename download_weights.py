@@ -139,6 +139,10 @@ def stream(session, url, partial, size):
                     raise DownloadError(f"disk full while writing {partial}; free {size and size - offset} bytes and run again") from None
                 digest.update(chunk)
                 bar.update(len(chunk))
+            # On disk before fetch() renames it, as gpt2.save_safetensors does: a crash
+            # must not leave a complete-looking checkpoint with missing data.
+            f.flush()
+            os.fsync(f.fileno())
     return digest
 
 
