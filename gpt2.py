@@ -46,9 +46,11 @@ def softmax(x):  # [..., n] -> [..., n]
 
 
 def layer_norm(x, g, b, eps):  # [n_seq, n_embd] -> [n_seq, n_embd]
-    mean = x.mean(axis=-1, keepdims=True)
-    variance = x.var(axis=-1, keepdims=True)
-    return g * (x - mean) / np.sqrt(variance + eps) + b
+    # The variance from the centred x we need anyway (x.var() would centre it again):
+    # decoding runs 2 * n_layer of these per token between the weight streams.
+    centered = x - x.mean(axis=-1, keepdims=True)
+    variance = (centered * centered).mean(axis=-1, keepdims=True)
+    return g * centered / np.sqrt(variance + eps) + b
 
 
 def linear(x, w, b):  # [n_seq, n_in] -> [n_seq, n_out]
@@ -57,10 +59,13 @@ def linear(x, w, b):  # [n_seq, n_in] -> [n_seq, n_out]
 
 
 def attention(q, k, v, mask):
-    # q [n_head, n_q, head_dim], k and v [n_head, n_kv, head_dim], mask [n_q, n_kv]
+    # q [n_head, n_q, head_dim], k and v [n_head, n_kv, head_dim], mask [n_q, n_kv] or None
     # -> [n_head, n_q, head_dim]
-    scores = q @ k.transpose(0, 2, 1) / np.sqrt(np.float32(q.shape[-1]))
-    return softmax(scores + mask) @ v
+    # Scaling q rather than the scores is the same product on the smaller array.
+    scores = (q / np.sqrt(np.float32(q.shape[-1]))) @ k.transpose(0, 2, 1)  # [n_head, n_q, n_kv]
+    if mask is not None:  # None: every query may see every key (one new token)
+        scores = scores + mask
+    return softmax(scores) @ v
 
 
 def causal_mask(n_q, n_kv):  # -> [n_q, n_kv]
@@ -132,8 +137,8 @@ def to_blocks(w_t):  # [n_out, n_in] -> [ceil(n_out / BLOCK), BLOCK, n_in], zero
 def mha(x, attn, n_head, kvcache, layer, mask):  # [n_seq, n_embd] -> [n_seq, n_embd]
     n_seq, n_embd = x.shape
     qkv = linear(x, attn["c_attn"]["weight"], attn["c_attn"]["bias"])  # [n_seq, 3 * n_embd]
-    # [n_seq, n_embd] -> [n_head, n_seq, head_dim] for each of q, k, v
-    q, k, v = (m.reshape(n_seq, n_head, -1).transpose(1, 0, 2) for m in np.split(qkv, 3, axis=-1))
+    # [n_seq, 3 * n_embd] -> 3 x [n_head, n_seq, head_dim]: q, k, v side by side, each cut into heads
+    q, k, v = qkv.reshape(n_seq, 3, n_head, -1).transpose(1, 2, 0, 3)
     if kvcache is not None:
         k, v = kvcache.append(layer, k, v)  # now [n_head, n_cached + n_seq, head_dim]
     out = attention(q, k, v, mask)  # [n_head, n_seq, head_dim]
@@ -190,7 +195,9 @@ class GPT2:
         if positions.max() >= self.n_positions:
             raise ValueError(f"position {positions.max()} is past {self.name}'s context window of {self.n_positions}")
 
-        if mask is None:  # built once here rather than in each of the n_layer attentions
+        # The causal mask is built once here rather than in each of the n_layer
+        # attentions; a single new token may see every position, so it needs none.
+        if mask is None and ids.size > 1:
             mask = causal_mask(ids.size, n_cached + ids.size)
         p = self.params
         wte = p["wte"].reshape(-1, self.n_embd)  # [vocab_size (padded), n_embd], held in blocks for the LM head
