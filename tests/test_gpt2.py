@@ -251,12 +251,15 @@ def test_weights_are_mapped_with_huge_pages_requested(tiny_dirs):
 
 
 @pytest.mark.parametrize("n_seq", [1, 2, 5, 16, 24, 25, 40])
-@pytest.mark.parametrize("threaded", [False, True])
-def test_matmul_strategy_matches_a_plain_product(monkeypatch, n_seq, threaded):
+@pytest.mark.parametrize("n_threads", [None, 1, 2, 3])
+def test_matmul_strategy_matches_a_plain_product(monkeypatch, n_seq, n_threads):
     # Every regime of the one matmul strategy (gemv, blocks in one call, blocks
-    # over threads, one big product), with an output width that needs padding.
-    if threaded:
+    # shared over 1, 2 or 3 threads, one big product), with an output width
+    # that needs padding.
+    if n_threads:
         monkeypatch.setattr(gpt2, "THREADED_MIN_SIZE", 0)
+        monkeypatch.setattr(gpt2, "N_THREADS", n_threads)
+        monkeypatch.setattr(gpt2, "_pool", None)  # a pool sized for n_threads
     rng = np.random.default_rng(n_seq)
     w = rng.standard_normal((96, 37), dtype=np.float32)  # checkpoint layout [n_in, n_out]
     x = rng.standard_normal((n_seq, 96), dtype=np.float32)
