@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -94,6 +95,26 @@ def test_synthetic_draft_speculation_reproduces_the_reference(oracle, draft):
     reference = ids + [int(t) for t in greedy_generate(oracle, ids, 12)]
     out = list(speculative_generate(bench.SyntheticDraft(draft, reference, alpha=0.6), oracle, ids, 12, n_draft=3))
     assert out == reference[len(ids):]
+
+
+def test_synthetic_end_to_end_counts_the_faster_oracle_alone_run(monkeypatch, oracle, draft):
+    # The oracle-alone baseline runs twice, first and last; a first run slowed
+    # by another tenant must not inflate every speedup.
+    calls = []
+
+    def greedy(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            time.sleep(1.0)  # a burst of someone else's traffic
+        return greedy_generate(*args, **kwargs)
+
+    monkeypatch.setattr(bench, "greedy_generate", greedy)
+    rows = bench.end_to_end_synthetic(draft, oracle, "draft -> oracle", 8, [0.8], [2], 0.1, {k: 1.0 for k in range(1, 17)},
+                                      lambda message: None, beyond_alphas=())
+    assert len(calls) == 2 and rows[0]["method"] == "greedy (oracle alone)"
+    base = rows[0]["seconds"]
+    assert base < 1.0  # the undisturbed run
+    assert all(r["speedup"] == round(base / r["seconds"], 2) for r in rows)
 
 
 def test_bench_help_and_bad_flag():
