@@ -1,6 +1,6 @@
 """Benchmarks: what checking k tokens costs, and what speculative decoding gains, on this machine.
 
-    python bench.py            # everything (9-10 minutes here the first time, about 8 after)
+    python bench.py            # everything (8-10 minutes here the first time, 7-8 after)
     python bench.py --quick    # gpt2 and gpt2-xl shapes, a smaller sweep
 
 1. machine:    memory bandwidth, the bound on decoding speed.
