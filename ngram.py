@@ -21,7 +21,7 @@ import time
 from collections import Counter, defaultdict
 
 from kvcache import KVCache
-from speculative import GenerationError, Stats, check_args, check_room, rollback, verify
+from speculative import Stats, check_args, check_lengths, check_room, rollback, verify
 
 
 class NGramDrafter:
@@ -73,8 +73,7 @@ def ngram_generate(oracle, ids, n_new, n_draft=8, max_ngram=3, stats=None):
     """Greedy speculative decoding with n-gram drafts; yields exactly greedy_generate's tokens."""
     stats = Stats() if stats is None else stats
     check_room(ids, n_new, oracle)
-    if n_draft < 1:
-        raise GenerationError(f"n_draft must be at least 1, got {n_draft}")
+    check_lengths(n_draft=n_draft)
     drafter, tokens, end, oracle_cache = NGramDrafter(max_ngram), list(ids), len(ids) + n_new, KVCache()
     while len(tokens) < end:
         # 1. Draft from the text so far: no model pass at all.

@@ -102,14 +102,19 @@ def check_pair(draft, oracle):
                               f"the oracle's ({oracle.vocab_size}); they must share a tokenizer")
 
 
+def check_lengths(**draft_lengths):
+    """Each named draft length must be at least 1."""
+    for name, value in draft_lengths.items():
+        if value < 1:
+            raise GenerationError(f"{name} must be at least 1, got {value}")
+
+
 def check_args(ids, n_new, draft, oracle, **draft_lengths):
     """The checks every draft-and-verify generator makes before any work: a shared
     vocabulary, room in the window, and each named draft length at least 1."""
     check_pair(draft, oracle)
     check_room(ids, n_new, draft, oracle)
-    for name, value in draft_lengths.items():
-        if value < 1:
-            raise GenerationError(f"{name} must be at least 1, got {value}")
+    check_lengths(**draft_lengths)
 
 
 def feed(model, cache, tokens, stats, role, n_logits=1):  # -> [n_logits, vocab_size]
@@ -217,7 +222,8 @@ METHODS = {
     "sample": "the oracle alone, sampling (Algorithm 1, the baseline of sps)",
 }
 SAMPLING = ("sps", "sample")
-NO_DRAFT_MODEL = ("greedy", "sample", "ngram")
+ORACLE_ALONE = ("greedy", "sample")
+NO_DRAFT_MODEL = ORACLE_ALONE + ("ngram",)
 DEFAULT_N_DRAFT = {"speculative": 8, "threshold": 16, "sps": 4, "tree": 6, "ngram": 8, "staged": 8, "adaptive": 4, "adaptive-hf": 4}
 GREEN, RESET = "\x1b[32m", "\x1b[0m"
 
@@ -236,7 +242,7 @@ def main(argv=None):
     ids = prompt_ids(enc, args.prompt)
     check_room(ids, args.max_new_tokens, *[m for m in (draft, oracle) if m])
 
-    if color and args.method not in ("greedy", "sample"):  # every method with drafts, ngram included
+    if color and args.method not in ORACLE_ALONE:  # every method with drafts, ngram included
         print(f"{GREEN}green{RESET}: proposed by the draft and accepted; plain: chosen by the oracle", file=sys.stderr)
     sys.stdout.write(args.prompt)
     stats = Stats(trace=[] if args.trace else None)
@@ -279,7 +285,7 @@ def parse_args(argv):
         for flag in ("temperature", "top_k", "top_p", "seed"):
             if getattr(args, flag) is not None:
                 parser.error(f"--{flag.replace('_', '-')} applies to --method sps or sample, not {args.method}")
-    if args.n_draft is not None and args.method in ("greedy", "sample"):
+    if args.n_draft is not None and args.method in ORACLE_ALONE:
         parser.error(f"--n-draft applies to the speculative methods, not {args.method}")
     if args.trace and args.method not in ("speculative", "threshold"):
         parser.error("--trace shows greedy verification rounds: use it with --method speculative or threshold")
