@@ -56,14 +56,16 @@ def download(name, models_dir):
     if not todo:
         return model_dir
     print(f"downloading {name} ({MODEL_SIZES[name]}) to {model_dir}", file=sys.stderr)
+    made = [d for d in (models_dir, model_dir) if not os.path.isdir(d)]
     os.makedirs(model_dir, exist_ok=True)
     try:
         with requests.Session() as session:
             for filename in todo:
                 fetch(session, file_url(name, filename), os.path.join(model_dir, filename))
     finally:
-        if not os.listdir(model_dir):  # failed before the first byte: leave nothing behind
-            os.rmdir(model_dir)
+        for d in reversed(made):  # failed before the first byte: leave no empty directory behind
+            if not os.listdir(d):
+                os.rmdir(d)
     return model_dir
 
 

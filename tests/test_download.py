@@ -194,9 +194,10 @@ def test_cli_unknown_name_is_one_line(tmp_path):
 
 
 def test_cli_without_network_says_how_to_set_a_mirror(tmp_path):
-    r = run_cli("gpt2", "--models-dir", str(tmp_path), env={"HF_ENDPOINT": "http://127.0.0.1:9"})
+    models_dir = tmp_path / "models"  # not there yet, as in a fresh clone
+    r = run_cli("gpt2", "--models-dir", str(models_dir), env={"HF_ENDPOINT": "http://127.0.0.1:9"})
     assert r.returncode == 1
-    assert os.listdir(tmp_path) == []
+    assert os.listdir(tmp_path) == []  # no empty directory left behind either
     assert "Traceback" not in r.stderr
     assert "HF_ENDPOINT" in r.stderr.strip().splitlines()[-1]
 
