@@ -7,7 +7,9 @@
 2. cost curve: time of a forward of k = 1..16 new tokens on a warm KV cache
                (best of 3), over the time of 1 token, for each GPT-2 size;
                ms per token, GB/s of weights streamed, share of the bandwidth
-               (the better of two probes, just before and after the curve).
+               (the better of two probes, just before and after the curve);
+               and one token's weight products alone, back to back, to show
+               what the NumPy code between them adds.
 3. loading:    gpt2-xl + gpt2 loaded in a fresh process: seconds and peak RSS.
 4. end to end: greedy, speculative, threshold, SpS, tree, n-gram, staged and
                adaptive decoding on fixed prompts:
@@ -40,9 +42,10 @@ from download_weights import DEFAULT_MODELS_DIR
 from kvcache import KVCache
 from adaptive import adaptive_generate
 from ngram import ngram_generate, staged_generate
-from sps import speculative_sample
+from sps import autoregressive_sample, speculative_sample
 from speculative import Stats, greedy_generate, speculative_generate
 from threshold import threshold_generate
+from tokenizer import TokenizerError, encode, load_tokenizer
 from tree import tree_generate
 
 SHAPES = {  # the real GPT-2 configurations
@@ -63,10 +66,14 @@ PROMPTS = [
 # Models: real when downloaded, else random weights of the real shape
 # ---------------------------------------------------------------------------
 
+def has_real_weights(name, models_dir):
+    return os.path.isfile(os.path.join(models_dir, name, "model.safetensors"))
+
+
 def bench_model(name, models_dir):
     """(model, directory, True if real weights) for a GPT-2 size."""
     real = os.path.join(models_dir, name)
-    if os.path.isfile(os.path.join(real, "model.safetensors")):
+    if has_real_weights(name, models_dir):
         return gpt2.GPT2.from_pretrained(real), real, True
     fake = os.path.join(models_dir, f"random-{name}")
     if not os.path.isfile(os.path.join(fake, "model.safetensors")):
@@ -126,6 +133,28 @@ def forward_time(model, cache, context, k, repeats):
         model.forward(ids, cache)  # all k rows of logits: verification needs them all
         best = min(best, time.perf_counter() - start)
         cache.truncate(context)
+    return best
+
+
+def products_alone_time(model, repeats=3):
+    """Seconds of one token's weight products alone, back to back, best of `repeats`.
+
+    The same 4 * n_layer + 1 matrix-vector products a single-token forward
+    makes (the LM head last), without the layer norms, attention and the rest
+    of the NumPy work between them: what the forward would cost if that work
+    were free. T(1) minus this is the time the code between the products adds.
+    """
+    h = model.params["h"]
+    weights = [p["weight"] for layer in h for p in (layer["attn"]["c_attn"], layer["attn"]["c_proj"],
+                                                    layer["mlp"]["c_fc"], layer["mlp"]["c_proj"])]
+    weights.append(model.params["wte"])
+    x = {n_in: np.ones((1, n_in), dtype=np.float32) for n_in in {w.shape[-1] for w in weights}}
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for w in weights:
+            gpt2.matmul(x[w.shape[-1]], w)
+        best = min(best, time.perf_counter() - start)
     return best
 
 
@@ -230,8 +259,6 @@ def row(pair, method, setting, tokens, elapsed, stats, baseline_time, **extra):
 
 def end_to_end_real(draft, oracle, pair, enc, n_new, ks, log):
     """All methods on PROMPTS with real weights; speedups against the oracle alone."""
-    from sps import autoregressive_sample
-    from tokenizer import encode
     rows = []
     for i, text in enumerate(PROMPTS):
         ids = encode(enc, text)
@@ -376,6 +403,10 @@ def main(argv=None):
         print(message, file=sys.stderr, flush=True)
         return True
 
+    enc = None  # real draft and oracle: their tokenizer, read now rather than fail after minutes of timing
+    if has_real_weights(args.draft, args.models_dir) and has_real_weights(args.oracle, args.models_dir):
+        enc = load_tokenizer(os.path.join(args.models_dir, args.draft))
+
     results = {"machine": {"cores": gpt2.N_THREADS, "numpy": np.__version__}}
     log("1. memory bandwidth")
     probe_data = probe_array()
@@ -384,7 +415,7 @@ def main(argv=None):
     print(f"memory bandwidth: {bandwidth:.1f} GB/s ({gpt2.N_THREADS} threads reading 2 GiB)")
 
     log("2. cost curve")
-    curves, curve_rows, real = {}, [], {}
+    curves, curve_rows, one_token_rows, real = {}, [], [], {}
     for name in sorted(set(sizes) | {args.draft, args.oracle}, key=list(SHAPES).index):
         model, _, real[name] = bench_model(name, args.models_dir)
         # On a shared host the bandwidth drifts by several percent within minutes,
@@ -393,8 +424,15 @@ def main(argv=None):
         # with the better of two probes, just before and just after its curve.
         before = memory_bandwidth(probe_data)
         curve = curves[name] = cost_curve(model, ks, args.context, repeats=3)
+        products = products_alone_time(model)
         bandwidth = max(before, memory_bandwidth(probe_data))
         n_bytes = weight_bytes(model)
+        one_token_rows.append({"model": name, "T(1)_ms": round(curve[1] * 1000, 1),
+                               "products_alone_ms": round(products * 1000, 1),
+                               "between_products_ms": round((curve[1] - products) * 1000, 1),
+                               "bound_ms": round(n_bytes / bandwidth / 1e6, 1),
+                               "products_share": f"{n_bytes / products / 1e9 / bandwidth:.0%}",
+                               "forward_share": f"{n_bytes / curve[1] / 1e9 / bandwidth:.0%}"})
         for k, t in curve.items():
             curve_rows.append({"model": name, "weights": "real" if real[name] else "random", "k": k,
                                "ms": round(t * 1000, 1), "T(k)/T(1)": round(t / curve[1], 2),
@@ -409,7 +447,11 @@ def main(argv=None):
                 + ", ".join(f"{n} {'real' if r else 'random, real shape'}" for n, r in real.items()) + ")",
                 [r for r in curve_rows if r["k"] in (1, 2, 4, 8, 12, 16)],
                 ["model", "k", "ms", "T(k)/T(1)", "ms_per_token", "GB/s", "bandwidth_GB/s", "share_of_bandwidth"])
+    print_table("one token: the weight products alone, back to back, against the whole forward "
+                "(bound = weight bytes / bandwidth; share = bound / time)", one_token_rows,
+                ["model", "T(1)_ms", "products_alone_ms", "between_products_ms", "bound_ms", "products_share", "forward_share"])
     results["cost_curve"] = curve_rows
+    results["one_token"] = one_token_rows
 
     log("3. loading")
     draft_model, draft_dir, draft_real = bench_model(args.draft, args.models_dir)
@@ -425,8 +467,7 @@ def main(argv=None):
     c = curves[args.draft][1] / curves[args.oracle][1]
     columns = ["pair", "method", "setting", "tokens_per_s", "acceptance", "tokens_per_pass", "speedup"]
     if draft_real and oracle_real:
-        from tokenizer import load_tokenizer
-        e2e = end_to_end_real(draft_model, oracle, pair, load_tokenizer(draft_dir), args.new_tokens, [4, 8], log)
+        e2e = end_to_end_real(draft_model, oracle, pair, enc, args.new_tokens, [4, 8], log)
         print_table(f"end to end, real weights, {len(PROMPTS)} prompts, {args.new_tokens} new tokens each (c = {c:.3f})",
                     e2e, ["prompt"] + columns)
     else:
@@ -438,13 +479,14 @@ def main(argv=None):
     results["end_to_end"] = e2e
 
     save(args.out, "cost_curve", curve_rows)
+    save(args.out, "one_token", one_token_rows)
     save(args.out, "end_to_end", e2e)
     with open(os.path.join(args.out, "bench.json"), "w") as f:
         json.dump(results, f, indent=2)
     png = plot(args.out, curves)
-    print(f"\nwrote {args.out}/cost_curve.csv, end_to_end.csv, bench.json" + (f", {os.path.basename(png)}" if png else
+    print(f"\nwrote {args.out}/cost_curve.csv, one_token.csv, end_to_end.csv, bench.json" + (f", {os.path.basename(png)}" if png else
           " (pip install matplotlib for a plot)"))
 
 
 if __name__ == "__main__":
-    cli.run(main, (gpt2.CheckpointError, OSError))
+    cli.run(main, (gpt2.CheckpointError, TokenizerError, OSError))

@@ -18,6 +18,7 @@ import pytest
 
 from conftest import ROOT
 import bench
+import gpt2
 from kvcache import KVCache
 from speculative import greedy_generate, speculative_generate
 
@@ -45,6 +46,30 @@ def test_bench_runs_and_writes_its_files(bench_run):
     assert {(row["model"], int(row["k"])) for row in curve} == {(m, k) for m in ("gpt2", "gpt2-xl") for k in range(1, 17)}
     assert all(row["weights"] == "real" and float(row["bandwidth_GB/s"]) > 0 for row in curve)
     assert all(float(row["T(k)/T(1)"]) == 1.0 for row in curve if row["k"] == "1")
+    with open(out / "one_token.csv") as f:
+        one_token = list(csv.DictReader(f))
+    assert [row["model"] for row in one_token] == ["gpt2", "gpt2-xl"]
+    for row in one_token:  # tiny models: times of a fraction of a millisecond, rounded to 0.1
+        t1, products, between = (float(row[c]) for c in ("T(1)_ms", "products_alone_ms", "between_products_ms"))
+        assert t1 > 0 and abs(t1 - products - between) <= 0.15
+        assert row["products_share"].endswith("%") and row["forward_share"].endswith("%")
+
+
+def test_products_alone_are_the_products_of_a_single_token_forward(oracle, monkeypatch):
+    # The same weights, in the same order, each multiplied by one row: so T(1)
+    # minus their time is exactly the work between the products.
+    seen = []
+    real_matmul = gpt2.matmul
+    monkeypatch.setattr(gpt2, "matmul", lambda x, w: seen.append((x.shape[0], id(w))) or real_matmul(x, w))
+    cache = KVCache()
+    oracle.forward([3, 1, 4], cache)
+    seen.clear()
+    oracle.forward([1], cache)
+    in_forward = list(seen)
+    seen.clear()
+    bench.products_alone_time(oracle, repeats=1)
+    assert seen == in_forward and len(seen) == 4 * oracle.n_layer + 1
+    assert all(n_rows == 1 for n_rows, _ in seen)
 
 
 def test_bench_end_to_end_rows(bench_run):
@@ -124,3 +149,15 @@ def test_bench_help_and_bad_flag():
     r = run("--sizes", "gpt5")
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert r.stderr.strip().splitlines()[-1].startswith("error: ")
+
+
+def test_real_models_without_a_tokenizer_fail_at_once(tiny_dirs, tmp_path):
+    # Before any timing: not after minutes of cost curves with nothing saved.
+    shutil.copytree(tiny_dirs["related"], tmp_path / "models" / "gpt2")
+    shutil.copytree(tiny_dirs["oracle"], tmp_path / "models" / "gpt2-xl")
+    os.remove(tmp_path / "models" / "gpt2" / "vocab.json")
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "bench.py"), "--quick", "--models-dir", str(tmp_path / "models"),
+                        "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert r.stderr.strip().count("\n") == 0 and "tokenizer files" in r.stderr
+    assert not os.path.exists(tmp_path / "out")
