@@ -66,17 +66,17 @@ PROMPTS = [
 # Models: real when downloaded, else random weights of the real shape
 # ---------------------------------------------------------------------------
 
-def has_real_weights(name, models_dir):
-    return os.path.isfile(os.path.join(models_dir, name, "model.safetensors"))
+def has_checkpoint(model_dir):
+    return os.path.isfile(os.path.join(model_dir, "model.safetensors"))
 
 
 def bench_model(name, models_dir):
     """(model, directory, True if real weights) for a GPT-2 size."""
     real = os.path.join(models_dir, name)
-    if has_real_weights(name, models_dir):
+    if has_checkpoint(real):
         return gpt2.GPT2.from_pretrained(real), real, True
     fake = os.path.join(models_dir, f"random-{name}")
-    if not os.path.isfile(os.path.join(fake, "model.safetensors")):
+    if not has_checkpoint(fake):
         gpt2.random_checkpoint(fake, {**SHAPES[name], "n_positions": 1024, "vocab_size": 50257}, seed=0)
     return gpt2.GPT2.from_pretrained(fake), fake, False
 
@@ -404,7 +404,7 @@ def main(argv=None):
         return True
 
     enc = None  # real draft and oracle: their tokenizer, read now rather than fail after minutes of timing
-    if has_real_weights(args.draft, args.models_dir) and has_real_weights(args.oracle, args.models_dir):
+    if all(has_checkpoint(os.path.join(args.models_dir, name)) for name in (args.draft, args.oracle)):
         enc = load_tokenizer(os.path.join(args.models_dir, args.draft))
 
     results = {"machine": {"cores": gpt2.N_THREADS, "numpy": np.__version__}}
