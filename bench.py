@@ -427,20 +427,23 @@ def main(argv=None):
         products = products_alone_time(model)
         bandwidth = max(before, memory_bandwidth(probe_data))
         n_bytes = weight_bytes(model)
+        bound = n_bytes / 1e9 / bandwidth  # seconds to stream the weights once at that bandwidth
+
+        def share(seconds):  # of the bandwidth, when streaming the weights once took `seconds`
+            return f"{bound / seconds:.0%}"
+
         one_token_rows.append({"model": name, "T(1)_ms": round(curve[1] * 1000, 1),
                                "products_alone_ms": round(products * 1000, 1),
                                "between_products_ms": round((curve[1] - products) * 1000, 1),
-                               "bound_ms": round(n_bytes / bandwidth / 1e6, 1),
-                               "products_share": f"{n_bytes / products / 1e9 / bandwidth:.0%}",
-                               "forward_share": f"{n_bytes / curve[1] / 1e9 / bandwidth:.0%}"})
+                               "bound_ms": round(bound * 1000, 1),
+                               "products_share": share(products), "forward_share": share(curve[1])})
         for k, t in curve.items():
             curve_rows.append({"model": name, "weights": "real" if real[name] else "random", "k": k,
                                "ms": round(t * 1000, 1), "T(k)/T(1)": round(t / curve[1], 2),
                                "ms_per_token": round(t * 1000 / k, 1), "GB/s": round(n_bytes / t / 1e9, 1),
-                               "bandwidth_GB/s": round(bandwidth, 1),
-                               "share_of_bandwidth": f"{n_bytes / t / 1e9 / bandwidth:.0%}"})
+                               "bandwidth_GB/s": round(bandwidth, 1), "share_of_bandwidth": share(t)})
         log(f"  {name}: T(1) {curve[1] * 1000:.0f} ms, T(8)/T(1) {curve[8] / curve[1]:.2f}, "
-            f"{n_bytes / curve[1] / 1e9 / bandwidth:.0%} of {bandwidth:.1f} GB/s")
+            f"{share(curve[1])} of {bandwidth:.1f} GB/s")
         del model
     del probe_data
     print_table(f"cost of a forward of k tokens after {args.context} cached (weights: "
