@@ -23,15 +23,24 @@ from kvcache import KVCache
 from speculative import greedy_generate, speculative_generate
 
 
-@pytest.fixture(scope="module")
-def bench_run(tiny_dirs, tmp_path_factory):
-    """`python bench.py --quick` with tiny models standing in as real gpt2 and gpt2-xl."""
-    base = tmp_path_factory.mktemp("bench")
+def run_bench(*args, timeout=300):
+    return subprocess.run([sys.executable, os.path.join(ROOT, "bench.py"), *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def tiny_models(tiny_dirs, base):
+    """base/models with tiny models standing in as real gpt2 and gpt2-xl."""
     shutil.copytree(tiny_dirs["related"], base / "models" / "gpt2")
     shutil.copytree(tiny_dirs["oracle"], base / "models" / "gpt2-xl")
-    r = subprocess.run([sys.executable, os.path.join(ROOT, "bench.py"), "--quick", "--models-dir", str(base / "models"),
-                        "--out", str(base / "out"), "--new-tokens", "8", "--context", "16"],
-                       capture_output=True, text=True, timeout=300)
+    return base / "models"
+
+
+@pytest.fixture(scope="module")
+def bench_run(tiny_dirs, tmp_path_factory):
+    """`python bench.py --quick` on the tiny models."""
+    base = tmp_path_factory.mktemp("bench")
+    r = run_bench("--quick", "--models-dir", tiny_models(tiny_dirs, base), "--out", base / "out",
+                  "--new-tokens", 8, "--context", 16)
     return r, base / "out"
 
 
@@ -143,21 +152,18 @@ def test_synthetic_end_to_end_counts_the_faster_oracle_alone_run(monkeypatch, or
 
 
 def test_bench_help_and_bad_flag():
-    run = lambda *a: subprocess.run([sys.executable, os.path.join(ROOT, "bench.py"), *a], capture_output=True, text=True)
-    r = run("--help")
+    r = run_bench("--help")
     assert r.returncode == 0 and "cost curve" in r.stdout
-    r = run("--sizes", "gpt5")
+    r = run_bench("--sizes", "gpt5")
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert r.stderr.strip().splitlines()[-1].startswith("error: ")
 
 
 def test_real_models_without_a_tokenizer_fail_at_once(tiny_dirs, tmp_path):
     # Before any timing: not after minutes of cost curves with nothing saved.
-    shutil.copytree(tiny_dirs["related"], tmp_path / "models" / "gpt2")
-    shutil.copytree(tiny_dirs["oracle"], tmp_path / "models" / "gpt2-xl")
-    os.remove(tmp_path / "models" / "gpt2" / "vocab.json")
-    r = subprocess.run([sys.executable, os.path.join(ROOT, "bench.py"), "--quick", "--models-dir", str(tmp_path / "models"),
-                        "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=60)
+    models = tiny_models(tiny_dirs, tmp_path)
+    os.remove(models / "gpt2" / "vocab.json")
+    r = run_bench("--quick", "--models-dir", models, "--out", tmp_path / "out", timeout=60)
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert r.stderr.strip().count("\n") == 0 and "tokenizer files" in r.stderr
     assert not os.path.exists(tmp_path / "out")
