@@ -120,20 +120,29 @@ def memory_bandwidth(data, repeats=5):
 # 2. The verification-cost curve
 # ---------------------------------------------------------------------------
 
-def forward_time(model, cache, context, k, repeats):
-    """Seconds of a forward of k new tokens after `context` cached ones, best of `repeats`.
+def best_seconds(run, repeats):
+    """Seconds of the fastest of `repeats` calls of run().
 
-    The best, like the bandwidth probe's: on a shared host other tenants only
-    ever add time, so the fastest run is the closest to the cost itself.
+    The fastest, like the bandwidth probe's best: on a shared host other
+    tenants only ever add time, so it is the closest to the cost itself.
     """
-    ids = np.arange(k) % model.vocab_size
     best = float("inf")
     for _ in range(repeats):
         start = time.perf_counter()
-        model.forward(ids, cache)  # all k rows of logits: verification needs them all
+        run()
         best = min(best, time.perf_counter() - start)
-        cache.truncate(context)
     return best
+
+
+def forward_time(model, cache, context, k, repeats):
+    """Seconds of a forward of k new tokens after `context` cached ones, best of `repeats`."""
+    ids = np.arange(k) % model.vocab_size
+
+    def run():
+        model.forward(ids, cache)  # all k rows of logits: verification needs them all
+        cache.truncate(context)  # back to `context` cached tokens: O(1), only the length changes
+
+    return best_seconds(run, repeats)
 
 
 def products_alone_time(model, repeats=3):
@@ -149,13 +158,12 @@ def products_alone_time(model, repeats=3):
                                                     layer["mlp"]["c_fc"], layer["mlp"]["c_proj"])]
     weights.append(model.params["wte"])
     x = {n_in: np.ones((1, n_in), dtype=np.float32) for n_in in {w.shape[-1] for w in weights}}
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
+
+    def run():
         for w in weights:
             gpt2.matmul(x[w.shape[-1]], w)
-        best = min(best, time.perf_counter() - start)
-    return best
+
+    return best_seconds(run, repeats)
 
 
 def cost_curve(model, ks, context, repeats):
