@@ -7,9 +7,9 @@
 2. cost curve: time of a forward of k = 1..16 new tokens on a warm KV cache
                (best of 3), over the time of 1 token, for each GPT-2 size;
                ms per token, GB/s of weights streamed, share of the bandwidth
-               (the better of two probes, just before and after the curve);
-               and one token's weight products alone, back to back, to show
-               what the NumPy code between them adds.
+               (read by a probe taking turns with the forwards, as many bytes
+               as the weights); and one token's weight products alone, back to
+               back, to show what the NumPy code between them adds.
 3. loading:    gpt2-xl + gpt2 loaded in a fresh process: seconds and peak RSS.
 4. end to end: greedy, speculative, threshold, SpS, tree, n-gram, staged and
                adaptive decoding on fixed prompts:
@@ -101,52 +101,73 @@ def probe_array(gib=2):
     return np.ones(gib * (1 << 28), dtype=np.float32)
 
 
-def memory_bandwidth(data, repeats=5):
-    """GB/s reading `data`, one thread per core (NumPy reductions release the GIL)."""
+def stream(data, n_bytes):
+    """A run() that reads n_bytes of `data`, over it as many times as needed, one thread per core.
+
+    NumPy reductions release the GIL, so the threads read in parallel. Reading
+    as many bytes as a model's weights makes the probe last as long as the
+    forward it bounds, so both meet the same noise from other tenants.
+    """
     parts = np.array_split(data, gpt2.N_THREADS)
-    best = float("inf")
-    for _ in range(repeats):
-        threads = [threading.Thread(target=np.max, args=(p,)) for p in parts]
-        start = time.perf_counter()
+    passes, rest = divmod(n_bytes, data.nbytes)
+    tails = [p[:p.size * rest // data.nbytes] for p in parts]
+
+    def read(part, tail):
+        for _ in range(passes):
+            np.max(part)
+        if tail.size:
+            np.max(tail)
+
+    def run():
+        threads = [threading.Thread(target=read, args=pair) for pair in zip(parts, tails)]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
-        best = min(best, time.perf_counter() - start)
-    return data.nbytes / best / 1e9
+
+    return run
+
+
+def memory_bandwidth(data, repeats=5):
+    """GB/s reading `data` once, best of `repeats`."""
+    return data.nbytes / best_seconds({"read": stream(data, data.nbytes)}, repeats)["read"] / 1e9
 
 
 # ---------------------------------------------------------------------------
 # 2. The verification-cost curve
 # ---------------------------------------------------------------------------
 
-def best_seconds(run, repeats):
-    """Seconds of the fastest of `repeats` calls of run().
+def best_seconds(runs, repeats):
+    """{name: seconds of the fastest call of run} for runs = {name: run}.
 
-    The fastest, like the bandwidth probe's best: on a shared host other
-    tenants only ever add time, so it is the closest to the cost itself.
+    The runs take turns, `repeats` rounds of one call each, rather than all
+    repeats of one run and then the next: a bandwidth probe and the forward it
+    bounds then get the same chances at a quiet moment of the shared host.
+    The fastest, because on a shared host other tenants only ever add time, so
+    it is the closest to the cost itself.
     """
-    best = float("inf")
+    best = dict.fromkeys(runs, float("inf"))
     for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        best = min(best, time.perf_counter() - start)
+        for name, run in runs.items():
+            start = time.perf_counter()
+            run()
+            best[name] = min(best[name], time.perf_counter() - start)
     return best
 
 
-def forward_time(model, cache, context, k, repeats):
-    """Seconds of a forward of k new tokens after `context` cached ones, best of `repeats`."""
+def forward_run(model, cache, context, k):
+    """A run() of one forward of k new tokens after `context` cached ones."""
     ids = np.arange(k) % model.vocab_size
 
     def run():
         model.forward(ids, cache)  # all k rows of logits: verification needs them all
         cache.truncate(context)  # back to `context` cached tokens: O(1), only the length changes
 
-    return best_seconds(run, repeats)
+    return run
 
 
-def products_alone_time(model, repeats=3):
-    """Seconds of one token's weight products alone, back to back, best of `repeats`.
+def products_run(model):
+    """A run() of one token's weight products alone, back to back.
 
     The same 4 * n_layer + 1 matrix-vector products a single-token forward
     makes (the LM head last), without the layer norms, attention and the rest
@@ -163,14 +184,22 @@ def products_alone_time(model, repeats=3):
         for w in weights:
             gpt2.matmul(x[w.shape[-1]], w)
 
-    return best_seconds(run, repeats)
+    return run
 
 
-def cost_curve(model, ks, context, repeats):
+def cost_curve(model, ks, context, probe_data, repeats):
+    """Best seconds of a forward of each k in ks, of one token's products alone,
+    and the bandwidth (GB/s) read beside them: the probe reads as many bytes as
+    the weights, just before T(1) in every round."""
     cache = KVCache()
     model.forward(np.arange(context) % model.vocab_size, cache, n_logits=1)
-    forward_time(model, cache, context, 1, 2)  # warm-up: page in the weights
-    return {k: forward_time(model, cache, context, k, repeats) for k in ks}
+    run_1 = forward_run(model, cache, context, 1)
+    run_1()  # warm-up: page in the weights
+    n_bytes = weight_bytes(model)
+    runs = {"probe": stream(probe_data, n_bytes), 1: run_1, "products": products_run(model)}
+    runs.update({k: forward_run(model, cache, context, k) for k in ks if k != 1})
+    best = best_seconds(runs, repeats)
+    return {k: best[k] for k in ks}, best["products"], n_bytes / best["probe"] / 1e9
 
 
 # ---------------------------------------------------------------------------
@@ -426,14 +455,8 @@ def main(argv=None):
     curves, curve_rows, one_token_rows, real = {}, [], [], {}
     for name in sorted(set(sizes) | {args.draft, args.oracle}, key=list(SHAPES).index):
         model, _, real[name] = bench_model(name, args.models_dir)
-        # On a shared host the bandwidth drifts by several percent within minutes,
-        # and a probe can fall into a burst of another tenant's traffic (once
-        # 17.7 GB/s against 27-29 before and after): each model is compared
-        # with the better of two probes, just before and just after its curve.
-        before = memory_bandwidth(probe_data)
-        curve = curves[name] = cost_curve(model, ks, args.context, repeats=3)
-        products = products_alone_time(model)
-        bandwidth = max(before, memory_bandwidth(probe_data))
+        curve, products, bandwidth = cost_curve(model, ks, args.context, probe_data, repeats=3)
+        curves[name] = curve
         n_bytes = weight_bytes(model)
         bound = n_bytes / 1e9 / bandwidth  # seconds to stream the weights once at that bandwidth
 

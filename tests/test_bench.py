@@ -76,9 +76,27 @@ def test_products_alone_are_the_products_of_a_single_token_forward(oracle, monke
     oracle.forward([1], cache)
     in_forward = list(seen)
     seen.clear()
-    bench.products_alone_time(oracle, repeats=1)
+    bench.products_run(oracle)()
     assert seen == in_forward and len(seen) == 4 * oracle.n_layer + 1
     assert all(n_rows == 1 for n_rows, _ in seen)
+
+
+@pytest.mark.parametrize("n_bytes", [10_000, 8_000, 1_000])
+def test_bandwidth_probe_reads_as_many_bytes_as_asked(monkeypatch, n_bytes):
+    # As many bytes as a model's weights, so that the probe lasts as long as the forward it bounds.
+    read = []
+    real_max = np.max
+    monkeypatch.setattr(np, "max", lambda a: read.append(a.nbytes) or real_max(a))
+    bench.stream(np.ones(1000, dtype=np.float32), n_bytes)()
+    assert sum(read) == n_bytes
+
+
+def test_best_seconds_takes_turns():
+    # Each run once per round, so a probe and the forward beside it meet the same moments of the host.
+    calls = []
+    best = bench.best_seconds({"probe": lambda: calls.append("probe"), 1: lambda: calls.append(1)}, repeats=3)
+    assert calls == ["probe", 1] * 3
+    assert set(best) == {"probe", 1} and all(0 < s < 1 for s in best.values())
 
 
 def test_bench_end_to_end_rows(bench_run):
