@@ -34,10 +34,10 @@ import sys
 import threading
 import time
 
+import gpt2  # before NumPy: it sets OpenBLAS up
 import numpy as np
 
 import cli
-import gpt2
 from download_weights import DEFAULT_MODELS_DIR
 from kvcache import KVCache
 from adaptive import adaptive_generate

@@ -16,7 +16,12 @@ import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
-import numpy as np
+# OpenBLAS reads this once, when NumPy loads it, so it is set before `import
+# numpy` here, and the scripts import gpt2 before NumPy. Why: see "The matmul
+# strategy" below. A value already in the environment wins.
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "22")
+
+import numpy as np  # noqa: E402 (after the line above)
 from tqdm import tqdm
 
 import download_weights
@@ -97,6 +102,16 @@ def causal_mask(n_q, n_kv):  # -> [n_q, n_kv]
 # starts threading inside each product), blocks of 8 too (per-call overhead).
 # On gpt2-xl shapes the blocks beat one product up to 24 rows (92 vs 101 ms
 # for a quarter of the model) and lose from 32 (203 vs 98 ms).
+# Two kinds of threads share the cores, so they must not wait on each other:
+# after a threaded product OpenBLAS's own threads busy-wait for the next one,
+# by default for 2^28 clock cycles (0.1 s here). A k-row forward right after
+# single-token ones, i.e. verification right after drafting, then runs its
+# blocks beside a spinning thread: gpt2-xl T(2) 330-346 ms, against 282-297
+# ms a moment later. OPENBLAS_THREAD_TIMEOUT=22 (2^22 cycles, 1.6 ms here)
+# still spans the gaps between one forward's products (shorter waits cost
+# T(1) 5%: each product then wakes a sleeping thread) and ends before the
+# next forward matters: gpt2 -> gpt2-xl speculation at alpha 0.8 went from
+# 1.31x to 1.46x over the oracle alone.
 BLOCK = 16
 GEMM_MIN_ROWS = 25
 THREADED_MIN_SIZE = 1 << 20  # weights of fewer elements (4 MB) are multiplied in the calling thread

@@ -29,11 +29,11 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from gpt2 import GPT2, CheckpointError, resolve_model_dir  # before NumPy: it sets OpenBLAS up
 import numpy as np
 
 import cli
 from download_weights import DEFAULT_MODELS_DIR, DownloadError
-from gpt2 import GPT2, CheckpointError, resolve_model_dir
 from kvcache import KVCache
 from tokenizer import ENDOFTEXT, TokenizerError, encode, load_tokenizer
 

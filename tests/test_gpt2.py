@@ -4,12 +4,14 @@ import json
 import mmap
 import os
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
 import gpt2
-from conftest import make_model_dir, save_tensors
+from conftest import ROOT, make_model_dir, save_tensors
 from gpt2 import GPT2, CheckpointError
 from kvcache import KVCache
 
@@ -279,3 +281,30 @@ def test_threads_change_nothing(monkeypatch, model):
 def test_blocked_path_matches_the_float64_reference(model_dir, model):
     ids = prompt(model, 12, seed=9)  # fewer than GEMM_MIN_ROWS: the blocked products
     np.testing.assert_allclose(model.forward(ids), reference_logits(model_dir, ids), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("module", ["gpt2", "speculative", "bench"])
+def test_openblas_wait_is_set_before_numpy_loads(module):
+    # OpenBLAS reads OPENBLAS_THREAD_TIMEOUT once, when NumPy loads it: the
+    # scripts must import gpt2 before NumPy, or its setting does nothing.
+    probe = f"""
+import os, sys
+seen = []
+class Watch:
+    def find_spec(self, name, path=None, target=None):
+        if name == "numpy" and not seen:
+            seen.append(os.environ.get("OPENBLAS_THREAD_TIMEOUT"))
+sys.meta_path.insert(0, Watch())
+import {module}
+print(seen[0])
+"""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    r = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "22"
+
+
+def test_a_users_openblas_wait_wins():
+    r = subprocess.run([sys.executable, "-c", "import gpt2, os; print(os.environ['OPENBLAS_THREAD_TIMEOUT'])"],
+                       cwd=ROOT, env={**os.environ, "OPENBLAS_THREAD_TIMEOUT": "28"}, capture_output=True, text=True, timeout=60)
+    assert r.stdout.strip() == "28"
