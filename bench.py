@@ -5,7 +5,7 @@
 
 1. machine:    memory bandwidth, the bound on decoding speed.
 2. cost curve: time of a forward of k = 1..16 new tokens on a warm KV cache
-               (best of 3), over the time of 1 token, for each GPT-2 size;
+               (best of 5), over the time of 1 token, for each GPT-2 size;
                ms per token, GB/s of weights streamed, share of the bandwidth
                (read by a probe taking turns with the forwards, as many bytes
                as the weights); and one token's weight products alone, back to
@@ -455,7 +455,7 @@ def main(argv=None):
     curves, curve_rows, one_token_rows, real = {}, [], [], {}
     for name in sorted(set(sizes) | {args.draft, args.oracle}, key=list(SHAPES).index):
         model, _, real[name] = bench_model(name, args.models_dir)
-        curve, products, bandwidth = cost_curve(model, ks, args.context, probe_data, repeats=3)
+        curve, products, bandwidth = cost_curve(model, ks, args.context, probe_data, repeats=5)
         curves[name] = curve
         n_bytes = weight_bytes(model)
         bound = n_bytes / 1e9 / bandwidth  # seconds to stream the weights once at that bandwidth
