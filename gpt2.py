@@ -109,9 +109,9 @@ def causal_mask(n_q, n_kv):  # -> [n_q, n_kv]
 # blocks beside a spinning thread: gpt2-xl T(2) 330-346 ms, against 282-297
 # ms a moment later. OPENBLAS_THREAD_TIMEOUT=22 (2^22 cycles, 1.6 ms here)
 # still spans the gaps between one forward's products (shorter waits cost
-# T(1) 5%: each product then wakes a sleeping thread) and ends before the
-# next forward matters: gpt2 -> gpt2-xl speculation at alpha 0.8 went from
-# 1.31x to 1.46x over the oracle alone.
+# T(1) about 5%: each product then wakes a sleeping thread) and is over before
+# the next forward: synthetic gpt2 -> gpt2-xl speculation at alpha 0.8 went
+# from 1.31-1.32x to 1.45-1.51x over the oracle alone.
 BLOCK = 16
 GEMM_MIN_ROWS = 25
 THREADED_MIN_SIZE = 1 << 20  # weights of fewer elements (4 MB) are multiplied in the calling thread
