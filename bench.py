@@ -189,8 +189,9 @@ def products_run(model):
 
 def cost_curve(model, ks, context, probe_data, repeats):
     """Best seconds of a forward of each k in ks, of one token's products alone,
-    and the bandwidth (GB/s) read beside them: the probe reads as many bytes as
-    the weights, just before T(1) in every round."""
+    and of the bandwidth probe beside them. The probe reads as many bytes as the
+    weights, just before T(1) in every round, so its time is the bound: the
+    weights streamed once at the measured bandwidth."""
     cache = KVCache()
     model.forward(np.arange(context) % model.vocab_size, cache, n_logits=1)
     run_1 = forward_run(model, cache, context, 1)
@@ -199,7 +200,7 @@ def cost_curve(model, ks, context, probe_data, repeats):
     runs = {"probe": stream(probe_data, n_bytes), 1: run_1, "products": products_run(model)}
     runs.update({k: forward_run(model, cache, context, k) for k in ks if k != 1})
     best = best_seconds(runs, repeats)
-    return {k: best[k] for k in ks}, best["products"], n_bytes / best["probe"] / 1e9
+    return {k: best[k] for k in ks}, best["products"], best["probe"]
 
 
 # ---------------------------------------------------------------------------
@@ -455,10 +456,10 @@ def main(argv=None):
     curves, curve_rows, one_token_rows, real = {}, [], [], {}
     for name in sorted(set(sizes) | {args.draft, args.oracle}, key=list(SHAPES).index):
         model, _, real[name] = bench_model(name, args.models_dir)
-        curve, products, bandwidth = cost_curve(model, ks, args.context, probe_data, repeats=5)
+        curve, products, bound = cost_curve(model, ks, args.context, probe_data, repeats=5)
         curves[name] = curve
         n_bytes = weight_bytes(model)
-        bound = n_bytes / 1e9 / bandwidth  # seconds to stream the weights once at that bandwidth
+        bandwidth = n_bytes / bound / 1e9
 
         def share(seconds):  # of the bandwidth, when streaming the weights once took `seconds`
             return f"{bound / seconds:.0%}"
