@@ -17,7 +17,8 @@ import numpy as np
 
 from gpt2 import softmax
 from kvcache import KVCache
-from speculative import GenerationError, Stats, check_args, feed, rollback, verify
+from decoding import GenerationError, Stats, cache_lengths, check_args, feed
+from speculative import rollback, verify
 
 RULES = ("entropy", "heuristic")
 
@@ -48,10 +49,12 @@ def adaptive_generate(draft, oracle, ids, n_new, rule="entropy", gamma=4, gamma_
             if rule == "entropy" and entropy(probs) > entropy_bound:
                 break
         # 2-4. As in speculative_generate.
-        n_accepted, new_tokens = verify(oracle, oracle_cache, tokens, drafted, stats)
+        n_accepted, new_tokens, oracle_choice = verify(oracle, oracle_cache, tokens, drafted, stats)
+        context = len(tokens)
         tokens += new_tokens
         rollback(len(tokens) - 1, draft_cache, oracle_cache)
-        stats.count(len(drafted), n_accepted, new_tokens)
+        stats.add_round(new_tokens, drafted, n_accepted, context=context, oracle=oracle_choice,
+                        cached=cache_lengths(draft_cache, oracle_cache), details={"gamma": gamma})
         # 5. The next round's gamma.
         if drafted:
             if rule == "heuristic":

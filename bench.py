@@ -1,4 +1,4 @@
-"""Benchmarks: what checking k tokens costs, and what speculative decoding gains, on this machine.
+"""Benchmarks: what checking k tokens costs, and what speculative decoding gains, on your machine.
 
     python bench.py            # everything (8-10 minutes here the first time, 7-8 after)
     python bench.py --quick    # gpt2 and gpt2-xl shapes, a smaller sweep
@@ -34,18 +34,21 @@ import sys
 import threading
 import time
 
-import gpt2  # before NumPy: it sets OpenBLAS up
+import gpt2
 import numpy as np
 
-import cli
+import checkpoint
+import errors
+import matmul
 from download_weights import DEFAULT_MODELS_DIR
 from kvcache import KVCache
 from adaptive import adaptive_generate
 from ngram import ngram_generate, staged_generate
 from sps import autoregressive_sample, speculative_sample
-from speculative import Stats, greedy_generate, speculative_generate
+from decoding import Stats
+from speculative import greedy_generate, speculative_generate
 from threshold import threshold_generate
-from tokenizer import TokenizerError, encode, load_tokenizer
+from tokenizer import encode, load_tokenizer
 from tree import tree_generate
 
 SHAPES = {  # the real GPT-2 configurations
@@ -77,7 +80,7 @@ def bench_model(name, models_dir):
         return gpt2.GPT2.from_pretrained(real), real, True
     fake = os.path.join(models_dir, f"random-{name}")
     if not has_checkpoint(fake):
-        gpt2.random_checkpoint(fake, {**SHAPES[name], "n_positions": 1024, "vocab_size": 50257}, seed=0)
+        checkpoint.random_checkpoint(fake, {**SHAPES[name], "n_positions": 1024, "vocab_size": 50257}, seed=0)
     return gpt2.GPT2.from_pretrained(fake), fake, False
 
 
@@ -108,7 +111,7 @@ def stream(data, n_bytes):
     as many bytes as a model's weights makes the probe last as long as the
     forward it bounds, so both meet the same noise from other tenants.
     """
-    parts = np.array_split(data, gpt2.N_THREADS)
+    parts = np.array_split(data, matmul.N_THREADS)
     passes, rest = divmod(n_bytes, data.nbytes)
     tails = [p[:p.size * rest // data.nbytes] for p in parts]
 
@@ -177,12 +180,13 @@ def products_run(model):
     h = model.params["h"]
     weights = [p["weight"] for layer in h for p in (layer["attn"]["c_attn"], layer["attn"]["c_proj"],
                                                     layer["mlp"]["c_fc"], layer["mlp"]["c_proj"])]
-    weights.append(model.params["wte"])
-    x = {n_in: np.ones((1, n_in), dtype=np.float32) for n_in in {w.shape[-1] for w in weights}}
+    weights.append(model.params["wte"].T)  # the LM head
+    x = {n_in: np.ones((1, n_in), dtype=np.float32) for n_in in {w.shape[0] for w in weights}}
 
+    @matmul.owns_the_threads  # as forward() runs them
     def run():
         for w in weights:
-            gpt2.matmul(x[w.shape[-1]], w)
+            x[w.shape[0]] @ w
 
     return run
 
@@ -358,8 +362,7 @@ def end_to_end_synthetic(draft_model, oracle, pair, n_new, alphas, gammas, c, cu
     out, t, s = timed(lambda s: ngram_generate(oracle, ids, n_new, stats=s))
     rows.append(row(pair.split(" -> ")[-1], "ngram (no draft model)", "n_draft=8", out, t, s, base, alpha="", predicted=""))
     # The oracle alone once more: a baseline run caught in another tenant's burst
-    # would inflate every speedup (once by 1.6x: n-gram drafts "won" 1.55x), so
-    # the faster of the two counts.
+    # would inflate every speedup, so the faster of the two counts.
     again, _ = oracle_alone()
     if again["seconds"] < base:
         rows[0] = again
@@ -418,7 +421,7 @@ def plot(out_dir, curves):
 
 
 def main(argv=None):
-    parser = cli.Parser(prog="bench.py", description=__doc__.split("\n\n")[0],
+    parser = errors.Parser(prog="bench.py", description=__doc__.split("\n\n")[0],
                         formatter_class=__import__("argparse").RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 2)[2])
     parser.add_argument("--quick", action="store_true", help="gpt2 and gpt2-xl shapes only, a smaller sweep")
     parser.add_argument("--sizes", nargs="+", choices=SHAPES, help="sizes for the cost curve (default: all four)")
@@ -445,12 +448,12 @@ def main(argv=None):
     if all(has_checkpoint(os.path.join(args.models_dir, name)) for name in (args.draft, args.oracle)):
         enc = load_tokenizer(os.path.join(args.models_dir, args.draft))
 
-    results = {"machine": {"cores": gpt2.N_THREADS, "numpy": np.__version__}}
+    results = {"machine": {"cores": matmul.N_THREADS, "numpy": np.__version__}}
     log("1. memory bandwidth")
     probe_data = probe_array()
     bandwidth = memory_bandwidth(probe_data)
     results["machine"]["bandwidth_gb_s"] = round(bandwidth, 1)
-    print(f"memory bandwidth: {bandwidth:.1f} GB/s ({gpt2.N_THREADS} threads reading 2 GiB)")
+    print(f"memory bandwidth: {bandwidth:.1f} GB/s ({matmul.N_THREADS} threads reading 2 GiB)")
 
     log("2. cost curve")
     curves, curve_rows, one_token_rows, real = {}, [], [], {}
@@ -524,4 +527,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    cli.run(main, (gpt2.CheckpointError, TokenizerError, OSError))
+    errors.run(main)

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 import requests
 from tqdm import tqdm
 
-import cli
+import errors
 
 MODEL_NAMES = ("gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl")
 MODEL_SIZES = {"gpt2": "124M parameters, 548 MB", "gpt2-medium": "355M, 1.5 GB",
@@ -35,7 +35,7 @@ RETRIES = 5        # a dropped connection is resumed this many times before givi
 TIMEOUT = (10, 60)  # seconds to connect, seconds between bytes
 
 
-class DownloadError(Exception):
+class DownloadError(errors.UserError):
     """A download that cannot be completed; the message says what to do."""
 
 
@@ -141,7 +141,7 @@ def stream(session, url, partial, size):
                     raise DownloadError(f"disk full while writing {partial}; free {size and size - offset} bytes and run again") from None
                 digest.update(chunk)
                 bar.update(len(chunk))
-            # On disk before fetch() renames it, as gpt2.save_safetensors does: a crash
+            # On disk before fetch() renames it, as checkpoint.save_safetensors does: a crash
             # must not leave a complete-looking checkpoint with missing data.
             f.flush()
             os.fsync(f.fileno())
@@ -180,7 +180,7 @@ def request(session, method, url, **kwargs):
 
 
 def main(argv=None):
-    parser = cli.Parser(description=__doc__.split("\n\n")[0], epilog="Sizes: " + "; ".join(f"{n}: {s}" for n, s in MODEL_SIZES.items())
+    parser = errors.Parser(description=__doc__.split("\n\n")[0], epilog="Sizes: " + "; ".join(f"{n}: {s}" for n, s in MODEL_SIZES.items())
                         + f". Set HF_ENDPOINT to use a mirror of {DEFAULT_ENDPOINT}.")
     parser.add_argument("names", nargs="*", default=["gpt2", "gpt2-large"], metavar="NAME",
                         help=f"models to fetch, from {', '.join(MODEL_NAMES)} (default: gpt2 gpt2-large, the CLI's default pair)")
@@ -189,10 +189,10 @@ def main(argv=None):
     args = parser.parse_args(argv)
     for name in args.names:
         if name not in MODEL_NAMES:
-            cli.fail(f"unknown model {name!r}: choose from {', '.join(MODEL_NAMES)}", code=2)
+            errors.fail(f"unknown model {name!r}: choose from {', '.join(MODEL_NAMES)}", code=2)
     for name in args.names:
         print(download(name, args.models_dir))
 
 
 if __name__ == "__main__":
-    cli.run(main, (DownloadError, OSError))
+    errors.run(main)

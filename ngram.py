@@ -21,7 +21,8 @@ import time
 from collections import Counter, defaultdict
 
 from kvcache import KVCache
-from speculative import Stats, check_args, check_lengths, check_room, rollback, verify
+from decoding import Stats, cache_lengths, check_args, check_lengths, check_room
+from speculative import rollback, verify
 
 
 class NGramDrafter:
@@ -82,10 +83,12 @@ def ngram_generate(oracle, ids, n_new, n_draft=8, max_ngram=3, stats=None):
         drafted = drafter.propose(tokens, min(n_draft, end - len(tokens) - 1))
         stats.add_time("draft", time.perf_counter() - start)
         # 2-4. Verify, accept, roll back, as in speculative_generate.
-        n_accepted, new_tokens = verify(oracle, oracle_cache, tokens, drafted, stats)
+        n_accepted, new_tokens, oracle_choice = verify(oracle, oracle_cache, tokens, drafted, stats)
+        context = len(tokens)
         tokens += new_tokens
         rollback(len(tokens) - 1, oracle_cache)
-        stats.count(len(drafted), n_accepted, new_tokens)
+        stats.add_round(new_tokens, drafted, n_accepted, context=context, oracle=oracle_choice,
+                        cached=cache_lengths(None, oracle_cache))
         yield from new_tokens
 
 
@@ -105,12 +108,14 @@ def staged_generate(draft, oracle, ids, n_new, n_draft=8, max_ngram=3, stats=Non
             context = tokens + drafted
             guesses = drafter.propose(context, k - len(drafted) - 1)  # the check adds one token
             # role "draft": its time counts as draft time, and it is not an oracle round
-            _, new_drafts = verify(draft, draft_cache, context, guesses, stats, role="draft")
+            _, new_drafts, _ = verify(draft, draft_cache, context, guesses, stats, role="draft")
             drafted += new_drafts
             rollback(len(tokens) + len(drafted) - 1, draft_cache)
         # 2-4. The oracle checks the k drafts as in speculative_generate.
-        n_accepted, new_tokens = verify(oracle, oracle_cache, tokens, drafted, stats)
+        n_accepted, new_tokens, oracle_choice = verify(oracle, oracle_cache, tokens, drafted, stats)
+        context = len(tokens)
         tokens += new_tokens
         rollback(len(tokens) - 1, draft_cache, oracle_cache)
-        stats.count(k, n_accepted, new_tokens)
+        stats.add_round(new_tokens, drafted, n_accepted, context=context, oracle=oracle_choice,
+                        cached=cache_lengths(draft_cache, oracle_cache))
         yield from new_tokens

@@ -9,125 +9,62 @@ pass costs about as much as a single-token pass, every accepted draft token is
 a big-model pass saved. The output is exactly the oracle's own greedy output:
 a draft token is kept only if it is what the oracle would have chosen.
 
-Each round (see speculative_generate):
-  1. draft:    the draft model proposes n_draft tokens greedily;
-  2. verify:   the oracle runs once over them and gives its argmax after each prefix;
-  3. accept:   keep the longest prefix of drafts that matches, plus the oracle's
-               own next token (a correction, or a bonus if all matched);
+Each round (speculative_generate, then the steps it calls, in order):
+  1. draft:     the draft model proposes k tokens greedily;
+  2. verify:    the oracle runs once over them and gives its argmax after each prefix;
+  3. accept:    keep the longest prefix of drafts that matches, plus the oracle's
+                own next token (a correction, or a bonus if all matched);
   4. roll back: truncate both KV caches to the tokens kept.
 
-This module also holds what the other decoding modules (threshold.py, sps.py,
-tree.py, ngram.py, adaptive.py) share: Stats, feed, verify, rollback and the
-argument checks; and the command-line interface.
+greedy_generate, at the end, is the baseline: the oracle alone, one pass per token.
+The command line is in cli.py; running this file starts it.
 """
 
-import argparse
-import codecs
-import filecmp
-import os
-import sys
-import time
-from dataclasses import dataclass, field
-
-from gpt2 import GPT2, CheckpointError, resolve_model_dir  # before NumPy: it sets OpenBLAS up
 import numpy as np
 
-import cli
-from download_weights import DEFAULT_MODELS_DIR, DownloadError
+from decoding import Stats, cache_lengths, check_args, check_room, feed
 from kvcache import KVCache
-from tokenizer import ENDOFTEXT, TokenizerError, encode, load_tokenizer
 
 
-class GenerationError(ValueError):
-    """Arguments that cannot give a valid generation (no room left, vocabularies differ)."""
+def speculative_generate(draft, oracle, ids, n_new, n_draft=8, stats=None):
+    """Greedy speculative decoding: yields exactly greedy_generate(oracle, ids, n_new)'s tokens."""
+    stats = Stats() if stats is None else stats
+    check_args(ids, n_new, draft, oracle, n_draft=n_draft)
+    tokens, end = list(ids), len(ids) + n_new
+    draft_cache, oracle_cache = KVCache(), KVCache()
+    while len(tokens) < end:
+        # 1. Draft k tokens greedily with the small model. The oracle adds one
+        #    more token, so k stops one short of what is left: no overshoot.
+        k = min(n_draft, end - len(tokens) - 1)
+        drafted = []
+        for _ in range(k):
+            logits = feed(draft, draft_cache, tokens + drafted, stats, "draft")[-1]
+            drafted.append(int(np.argmax(logits)))
+        # 2 and 3. One oracle pass checks them all; keep the agreeing prefix + one.
+        n_accepted, new_tokens, oracle_choice = verify(oracle, oracle_cache, tokens, drafted, stats)
+        context = len(tokens)
+        tokens += new_tokens
+        # 4. Both caches back to the kept tokens.
+        rollback(len(tokens) - 1, draft_cache, oracle_cache)
+        stats.add_round(new_tokens, drafted, n_accepted, context=context, oracle=oracle_choice,
+                        cached=cache_lengths(draft_cache, oracle_cache))
+        yield from new_tokens
 
 
-@dataclass
-class Stats:
-    """What a generator did, filled in as it runs; the tokens themselves are its output."""
-    rounds: int = 0          # oracle passes
-    drafted: int = 0         # tokens the draft proposed
-    accepted: int = 0        # drafted tokens the oracle kept
-    draft_time: float = 0.0  # seconds in the draft model's forward passes
-    oracle_time: float = 0.0
-    from_draft: list = field(default_factory=list)  # one bool per new token: proposed by the draft?
-    trace: list = None       # set to [] to get one record per round (what was drafted, kept, cached)
+def verify(oracle, oracle_cache, tokens, drafted, stats, role="oracle"):
+    """Steps 2 and 3: check the drafts in one pass; (n accepted, new tokens, the oracle's choices).
 
-    @property
-    def n_tokens(self):
-        return len(self.from_draft)
-
-    @property
-    def acceptance_rate(self):
-        return self.accepted / self.drafted if self.drafted else 0.0
-
-    @property
-    def tokens_per_round(self):
-        return self.n_tokens / self.rounds if self.rounds else 0.0
-
-    def emit(self, new_tokens, n_from_draft):
-        """Count one round whose new tokens start with n_from_draft accepted drafts."""
-        self.rounds += 1
-        self.from_draft += [True] * n_from_draft + [False] * (len(new_tokens) - n_from_draft)
-
-    def add_time(self, role, seconds):
-        if role == "draft":
-            self.draft_time += seconds
-        else:
-            self.oracle_time += seconds
-
-    def count(self, n_drafted, n_accepted, new_tokens):
-        """Count a verification round: n_drafted proposed, n_accepted kept, then new_tokens emitted."""
-        self.drafted += n_drafted
-        self.accepted += n_accepted
-        self.emit(new_tokens, n_accepted)
-
-
-def check_room(ids, n_new, *models):
-    """The prompt must be non-empty and prompt + n_new tokens must fit every model's window."""
-    window = min(m.n_positions for m in models)
-    if len(ids) == 0:
-        raise GenerationError("the prompt has no tokens (start from <|endoftext|> for an unconditional sample)")
-    if n_new < 0:
-        raise GenerationError(f"cannot generate {n_new} tokens")
-    if len(ids) + n_new > window:
-        raise GenerationError(f"a prompt of {len(ids)} tokens plus {n_new} new tokens does not fit "
-                              f"the context window of {window} tokens")
-
-
-def check_pair(draft, oracle):
-    """Draft tokens are checked by id, so both models must use the same vocabulary."""
-    if draft.vocab_size != oracle.vocab_size:
-        raise GenerationError(f"the draft's vocabulary ({draft.vocab_size} tokens) differs from "
-                              f"the oracle's ({oracle.vocab_size}); they must share a tokenizer")
-
-
-def check_lengths(**draft_lengths):
-    """Each named draft length must be at least 1."""
-    for name, value in draft_lengths.items():
-        if value < 1:
-            raise GenerationError(f"{name} must be at least 1, got {value}")
-
-
-def check_args(ids, n_new, draft, oracle, **draft_lengths):
-    """The checks every draft-and-verify generator makes before any work: a shared
-    vocabulary, room in the window, and each named draft length at least 1."""
-    check_pair(draft, oracle)
-    check_room(ids, n_new, draft, oracle)
-    check_lengths(**draft_lengths)
-
-
-def feed(model, cache, tokens, stats, role, n_logits=1):  # -> [n_logits, vocab_size]
-    """Run the model on the tokens its cache does not hold yet; logits of the last n_logits.
-
-    Feeding exactly tokens[cache.n_tokens():] is the whole cache discipline: the
-    prompt on the first call, then whatever was appended since. It can neither
-    skip a token nor feed the cached prefix again. The time goes into stats.
+    role is "draft" when the draft model checks guesses of its own drafter
+    (staged decoding, ngram.py): its time then counts as drafting.
     """
-    start = time.perf_counter()
-    logits = model.forward(tokens[cache.n_tokens():], cache, n_logits=n_logits)
-    stats.add_time(role, time.perf_counter() - start)
-    return logits
+    # 2. One pass over [last token, d_1 .. d_k]: row i is the oracle's next-token
+    #    logits after d_1 .. d_i, so k drafts give k + 1 choices.
+    logits = feed(oracle, oracle_cache, tokens + drafted, stats, role, n_logits=len(drafted) + 1)
+    oracle_choice = np.argmax(logits, axis=-1).tolist()  # [k + 1]
+    # 3. Keep the drafts up to the first disagreement, then the oracle's own token:
+    #    its correction at the disagreement, or a bonus token if all k matched.
+    n = accepted_prefix_length(drafted, oracle_choice)
+    return n, drafted[:n] + [oracle_choice[n]], oracle_choice
 
 
 def accepted_prefix_length(drafted, oracle_choice):
@@ -136,25 +73,6 @@ def accepted_prefix_length(drafted, oracle_choice):
     while n < len(drafted) and drafted[n] == oracle_choice[n]:
         n += 1
     return n
-
-
-def verify(oracle, oracle_cache, tokens, drafted, stats, role="oracle"):
-    """Steps 2 and 3: check the drafts in one oracle pass; return (n accepted, new tokens).
-
-    role is "draft" when the draft model checks guesses of its own drafter (staged decoding).
-    """
-    # 2. One pass over [last token, d_1 .. d_k]: row i is the oracle's next-token
-    #    logits after d_1 .. d_i, so k drafts give k + 1 choices.
-    logits = feed(oracle, oracle_cache, tokens + drafted, stats, role, n_logits=len(drafted) + 1)
-    oracle_choice = np.argmax(logits, axis=-1)  # [k + 1]
-    # 3. Keep the drafts up to the first disagreement, then the oracle's own token:
-    #    its correction at the disagreement, or a bonus token if all k matched.
-    n = accepted_prefix_length(drafted, oracle_choice)
-    new_tokens = drafted[:n] + [int(oracle_choice[n])]
-    if stats.trace is not None and role == "oracle":
-        stats.trace.append({"context": len(tokens), "drafted": list(drafted),
-                            "oracle": oracle_choice.tolist(), "accepted": n, "new": new_tokens})
-    return n, new_tokens
 
 
 def rollback(n_kept, *caches):
@@ -176,261 +94,12 @@ def greedy_generate(model, ids, n_new, stats=None):
     for _ in range(n_new):
         logits = feed(model, cache, tokens, stats, "oracle")[-1]
         tokens.append(int(np.argmax(logits)))
-        stats.emit(tokens[-1:], 0)
+        stats.add_round(tokens[-1:])
         yield tokens[-1]
 
 
-def speculative_generate(draft, oracle, ids, n_new, n_draft=8, stats=None):
-    """Greedy speculative decoding: yields exactly greedy_generate(oracle, ids, n_new)'s tokens."""
-    stats = Stats() if stats is None else stats
-    check_args(ids, n_new, draft, oracle, n_draft=n_draft)
-    tokens, end = list(ids), len(ids) + n_new
-    draft_cache, oracle_cache = KVCache(), KVCache()
-    while len(tokens) < end:
-        # 1. Draft k tokens greedily with the small model. The oracle adds one
-        #    more token, so k stops one short of what is left: no overshoot.
-        k = min(n_draft, end - len(tokens) - 1)
-        drafted = []
-        for _ in range(k):
-            logits = feed(draft, draft_cache, tokens + drafted, stats, "draft")[-1]
-            drafted.append(int(np.argmax(logits)))
-        # 2 and 3. One oracle pass checks them all; keep the agreeing prefix + one.
-        n_accepted, new_tokens = verify(oracle, oracle_cache, tokens, drafted, stats)
-        tokens += new_tokens
-        # 4. Both caches back to the kept tokens.
-        rollback(len(tokens) - 1, draft_cache, oracle_cache)
-        stats.count(k, n_accepted, new_tokens)
-        if stats.trace is not None:
-            stats.trace[-1]["cached"] = {"draft": draft_cache.n_tokens(), "oracle": oracle_cache.n_tokens()}
-        yield from new_tokens
-
-
-# ---------------------------------------------------------------------------
-# Command line: python speculative.py "prompt"
-# ---------------------------------------------------------------------------
-
-METHODS = {
-    "speculative": "greedy speculative decoding (this file); output = the oracle's greedy output",
-    "threshold": "greedy speculative decoding, draft length set by the draft's confidence (threshold.py)",
-    "sps": "speculative sampling, Chen et al. 2023 Algorithm 2 (sps.py); output ~ the oracle's distribution",
-    "tree": "greedy, tree-shaped drafts checked in one pass with a tree attention mask (tree.py)",
-    "ngram": "greedy, drafts from the text itself: prompt lookup and an n-gram table, no draft model (ngram.py)",
-    "staged": "greedy, n-gram -> draft -> oracle: the draft's own drafts come from the n-gram drafter (ngram.py)",
-    "adaptive": "greedy, draft length set by the draft's entropy and a moving average (adaptive.py)",
-    "adaptive-hf": "greedy, draft length by Hugging Face's rule: +2 after a clean round, -1 otherwise (adaptive.py)",
-    "greedy": "the oracle alone, greedy (the baseline of all the greedy methods)",
-    "sample": "the oracle alone, sampling (Algorithm 1, the baseline of sps)",
-}
-SAMPLING = ("sps", "sample")
-ORACLE_ALONE = ("greedy", "sample")
-NO_DRAFT_MODEL = ORACLE_ALONE + ("ngram",)
-DEFAULT_N_DRAFT = {"speculative": 8, "threshold": 16, "sps": 4, "tree": 6, "ngram": 8, "staged": 8, "adaptive": 4, "adaptive-hf": 4}
-GREEN, RESET = "\x1b[32m", "\x1b[0m"
-
-
-def main(argv=None):
-    args = parse_args(argv)
-    models_dir = args.models_dir or DEFAULT_MODELS_DIR
-    color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
-
-    oracle, oracle_dir = load_model(args.oracle, models_dir)
-    draft = draft_dir = None
-    if args.method not in NO_DRAFT_MODEL:
-        draft, draft_dir = load_model(args.draft, models_dir)
-        check_pair(draft, oracle)
-    enc = load_shared_tokenizer(draft_dir, oracle_dir)
-    ids = prompt_ids(enc, args.prompt)
-    check_room(ids, args.max_new_tokens, *[m for m in (draft, oracle) if m])
-
-    if color and args.method not in ORACLE_ALONE:  # every method with drafts, ngram included
-        print(f"{GREEN}green{RESET}: proposed by the draft and accepted; plain: chosen by the oracle", file=sys.stderr)
-    sys.stdout.write(args.prompt)
-    stats = Stats(trace=[] if args.trace else None)
-    start = time.perf_counter()
-    generated = stream(run_method(args, draft, oracle, ids, stats), enc, stats, color, sys.stdout)
-    elapsed = time.perf_counter() - start
-    print(file=sys.stdout, flush=True)
-    if args.trace:
-        print_trace(stats.trace, enc, ids, sys.stderr)
-    print(summary(args.method, stats, elapsed), file=sys.stderr)
-    if args.compare:
-        print(compare(args, oracle, ids, generated, elapsed), file=sys.stderr)
-
-
-def parse_args(argv):
-    parser = cli.Parser(prog="speculative.py", formatter_class=argparse.RawDescriptionHelpFormatter,
-                        description=__doc__.split("\n\n")[0] + "\n\nmethods:\n" +
-                        "\n".join(f"  {name:12s} {text}" for name, text in METHODS.items()),
-                        epilog="Models are downloaded to --models-dir on first use (gpt2 548 MB, gpt2-large 3.2 GB). "
-                               "Text goes to stdout, statistics to stderr.")
-    parser.add_argument("prompt", nargs="?", default="", help='the text to continue (default "": start from <|endoftext|>)')
-    parser.add_argument("--draft", default="gpt2", help="draft model: a name or a checkpoint directory (default: gpt2)")
-    parser.add_argument("--oracle", default="gpt2-large", help="oracle model: a name or a checkpoint directory (default: gpt2-large)")
-    parser.add_argument("--method", default="speculative", choices=METHODS, help="decoding method (default: speculative)")
-    parser.add_argument("--n-draft", "-K", type=positive_int, default=None,
-                        help="draft tokens per round: the most for threshold, the starting value for adaptive, the "
-                             "tree depth for tree (default: " + ", ".join(f"{k} {m}" for m, k in DEFAULT_N_DRAFT.items()) + ")")
-    parser.add_argument("--max-new-tokens", "-n", type=non_negative_int, default=64, help="tokens to generate (default: 64)")
-    parser.add_argument("--temperature", type=non_negative_float, default=None, help="sampling temperature for sps/sample; 0 is greedy (default: 1)")
-    parser.add_argument("--top-k", type=positive_int, default=None, help="sample only among the k most likely tokens (sps/sample)")
-    parser.add_argument("--top-p", type=probability, default=None, help="sample only from the smallest set of tokens with this much mass (sps/sample)")
-    parser.add_argument("--seed", type=int, default=None, help="random seed for sps/sample: the same seed gives the same text")
-    parser.add_argument("--models-dir", default=None, help="where named models are stored and downloaded (default: models/ beside this file)")
-    parser.add_argument("--compare", action="store_true", help="also run the oracle alone on the same prompt and report the speedup")
-    parser.add_argument("--trace", action="store_true", help="print every round: drafted, the oracle's choices, kept, what the caches hold")
-    parser.add_argument("--color", default="auto", choices=("auto", "always", "never"),
-                        help="colour draft tokens (default: auto = on a terminal, unless NO_COLOR is set)")
-    args = parser.parse_args(argv)
-    if args.method not in SAMPLING:
-        for flag in ("temperature", "top_k", "top_p", "seed"):
-            if getattr(args, flag) is not None:
-                parser.error(f"--{flag.replace('_', '-')} applies to --method sps or sample, not {args.method}")
-    if args.n_draft is not None and args.method in ORACLE_ALONE:
-        parser.error(f"--n-draft applies to the speculative methods, not {args.method}")
-    if args.trace and args.method not in ("speculative", "threshold"):
-        parser.error("--trace shows greedy verification rounds: use it with --method speculative or threshold")
-    return args
-
-
-def positive_int(text):
-    return _number(text, int, lambda v: v >= 1, "a whole number >= 1")
-
-
-def non_negative_int(text):
-    return _number(text, int, lambda v: v >= 0, "a whole number >= 0")
-
-
-def non_negative_float(text):
-    return _number(text, float, lambda v: v >= 0, "a number >= 0")
-
-
-def probability(text):
-    return _number(text, float, lambda v: 0 < v <= 1, "a number in (0, 1]")
-
-
-def _number(text, kind, ok, what):
-    try:
-        value = kind(text)
-    except ValueError:
-        value = None
-    if value is None or not ok(value):
-        raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
-    return value
-
-
-def load_model(name_or_path, models_dir):
-    model_dir = resolve_model_dir(name_or_path, models_dir)
-    start = time.perf_counter()
-    model = GPT2.from_pretrained(model_dir)
-    # The weights are memory-mapped: one forward pages them in now, so that the
-    # timings below (and --compare's speedup) measure decoding, not disk reads.
-    model.forward([0])
-    print(f"loaded {name_or_path} ({model.n_layer} layers of width {model.n_embd}) in {time.perf_counter() - start:.1f} s",
-          file=sys.stderr)
-    return model, os.path.abspath(model_dir)
-
-
-def load_shared_tokenizer(draft_dir, oracle_dir):
-    """The tokenizer of the draft (else the oracle); both must have the same one."""
-    dirs = [d for d in (draft_dir, oracle_dir) if d and os.path.isfile(os.path.join(d, "vocab.json"))]
-    if not dirs:
-        raise TokenizerError("neither model directory has vocab.json and merges.txt")
-    if len(dirs) == 2 and not all(filecmp.cmp(os.path.join(draft_dir, f), os.path.join(oracle_dir, f), shallow=False)
-                                  for f in ("vocab.json", "merges.txt")):
-        raise GenerationError(f"the draft ({draft_dir}) and the oracle ({oracle_dir}) have different tokenizers; "
-                              "they must share a vocabulary")
-    return load_tokenizer(dirs[0])
-
-
-def prompt_ids(enc, prompt):
-    """The prompt's tokens; an empty prompt starts from <|endoftext|>, as GPT-2's unconditional samples do."""
-    return encode(enc, prompt) if prompt else [enc.encode_single_token(ENDOFTEXT)]
-
-
-def run_method(args, draft, oracle, ids, stats):
-    n_new, k = args.max_new_tokens, args.n_draft or DEFAULT_N_DRAFT.get(args.method)
-    if args.method in SAMPLING:
-        from sps import autoregressive_sample, speculative_sample
-        sampling = dict(rng=np.random.default_rng(args.seed), temperature=1.0 if args.temperature is None else args.temperature,
-                        top_k=args.top_k, top_p=args.top_p, stats=stats)
-        if args.method == "sample":
-            return autoregressive_sample(oracle, ids, n_new, **sampling)
-        return speculative_sample(draft, oracle, ids, n_new, K=k, **sampling)
-    if args.method == "threshold":
-        from threshold import threshold_generate
-        return threshold_generate(draft, oracle, ids, n_new, max_draft=k, stats=stats)
-    if args.method == "tree":
-        from tree import tree_generate
-        return tree_generate(draft, oracle, ids, n_new, max_depth=k, stats=stats)
-    if args.method in ("ngram", "staged"):
-        from ngram import ngram_generate, staged_generate
-        if args.method == "ngram":
-            return ngram_generate(oracle, ids, n_new, n_draft=k, stats=stats)
-        return staged_generate(draft, oracle, ids, n_new, n_draft=k, stats=stats)
-    if args.method.startswith("adaptive"):
-        from adaptive import adaptive_generate
-        rule = "heuristic" if args.method == "adaptive-hf" else "entropy"
-        return adaptive_generate(draft, oracle, ids, n_new, rule=rule, gamma=k, gamma_max=max(16, k), stats=stats)
-    if args.method == "greedy":
-        return greedy_generate(oracle, ids, n_new, stats=stats)
-    return speculative_generate(draft, oracle, ids, n_new, n_draft=k, stats=stats)
-
-
-def stream(tokens, enc, stats, color, out):
-    """Write each token's text as it arrives; return the list of tokens.
-
-    Tokens are byte sequences: a Chinese character or an emoji is often split
-    over two or three of them. An incremental UTF-8 decoder holds the bytes
-    back until a character is complete, so nothing prints as garbage.
-    """
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    generated = []
-    for token in tokens:
-        generated.append(token)
-        text = decoder.decode(enc.decode_single_token_bytes(token))
-        if color and stats.from_draft[len(generated) - 1]:
-            text = f"{GREEN}{text}{RESET}" if text else ""
-        out.write(text)
-        out.flush()
-    out.write(decoder.decode(b"", final=True))
-    return generated
-
-
-def summary(method, stats, elapsed):
-    line = (f"{method}: {stats.n_tokens} new tokens in {elapsed:.2f} s, {stats.n_tokens / elapsed:.1f} tokens/s; "
-            f"{stats.rounds} oracle passes, {stats.tokens_per_round:.2f} tokens per pass")
-    if stats.drafted:
-        line += (f"; acceptance {stats.acceptance_rate:.1%} ({stats.accepted}/{stats.drafted} drafts); "
-                 f"time in draft {stats.draft_time:.2f} s, oracle {stats.oracle_time:.2f} s")
-    return line
-
-
-def compare(args, oracle, ids, generated, elapsed):
-    """Run the oracle alone (its greedy or sampling baseline) and report the speedup."""
-    baseline = argparse.Namespace(**{**vars(args), "method": "sample" if args.method in SAMPLING else "greedy"})
-    stats = Stats()
-    start = time.perf_counter()
-    alone = list(run_method(baseline, None, oracle, ids, stats))
-    alone_time = time.perf_counter() - start
-    line = (f"oracle alone ({baseline.method}): {len(alone)} tokens in {alone_time:.2f} s, "
-            f"{len(alone) / alone_time:.1f} tokens/s; speedup {alone_time / elapsed:.2f}x")
-    if baseline.method == "greedy":
-        line += "; identical output" if alone == generated else "; OUTPUT DIFFERS (see README: near-ties)"
-    return line
-
-
-def print_trace(trace, enc, ids, out):
-    def show(tokens):
-        return " ".join(repr(enc.decode([t])) for t in tokens)
-    print(f"\ntrace: prompt of {len(ids)} tokens; in each round the oracle checks the drafts in one pass", file=out)
-    for i, r in enumerate(trace, 1):
-        print(f"round {i}: context {r['context']} tokens\n"
-              f"  drafted  {show(r['drafted'])}\n"
-              f"  oracle   {show(r['oracle'])}   (its choice after each draft prefix)\n"
-              f"  kept     {r['accepted']} draft(s) + {show(r['new'][-1:])} from the oracle\n"
-              f"  caches   draft {r['cached']['draft']}, oracle {r['cached']['oracle']} positions "
-              f"(context is now {r['context'] + len(r['new'])} tokens)", file=out)
-
-
 if __name__ == "__main__":
-    cli.run(main, (GenerationError, CheckpointError, TokenizerError, DownloadError))
+    import sys
+    sys.modules["speculative"] = sys.modules["__main__"]  # for cli.py's `import speculative`: this module, not a second copy
+    import cli
+    cli.main_entry()

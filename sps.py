@@ -21,9 +21,10 @@ add up to q(x). tests/test_sps.py checks this identity on the real functions.
 
 import numpy as np
 
+from decoding import GenerationError, Stats, cache_lengths, check_args, check_room, feed
 from gpt2 import softmax
 from kvcache import KVCache
-from speculative import GenerationError, Stats, check_args, check_room, feed, rollback
+from speculative import rollback
 
 
 # ---------------------------------------------------------------------------
@@ -106,7 +107,7 @@ def autoregressive_sample(model, ids, n_new, rng=None, temperature=1.0, top_k=No
     for _ in range(n_new):
         q = probabilities(feed(model, cache, tokens, stats, "oracle")[-1], temperature, top_k, top_p)
         tokens.append(sample(q, rng))
-        stats.emit(tokens[-1:], 0)
+        stats.add_round(tokens[-1:])
         yield tokens[-1]
 
 
@@ -142,7 +143,8 @@ def speculative_sample(draft, oracle, ids, n_new, K=4, rng=None, temperature=1.0
             # Step 4: all k accepted, so q[k] is already computed: one bonus token from it.
             new_tokens.append(sample(q[k], rng))
         n_accepted = len(new_tokens) - 1
+        context = len(tokens)
         tokens += new_tokens
         rollback(len(tokens) - 1, draft_cache, oracle_cache)
-        stats.count(k, n_accepted, new_tokens)
+        stats.add_round(new_tokens, drafted, n_accepted, context=context, cached=cache_lengths(draft_cache, oracle_cache))
         yield from new_tokens

@@ -19,7 +19,8 @@ import numpy as np
 
 from gpt2 import softmax
 from kvcache import KVCache
-from speculative import Stats, check_args, feed, rollback, verify
+from decoding import Stats, cache_lengths, check_args, feed
+from speculative import rollback, verify
 
 THRESHOLD_MIN, THRESHOLD_MAX = 0.05, 0.95
 
@@ -58,14 +59,13 @@ def threshold_generate(draft, oracle, ids, n_new, max_draft=16, threshold=0.4,
             p *= probs[drafted[-1]]
             cumulative.append(p)
         # 2, 3 and 4, as in speculative_generate.
-        n_accepted, new_tokens = verify(oracle, oracle_cache, tokens, drafted, stats)
+        n_accepted, new_tokens, oracle_choice = verify(oracle, oracle_cache, tokens, drafted, stats)
+        context = len(tokens)
         tokens += new_tokens
         rollback(len(tokens) - 1, draft_cache, oracle_cache)
+        stats.add_round(new_tokens, drafted, n_accepted, context=context, oracle=oracle_choice,
+                        cached=cache_lengths(draft_cache, oracle_cache), details={"threshold": threshold})
         # 5. Adapt the threshold to this round's outcome.
         if drafted:
             threshold = next_threshold(threshold, cumulative, n_accepted, threshold_all_correct_boost)
-        stats.count(len(drafted), n_accepted, new_tokens)
-        if stats.trace is not None:
-            stats.trace[-1].update(cached={"draft": draft_cache.n_tokens(), "oracle": oracle_cache.n_tokens()},
-                                   threshold=threshold)
         yield from new_tokens

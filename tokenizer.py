@@ -14,12 +14,14 @@ import os
 
 import tiktoken
 
+from errors import UserError
+
 # GPT-2's pre-tokenizer: contractions, letters, numbers, other symbols, spaces.
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 ENDOFTEXT = "<|endoftext|>"
 
 
-class TokenizerError(Exception):
+class TokenizerError(UserError):
     """vocab.json / merges.txt missing or inconsistent."""
 
 

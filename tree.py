@@ -24,7 +24,8 @@ import numpy as np
 
 from gpt2 import MASKED, softmax
 from kvcache import KVCache
-from speculative import Stats, check_args, feed, rollback
+from decoding import Stats, cache_lengths, check_args, feed
+from speculative import rollback
 
 
 @dataclass
@@ -79,7 +80,7 @@ def draft_tree(draft, draft_cache, tokens, max_depth, branch, max_nodes, confide
 
 
 def verify_tree(oracle, oracle_cache, tokens, nodes, stats):
-    """Steps 2 and 3: (indices of the accepted root path, new tokens)."""
+    """Steps 2 and 3: (indices of the accepted root path, new tokens, the oracle's choice after the root and each node)."""
     n = len(tokens)
     if oracle_cache.n_tokens() < n - 1:  # the prompt: read all but its last token first
         feed(oracle, oracle_cache, tokens[:-1], stats, "oracle")
@@ -98,7 +99,7 @@ def verify_tree(oracle, oracle_cache, tokens, nodes, stats):
             break
         path.append(child)
         at = child
-    return path, [nodes[i].token for i in path] + [int(choice[at + 1])]
+    return path, [nodes[i].token for i in path] + [int(choice[at + 1])], choice.tolist()
 
 
 def tree_generate(draft, oracle, ids, n_new, max_depth=6, branch=2, max_nodes=16, confidence=0.5, stats=None):
@@ -111,12 +112,14 @@ def tree_generate(draft, oracle, ids, n_new, max_depth=6, branch=2, max_nodes=16
     while len(tokens) < end:
         depth = min(max_depth, end - len(tokens) - 1)  # a path plus the oracle's token: no overshoot
         nodes, n_fed = draft_tree(draft, draft_cache, tokens, depth, branch, max_nodes, confidence, stats) if depth else ([], 0)
-        path, new_tokens = verify_tree(oracle, oracle_cache, tokens, nodes, stats)
+        path, new_tokens, choice = verify_tree(oracle, oracle_cache, tokens, nodes, stats)
         # 4. Keep the text and the accepted path; the draft never fed the last level.
         n = len(tokens)
         oracle_cache.keep(list(range(n)) + [n + i for i in path])
         draft_cache.keep(list(range(min(n, draft_cache.n_tokens()))) + [n + i for i in path if i < n_fed])
         tokens += new_tokens
         rollback(len(tokens) - 1, draft_cache, oracle_cache)
-        stats.count(len(nodes), len(path), new_tokens)
+        stats.add_round(new_tokens, [node.token for node in nodes], len(path), context=n, oracle=choice,
+                        cached=cache_lengths(draft_cache, oracle_cache),
+                        details={"parents": [node.parent for node in nodes], "path": path})
         yield from new_tokens

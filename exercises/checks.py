@@ -15,6 +15,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+import checkpoint  # noqa: E402
 import gpt2  # noqa: E402
 from kvcache import KVCache  # noqa: E402
 
@@ -98,13 +99,13 @@ def tiny_pair():
     """A tiny random draft and a partly agreeing oracle (a noisy copy), made once."""
     base = tempfile.mkdtemp(prefix="exercises-")
     config = {"n_layer": 2, "n_head": 4, "n_embd": 64, "n_positions": 1024, "vocab_size": 272}
-    oracle_dir = gpt2.random_checkpoint(os.path.join(base, "oracle"), config, seed=2, scale=0.3)
-    tensors = gpt2.load_safetensors(os.path.join(oracle_dir, "model.safetensors"))
+    oracle_dir = checkpoint.random_checkpoint(os.path.join(base, "oracle"), config, seed=2, scale=0.3)
+    tensors = checkpoint.load_safetensors(os.path.join(oracle_dir, "model.safetensors"))
     rng = np.random.default_rng(0)
     draft_dir = os.path.join(base, "draft")
     os.makedirs(draft_dir)
     os.link(os.path.join(oracle_dir, "config.json"), os.path.join(draft_dir, "config.json"))
-    gpt2.save_safetensors(os.path.join(draft_dir, "model.safetensors"), {k: t.shape for k, t in tensors.items()},
+    checkpoint.save_safetensors(os.path.join(draft_dir, "model.safetensors"), {k: t.shape for k, t in tensors.items()},
                           lambda k: tensors[k] + np.float32(0.015) * rng.standard_normal(tensors[k].shape, dtype=np.float32))
     return gpt2.GPT2.from_pretrained(draft_dir), gpt2.GPT2.from_pretrained(oracle_dir)
 

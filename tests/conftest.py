@@ -2,7 +2,7 @@
 
 Nothing here touches the network or needs the real weights: each checkpoint is
 written in the Hugging Face layout (config.json + model.safetensors) by
-gpt2.random_checkpoint, and the tokenizer files (vocab.json + merges.txt) by
+checkpoint.random_checkpoint, and the tokenizer files (vocab.json + merges.txt) by
 write_tiny_bpe, in temporary directories of the test run.
 """
 
@@ -17,6 +17,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+import checkpoint  # noqa: E402
 import gpt2  # noqa: E402
 from tokenizer import ENDOFTEXT, bytes_to_unicode  # noqa: E402
 
@@ -45,7 +46,7 @@ def tiny_config(**overrides):
 
 def make_model_dir(path, seed=0, scale=0.3, tokenizer=True, **overrides):
     """A tiny random GPT-2 checkpoint directory; scale 0.3 gives confident, untied argmaxes."""
-    gpt2.random_checkpoint(str(path), tiny_config(**overrides), seed=seed, scale=scale)
+    checkpoint.random_checkpoint(str(path), tiny_config(**overrides), seed=seed, scale=scale)
     if tokenizer:
         write_tiny_bpe(str(path))
     return str(path)
@@ -53,13 +54,13 @@ def make_model_dir(path, seed=0, scale=0.3, tokenizer=True, **overrides):
 
 def save_tensors(path, tensors):
     """Write a {name: array} dict as a .safetensors file."""
-    gpt2.save_safetensors(path, {k: t.shape for k, t in tensors.items()}, tensors.__getitem__)
+    checkpoint.save_safetensors(path, {k: t.shape for k, t in tensors.items()}, tensors.__getitem__)
 
 
 def make_noisy_copy(src, dest, noise, seed=0):
     """A copy of the checkpoint in src with Gaussian noise added: a draft that agrees only partly."""
     rng = np.random.default_rng(seed)
-    tensors = gpt2.load_safetensors(os.path.join(src, "model.safetensors"))
+    tensors = checkpoint.load_safetensors(os.path.join(src, "model.safetensors"))
     os.makedirs(dest, exist_ok=True)
     shutil.copy(os.path.join(src, "config.json"), dest)
     save_tensors(os.path.join(dest, "model.safetensors"),

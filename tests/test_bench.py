@@ -18,7 +18,7 @@ import pytest
 
 from conftest import ROOT
 import bench
-import gpt2
+import matmul
 from kvcache import KVCache
 from speculative import greedy_generate, speculative_generate
 
@@ -68,8 +68,8 @@ def test_products_alone_are_the_products_of_a_single_token_forward(oracle, monke
     # The same weights, in the same order, each multiplied by one row: so T(1)
     # minus their time is exactly the work between the products.
     seen = []
-    real_matmul = gpt2.matmul
-    monkeypatch.setattr(gpt2, "matmul", lambda x, w: seen.append((x.shape[0], id(w))) or real_matmul(x, w))
+    real_product = matmul.product
+    monkeypatch.setattr(matmul, "product", lambda x, w: seen.append((x.shape[0], id(w))) or real_product(x, w))
     cache = KVCache()
     oracle.forward([3, 1, 4], cache)
     seen.clear()

@@ -5,7 +5,8 @@ import pytest
 
 from adaptive import adaptive_generate, entropy
 from ngram import NGramDrafter, ngram_generate, staged_generate
-from speculative import GenerationError, Stats, greedy_generate
+from decoding import GenerationError, Stats
+from speculative import greedy_generate
 from test_greedy import SEEDS, assert_same_greedy, prompt
 from tree import Node, tree_generate, tree_mask
 

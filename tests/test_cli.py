@@ -8,7 +8,8 @@ import sys
 import pytest
 
 from conftest import ROOT, make_model_dir
-from speculative import Stats, stream
+from cli import stream
+from decoding import Stats
 from tokenizer import encode, load_tokenizer
 
 

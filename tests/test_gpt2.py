@@ -10,9 +10,12 @@ import sys
 import numpy as np
 import pytest
 
+import checkpoint
 import gpt2
+import matmul
+from checkpoint import CheckpointError
 from conftest import ROOT, make_model_dir, save_tensors
-from gpt2 import GPT2, CheckpointError
+from gpt2 import GPT2
 from kvcache import KVCache
 
 
@@ -37,7 +40,7 @@ def reference_logits(model_dir, ids):
     """GPT-2 written plainly in float64 from the checkpoint's own tensors and layout."""
     with open(os.path.join(model_dir, "config.json")) as f:
         config = json.load(f)
-    w = {k: np.asarray(v, np.float64) for k, v in gpt2.load_safetensors(os.path.join(model_dir, "model.safetensors")).items()}
+    w = {k: np.asarray(v, np.float64) for k, v in checkpoint.load_safetensors(os.path.join(model_dir, "model.safetensors")).items()}
     n_head, eps = config["n_head"], config.get("layer_norm_epsilon", 1e-5)
 
     def ln(x, name):
@@ -162,7 +165,7 @@ def test_token_id_zero_is_a_token(oracle):
 
 
 def test_transformer_prefix_and_extra_buffers_load_identically(tmp_path, tiny_dirs, oracle):
-    tensors = gpt2.load_safetensors(os.path.join(tiny_dirs["oracle"], "model.safetensors"))
+    tensors = checkpoint.load_safetensors(os.path.join(tiny_dirs["oracle"], "model.safetensors"))
     prefixed = {"transformer." + k: np.array(v) for k, v in tensors.items()}
     prefixed["transformer.h.0.attn.bias"] = np.ones((1, 1, 4, 4), np.float32)  # old checkpoints carry the mask
     os.makedirs(tmp_path / "m")
@@ -230,7 +233,7 @@ def test_directory_without_checkpoint(tmp_path):
 def test_loading_is_memory_mapped(tiny_dirs):
     # Zero-copy: the big tensors are views of the file's pages, not copies.
     m = GPT2.from_pretrained(tiny_dirs["oracle"])
-    owner = m.params["wte"]
+    owner = m.params["wte"].blocks
     while isinstance(owner, (np.ndarray, memoryview)):
         owner = owner.obj if isinstance(owner, memoryview) else owner.base
     assert isinstance(owner, mmap.mmap)
@@ -241,7 +244,7 @@ def test_loading_is_memory_mapped(tiny_dirs):
 def test_weights_are_mapped_with_huge_pages_requested(tiny_dirs):
     model = GPT2.from_pretrained(tiny_dirs["oracle"])  # kept alive: its mapping must exist below
     model.forward([1])
-    path = os.path.realpath(os.path.join(tiny_dirs["oracle"], gpt2.BLOCKED_FILE))
+    path = os.path.realpath(os.path.join(tiny_dirs["oracle"], checkpoint.BLOCKED_FILE))
     flags, current = [], None
     with open("/proc/self/smaps") as f:
         for line in f:
@@ -259,13 +262,13 @@ def test_matmul_strategy_matches_a_plain_product(monkeypatch, n_seq, n_threads):
     # shared over 1, 2 or 3 threads, one big product), with an output width
     # that needs padding.
     if n_threads:
-        monkeypatch.setattr(gpt2, "THREADED_MIN_SIZE", 0)
-        monkeypatch.setattr(gpt2, "N_THREADS", n_threads)
-        monkeypatch.setattr(gpt2, "_pool", None)  # a pool sized for n_threads
+        monkeypatch.setattr(matmul, "THREADED_MIN_SIZE", 0)
+        monkeypatch.setattr(matmul, "N_THREADS", n_threads)
+        monkeypatch.setattr(matmul, "_pool", None)  # a pool sized for n_threads
     rng = np.random.default_rng(n_seq)
     w = rng.standard_normal((96, 37), dtype=np.float32)  # checkpoint layout [n_in, n_out]
     x = rng.standard_normal((n_seq, 96), dtype=np.float32)
-    got = gpt2.matmul(x, gpt2.to_blocks(w.T))
+    got = matmul.product(x, matmul.to_blocks(w.T))
     assert got.shape == (n_seq, 48) and got.dtype == np.float32
     np.testing.assert_allclose(got[:, :37], x.astype(np.float64) @ w, rtol=1e-5, atol=1e-5)
     assert not got[:, 37:].any()
@@ -274,7 +277,7 @@ def test_matmul_strategy_matches_a_plain_product(monkeypatch, n_seq, n_threads):
 def test_threads_change_nothing(monkeypatch, model):
     ids = prompt(model, 12)
     single = model.forward(ids)
-    monkeypatch.setattr(gpt2, "THREADED_MIN_SIZE", 0)
+    monkeypatch.setattr(matmul, "THREADED_MIN_SIZE", 0)
     np.testing.assert_array_equal(model.forward(ids), single)
 
 
@@ -283,28 +286,25 @@ def test_blocked_path_matches_the_float64_reference(model_dir, model):
     np.testing.assert_allclose(model.forward(ids), reference_logits(model_dir, ids), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("module", ["gpt2", "speculative", "bench"])
-def test_openblas_wait_is_set_before_numpy_loads(module):
-    # OpenBLAS reads OPENBLAS_THREAD_TIMEOUT once, when NumPy loads it: the
-    # scripts must import gpt2 before NumPy, or its setting does nothing.
+@pytest.mark.parametrize("numpy_first", [True, False])
+def test_blas_runs_single_threaded_inside_forward_whatever_was_imported_first(tiny_dirs, numpy_first):
+    # A threaded BLAS's own threads would busy-wait beside ours (matmul.owns_the_threads).
+    # The setting is made at run time, so a program that imported NumPy first
+    # (a notebook, a test, a user's script) gets it too; outside forward() the
+    # program's own setting is back.
     probe = f"""
-import os, sys
+import sys
+{"import numpy; numpy.ones((300, 300)) @ numpy.ones((300, 300))" if numpy_first else ""}
+import threadpoolctl
+import gpt2, matmul
 seen = []
-class Watch:
-    def find_spec(self, name, path=None, target=None):
-        if name == "numpy" and not seen:
-            seen.append(os.environ.get("OPENBLAS_THREAD_TIMEOUT"))
-sys.meta_path.insert(0, Watch())
-import {module}
-print(seen[0])
+real = matmul.product
+matmul.product = lambda x, w: seen.append(threadpoolctl.threadpool_info()[0]["num_threads"]) or real(x, w)
+before = threadpoolctl.threadpool_info()[0]["num_threads"]
+gpt2.GPT2.from_pretrained(sys.argv[1]).forward([1, 2, 3])
+print(before, set(seen), threadpoolctl.threadpool_info()[0]["num_threads"])
 """
-    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
-    r = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    r = subprocess.run([sys.executable, "-c", probe, tiny_dirs["oracle"]], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == "22"
-
-
-def test_a_users_openblas_wait_wins():
-    r = subprocess.run([sys.executable, "-c", "import gpt2, os; print(os.environ['OPENBLAS_THREAD_TIMEOUT'])"],
-                       cwd=ROOT, env={**os.environ, "OPENBLAS_THREAD_TIMEOUT": "28"}, capture_output=True, text=True, timeout=60)
-    assert r.stdout.strip() == "28"
+    before, inside, after = r.stdout.split(" ", 1)[0], r.stdout.split(" ", 1)[1].rsplit(" ", 1)[0], r.stdout.split()[-1]
+    assert inside == "{1}" and after == before

@@ -5,7 +5,8 @@ import pytest
 
 from conftest import make_model_dir
 from gpt2 import GPT2
-from speculative import GenerationError, Stats, greedy_generate, speculative_generate
+from decoding import GenerationError, Stats
+from speculative import greedy_generate, speculative_generate
 from threshold import next_threshold, threshold_generate
 
 SEEDS = [0, 1, 2]
@@ -44,7 +45,7 @@ def test_the_related_draft_exercises_partial_acceptance(related, oracle):
     for seed in SEEDS:
         stats = Stats(trace=[])
         list(speculative_generate(related, oracle, prompt(oracle, 5 + seed, seed), 30, n_draft=4, stats=stats))
-        accepted |= {r["accepted"] for r in stats.trace if len(r["drafted"]) == 4}
+        accepted |= {r.accepted for r in stats.trace if len(r.drafted) == 4}
     assert accepted == {0, 1, 2, 3, 4}
 
 
@@ -123,11 +124,11 @@ def test_caches_hold_all_but_the_newest_token_after_every_round(draft, oracle):
     list(speculative_generate(draft, oracle, ids, 30, n_draft=4, stats=stats))
     length = len(ids)
     for record in stats.trace:
-        length += len(record["new"])
-        assert record["cached"]["oracle"] == length - 1
-        assert record["cached"]["draft"] <= length - 1
-        assert record["new"][:-1] == record["drafted"][:record["accepted"]]
-        assert record["new"][-1] == record["oracle"][record["accepted"]]
+        length += len(record.new)
+        assert record.cached["oracle"] == length - 1
+        assert record.cached["draft"] <= length - 1
+        assert record.new[:-1] == record.drafted[:record.accepted]
+        assert record.new[-1] == record.oracle[record.accepted]
 
 
 def test_vocabularies_must_match(tmp_path, oracle):

@@ -10,7 +10,8 @@ import pytest
 from conftest import make_model_dir
 from gpt2 import GPT2
 from sps import acceptance_probability, autoregressive_sample, probabilities, residual, sample, speculative_sample
-from speculative import GenerationError, Stats, speculative_generate
+from decoding import GenerationError, Stats
+from speculative import speculative_generate
 
 
 def emitted_distribution(q, p):
