@@ -61,6 +61,8 @@ class Stats:
         self.accepted += n_accepted
         self.from_draft += [True] * n_accepted + [False] * (len(new_tokens) - n_accepted)
         if self.trace is not None and record:
+            if record.get("details") is None:
+                record.pop("details", None)
             self.trace.append(Round(drafted=list(drafted), accepted=n_accepted, new=list(new_tokens), **record))
 
     def add_time(self, role, seconds):

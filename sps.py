@@ -2,6 +2,10 @@
 
 The paper's letters: q is the target model (our oracle), p the draft model,
 K the number of draft tokens per round, x̃_t the draft tokens.
+Careful: Leviathan et al. 2023 and Hugging Face's code use the same two
+letters the other way round (p the target, q the draft). Their test
+"accept if r < p(x)/q(x)" is this one, min(1, q(x)/p(x)), renamed; mixing the
+two conventions inverts the ratio, a classic bug.
 
 Algorithm 2, one round, given the sequence x_1 .. x_n:
   Step 1  for t = 1..K: sample x̃_t ~ p(x | x_1..x_n, x̃_1..x̃_{t-1})
@@ -131,9 +135,10 @@ def speculative_sample(draft, oracle, ids, n_new, K=4, rng=None, temperature=1.0
         q = probabilities(feed(oracle, oracle_cache, tokens + drafted, stats, "oracle", n_logits=k + 1), temperature, top_k, top_p)
         # Step 3: accept x̃_t with probability min(1, q/p); at the first
         # rejection, draw from the residual (q - p)+ instead, and stop.
-        new_tokens = []
+        new_tokens, rs = [], []
         for t in range(k):
             r = rng.random()  # r ~ U[0, 1]
+            rs.append(r)
             if r < acceptance_probability(q[t], p[t], drafted[t]):
                 new_tokens.append(drafted[t])
             else:
@@ -146,5 +151,24 @@ def speculative_sample(draft, oracle, ids, n_new, K=4, rng=None, temperature=1.0
         context = len(tokens)
         tokens += new_tokens
         rollback(len(tokens) - 1, draft_cache, oracle_cache)
-        stats.add_round(new_tokens, drafted, n_accepted, context=context, cached=cache_lengths(draft_cache, oracle_cache))
+        stats.add_round(new_tokens, drafted, n_accepted, context=context, cached=cache_lengths(draft_cache, oracle_cache),
+                        details=explain_round(p, q, drafted, rs, new_tokens) if stats.trace is not None else None)
         yield from new_tokens
+
+
+def explain_round(p, q, drafted, rs, new_tokens, n_top=8):
+    """What step 3 saw, for --trace and --html: per draft p(x), q(x), min(1, q/p), r and the
+    decision; at a rejection the top tokens of p, q, min(p, q) and (q - p)+; else the bonus."""
+    steps = [{"token": x, "p": float(p[t][x]), "q": float(q[t][x]), "accept_prob": acceptance_probability(q[t], p[t], x),
+              "r": r, "accepted": t < len(new_tokens) - 1} for t, (x, r) in enumerate(zip(drafted, rs))]
+    details = {"steps": steps}
+    t = len(new_tokens) - 1  # the position of the last token: a resample or the bonus
+    if t < len(rs):
+        res = residual(q[t], p[t])
+        top = np.argsort(-np.maximum(p[t], q[t]))[:n_top].tolist()
+        details["resampled"] = {"token": new_tokens[-1], "top": [
+            {"token": x, "p": float(p[t][x]), "q": float(q[t][x]), "min": float(min(p[t][x], q[t][x])),
+             "residual": float(res[x])} for x in top]}
+    else:
+        details["bonus"] = {"token": new_tokens[-1], "q": float(q[t][new_tokens[-1]])}
+    return details
