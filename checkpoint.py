@@ -22,8 +22,6 @@ import sys
 import numpy as np
 from tqdm import tqdm
 
-import download_weights
-from download_weights import DEFAULT_MODELS_DIR, MODEL_NAMES
 from errors import UserError
 from matmul import BLOCK, Rows, blocked_shape, to_blocks
 
@@ -296,18 +294,3 @@ def random_checkpoint(model_dir, config, seed=0, scale=0.02):
                      progress=f"writing random weights to {model_dir}")
     return model_dir
 
-
-# ---------------------------------------------------------------------------
-# Names and directories
-# ---------------------------------------------------------------------------
-
-def resolve_model_dir(name_or_path, models_dir=None):
-    """A checkpoint directory for a model name or path, downloading a named model if needed."""
-    if os.path.isdir(name_or_path):
-        for f in ("config.json", "model.safetensors"):
-            if not os.path.isfile(os.path.join(name_or_path, f)):
-                raise CheckpointError(f"{name_or_path} has no {f}: a model directory needs config.json and model.safetensors")
-        return name_or_path
-    if name_or_path not in MODEL_NAMES:
-        raise CheckpointError(f"unknown model {name_or_path!r}: use one of {', '.join(MODEL_NAMES)} or a directory with config.json and model.safetensors")
-    return download_weights.download(name_or_path, models_dir or DEFAULT_MODELS_DIR)

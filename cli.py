@@ -18,10 +18,10 @@ import numpy as np
 import errors
 import speculative
 from adaptive import adaptive_generate
-from checkpoint import resolve_model_dir
 from decoding import GenerationError, Stats, check_pair, check_room
 from download_weights import DEFAULT_MODELS_DIR
 from gpt2 import GPT2
+from models import resolve_model_dir
 from ngram import ngram_generate, staged_generate
 from sps import autoregressive_sample, speculative_sample
 from speculative import greedy_generate, speculative_generate

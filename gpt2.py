@@ -20,6 +20,7 @@ import numpy as np
 
 import checkpoint
 import matmul
+import models
 
 GELU_C = np.float32(np.sqrt(2 / np.pi))
 MASKED = np.float32(-1e10)  # added to the scores of future positions: exp() makes it 0
@@ -151,7 +152,7 @@ class GPT2:
         A name is looked up in models_dir (default: models/ beside this file)
         and downloaded there on first use.
         """
-        model_dir = checkpoint.resolve_model_dir(name_or_path, models_dir)
+        model_dir = models.resolve_model_dir(name_or_path, models_dir)
         config = checkpoint.load_config(model_dir)
         params = nest(checkpoint.load_weights(model_dir, config))
         return cls(params, config, name=os.path.basename(os.path.normpath(model_dir)))
