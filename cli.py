@@ -7,14 +7,15 @@ user can cause is one line on stderr (errors.py).
 """
 
 import argparse
-import codecs
 import filecmp
+import math
 import os
 import sys
 import time
 
 import numpy as np
 
+import display
 import errors
 import speculative
 from adaptive import adaptive_generate
@@ -45,13 +46,13 @@ SAMPLING = ("sps", "sample")
 ORACLE_ALONE = ("greedy", "sample")
 NO_DRAFT_MODEL = ORACLE_ALONE + ("ngram",)
 DEFAULT_N_DRAFT = {"speculative": 8, "threshold": 16, "sps": 4, "tree": 6, "ngram": 8, "staged": 8, "adaptive": 4, "adaptive-hf": 4}
-GREEN, RESET = "\x1b[32m", "\x1b[0m"
 
 
 def main(argv=None):
     args = parse_args(argv)
     models_dir = args.models_dir or DEFAULT_MODELS_DIR
-    color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
+    color = display.use_color(args.color, sys.stdout)
+    display.utf8_output(sys.stdout)
 
     oracle, oracle_dir = load_model(args.oracle, models_dir)
     draft = draft_dir = None
@@ -63,26 +64,29 @@ def main(argv=None):
     check_room(ids, args.max_new_tokens, *[m for m in (draft, oracle) if m])
 
     if color and args.method not in ORACLE_ALONE:  # every method with drafts, ngram included
-        print(f"{GREEN}green{RESET}: proposed by the draft and accepted; plain: chosen by the oracle", file=sys.stderr)
+        print(f"{display.GREEN}green{display.RESET}: proposed by the draft and accepted; plain: chosen by the oracle",
+              file=sys.stderr)
     sys.stdout.write(args.prompt)
     stats = Stats(trace=[] if args.trace else None)
     start = time.perf_counter()
-    generated = stream(run_method(args, draft, oracle, ids, stats), enc, stats, color, sys.stdout)
+    generated = display.stream(run_method(args, draft, oracle, ids, stats), enc.decode_single_token_bytes,
+                               stats.from_draft, color, sys.stdout)
     elapsed = time.perf_counter() - start
     print(file=sys.stdout, flush=True)
     if args.trace:
-        print_trace(stats.trace, enc, ids, sys.stderr)
-    print(summary(args.method, stats, elapsed), file=sys.stderr)
+        print("\n" + "\n".join(display.format_trace(stats.trace, enc.decode_single_token_bytes, len(ids))), file=sys.stderr)
+    print(display.summary(args.method, stats, elapsed), file=sys.stderr)
     if args.compare:
         print(compare(args, oracle, ids, generated, elapsed), file=sys.stderr)
 
 
 def parse_args(argv):
     parser = errors.Parser(prog="speculative.py", formatter_class=argparse.RawDescriptionHelpFormatter,
-                        description=speculative.__doc__.split("\n\n")[0] + "\n\nmethods:\n" +
-                        "\n".join(f"  {name:12s} {text}" for name, text in METHODS.items()),
-                        epilog="Models are downloaded to --models-dir on first use (gpt2 548 MB, gpt2-large 3.2 GB). "
-                               "Text goes to stdout, statistics to stderr.")
+                           description=speculative.__doc__.split("\n\n")[0] + "\n\nmethods:\n" +
+                           "\n".join(f"  {name:12s} {text}" for name, text in METHODS.items()),
+                           epilog="Models are downloaded to --models-dir on first use (gpt2 548 MB, gpt2-large 3.2 GB); "
+                                  "demo-draft and demo-oracle are written there offline (python demo.py). "
+                                  "Text goes to stdout, statistics to stderr.")
     parser.add_argument("prompt", nargs="?", default="", help='the text to continue (default "": start from <|endoftext|>)')
     parser.add_argument("--draft", default="gpt2", help="draft model: a name or a checkpoint directory (default: gpt2)")
     parser.add_argument("--oracle", default="gpt2-large", help="oracle model: a name or a checkpoint directory (default: gpt2-large)")
@@ -91,15 +95,19 @@ def parse_args(argv):
                         help="draft tokens per round: the most for threshold, the starting value for adaptive, the "
                              "tree depth for tree (default: " + ", ".join(f"{k} {m}" for m, k in DEFAULT_N_DRAFT.items()) + ")")
     parser.add_argument("--max-new-tokens", "-n", type=non_negative_int, default=64, help="tokens to generate (default: 64)")
-    parser.add_argument("--temperature", type=non_negative_float, default=None, help="sampling temperature for sps/sample; 0 is greedy (default: 1)")
+    parser.add_argument("--temperature", type=non_negative_float, default=None,
+                        help="sampling temperature for sps/sample (default: 1); 0 is greedy, and a tiny temperature "
+                             "approaches greedy")
     parser.add_argument("--top-k", type=positive_int, default=None, help="sample only among the k most likely tokens (sps/sample)")
     parser.add_argument("--top-p", type=probability, default=None, help="sample only from the smallest set of tokens with this much mass (sps/sample)")
-    parser.add_argument("--seed", type=int, default=None, help="random seed for sps/sample: the same seed gives the same text")
+    parser.add_argument("--seed", type=non_negative_int, default=None, help="random seed for sps/sample, a whole number >= 0: "
+                        "the same seed gives the same text")
     parser.add_argument("--models-dir", default=None, help="where named models are stored and downloaded (default: models/ beside this file)")
     parser.add_argument("--compare", action="store_true", help="also run the oracle alone on the same prompt and report the speedup")
-    parser.add_argument("--trace", action="store_true", help="print every round: drafted, the oracle's choices, kept, what the caches hold")
+    parser.add_argument("--trace", action="store_true", help="print every round: drafted, the oracle's choices (for sps: p(x), "
+                        "q(x), r and the decision), kept, what the caches hold")
     parser.add_argument("--color", default="auto", choices=("auto", "always", "never"),
-                        help="colour draft tokens (default: auto = on a terminal, unless NO_COLOR is set)")
+                        help="colour accepted draft tokens (default: auto = on a terminal, unless NO_COLOR is set)")
     args = parser.parse_args(argv)
     if args.method not in SAMPLING:
         for flag in ("temperature", "top_k", "top_p", "seed"):
@@ -107,8 +115,8 @@ def parse_args(argv):
                 parser.error(f"--{flag.replace('_', '-')} applies to --method sps or sample, not {args.method}")
     if args.n_draft is not None and args.method in ORACLE_ALONE:
         parser.error(f"--n-draft applies to the speculative methods, not {args.method}")
-    if args.trace and args.method not in ("speculative", "threshold"):
-        parser.error("--trace shows greedy verification rounds: use it with --method speculative or threshold")
+    if args.trace and args.method in ORACLE_ALONE:
+        parser.error(f"--trace shows verification rounds; --method {args.method} has none (the oracle alone)")
     return args
 
 
@@ -121,7 +129,7 @@ def non_negative_int(text):
 
 
 def non_negative_float(text):
-    return _number(text, float, lambda v: v >= 0, "a number >= 0")
+    return _number(text, float, lambda v: math.isfinite(v) and v >= 0, "a finite number >= 0")
 
 
 def probability(text):
@@ -164,6 +172,10 @@ def load_shared_tokenizer(draft_dir, oracle_dir):
 
 def prompt_ids(enc, prompt):
     """The prompt's tokens; an empty prompt starts from <|endoftext|>, as GPT-2's unconditional samples do."""
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError:  # bytes the locale could not decode arrive as lone surrogates
+        raise GenerationError("the prompt is not valid UTF-8 text (is the terminal's locale UTF-8? try LANG=C.UTF-8)") from None
     return encode(enc, prompt) if prompt else [enc.encode_single_token(ENDOFTEXT)]
 
 
@@ -179,9 +191,9 @@ def run_method(args, draft, oracle, ids, stats):
         return threshold_generate(draft, oracle, ids, n_new, max_draft=k, stats=stats)
     if args.method == "tree":
         return tree_generate(draft, oracle, ids, n_new, max_depth=k, stats=stats)
-    if args.method in ("ngram", "staged"):
-        if args.method == "ngram":
-            return ngram_generate(oracle, ids, n_new, n_draft=k, stats=stats)
+    if args.method == "ngram":
+        return ngram_generate(oracle, ids, n_new, n_draft=k, stats=stats)
+    if args.method == "staged":
         return staged_generate(draft, oracle, ids, n_new, n_draft=k, stats=stats)
     if args.method.startswith("adaptive"):
         rule = "heuristic" if args.method == "adaptive-hf" else "entropy"
@@ -189,35 +201,6 @@ def run_method(args, draft, oracle, ids, stats):
     if args.method == "greedy":
         return greedy_generate(oracle, ids, n_new, stats=stats)
     return speculative_generate(draft, oracle, ids, n_new, n_draft=k, stats=stats)
-
-
-def stream(tokens, enc, stats, color, out):
-    """Write each token's text as it arrives; return the list of tokens.
-
-    Tokens are byte sequences: a Chinese character or an emoji is often split
-    over two or three of them. An incremental UTF-8 decoder holds the bytes
-    back until a character is complete, so nothing prints as garbage.
-    """
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    generated = []
-    for token in tokens:
-        generated.append(token)
-        text = decoder.decode(enc.decode_single_token_bytes(token))
-        if color and stats.from_draft[len(generated) - 1]:
-            text = f"{GREEN}{text}{RESET}" if text else ""
-        out.write(text)
-        out.flush()
-    out.write(decoder.decode(b"", final=True))
-    return generated
-
-
-def summary(method, stats, elapsed):
-    line = (f"{method}: {stats.n_tokens} new tokens in {elapsed:.2f} s, {stats.n_tokens / elapsed:.1f} tokens/s; "
-            f"{stats.rounds} oracle passes, {stats.tokens_per_round:.2f} tokens per pass")
-    if stats.drafted:
-        line += (f"; acceptance {stats.acceptance_rate:.1%} ({stats.accepted}/{stats.drafted} drafts); "
-                 f"time in draft {stats.draft_time:.2f} s, oracle {stats.oracle_time:.2f} s")
-    return line
 
 
 def compare(args, oracle, ids, generated, elapsed):
@@ -228,23 +211,10 @@ def compare(args, oracle, ids, generated, elapsed):
     alone = list(run_method(baseline, None, oracle, ids, stats))
     alone_time = time.perf_counter() - start
     line = (f"oracle alone ({baseline.method}): {len(alone)} tokens in {alone_time:.2f} s, "
-            f"{len(alone) / alone_time:.1f} tokens/s; speedup {alone_time / elapsed:.2f}x")
+            f"{len(alone) / max(alone_time, 1e-9):.1f} tokens/s; speedup {alone_time / max(elapsed, 1e-9):.2f}x")
     if baseline.method == "greedy":
         line += "; identical output" if alone == generated else "; OUTPUT DIFFERS (see README: near-ties)"
     return line
-
-
-def print_trace(trace, enc, ids, out):
-    def show(tokens):
-        return " ".join(repr(enc.decode([t])) for t in tokens)
-    print(f"\ntrace: prompt of {len(ids)} tokens; in each round the oracle checks the drafts in one pass", file=out)
-    for i, r in enumerate(trace, 1):
-        print(f"round {i}: context {r.context} tokens\n"
-              f"  drafted  {show(r.drafted)}\n"
-              f"  oracle   {show(r.oracle)}   (its choice after each draft prefix)\n"
-              f"  kept     {r.accepted} draft(s) + {show(r.new[-1:])} from the oracle\n"
-              f"  caches   draft {r.cached['draft']}, oracle {r.cached['oracle']} positions "
-              f"(context is now {r.context + len(r.new)} tokens)", file=out)
 
 
 def main_entry(argv=None):

@@ -10,6 +10,7 @@ else is a bug and keeps its traceback.
 
 import argparse
 import os
+import signal
 import sys
 
 
@@ -35,8 +36,14 @@ def describe(error):
     return str(error) or type(error).__name__
 
 
+def interrupt_quietly():
+    """Until run() starts main(): Ctrl-C while a script loads ends it with one line, not a traceback."""
+    signal.signal(signal.SIGINT, lambda signum, frame: fail("interrupted", code=130))
+
+
 def run(main):
     """Call main(); turn the expected exceptions into one line on stderr."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C is a KeyboardInterrupt again
     try:
         return main()
     except KeyboardInterrupt:

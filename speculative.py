@@ -100,6 +100,8 @@ def greedy_generate(model, ids, n_new, stats=None):
 
 if __name__ == "__main__":
     import sys
+    import errors
+    errors.interrupt_quietly()  # Ctrl-C while the command line loads: one line, not a traceback
     sys.modules["speculative"] = sys.modules["__main__"]  # for cli.py's `import speculative`: this module, not a second copy
     import cli
     cli.main_entry()

@@ -93,3 +93,10 @@ def related(tiny_dirs):
 @pytest.fixture(scope="session")
 def oracle(tiny_dirs):
     return gpt2.GPT2.from_pretrained(tiny_dirs["oracle"])
+
+
+@pytest.fixture(scope="session")
+def demo_dirs(tmp_path_factory):
+    """The offline demo pair (demo.py): about 0.9 GB written once per test run, in a temporary directory."""
+    import demo
+    return dict(zip(("draft", "oracle"), demo.build_pair(str(tmp_path_factory.mktemp("demo-models")))))

@@ -8,8 +8,7 @@ import sys
 import pytest
 
 from conftest import ROOT, make_model_dir
-from cli import stream
-from decoding import Stats
+from display import stream
 from tokenizer import encode, load_tokenizer
 
 
@@ -79,6 +78,26 @@ def test_trace_shows_each_round(pair):
     assert "round 1:" in r.stderr and "drafted" in r.stderr and "kept" in r.stderr and "caches" in r.stderr
 
 
+@pytest.mark.parametrize("method", ["speculative", "threshold", "sps", "tree", "ngram", "staged", "adaptive", "adaptive-hf"])
+def test_trace_works_for_every_method_that_verifies_rounds(pair, method):
+    r = run("the cat the cat the", *pair, "--method", method, "-n", "12", "--trace")
+    assert r.returncode == 0, r.stderr
+    passes = int(r.stderr.split(" oracle passes")[0].rsplit(" ", 1)[-1])
+    assert r.stderr.count("\nround ") == passes  # one block per oracle pass
+    assert "caches" in r.stderr
+    if method == "sps":  # Chen et al.'s letters: p the draft, q the target
+        assert "p(x)" in r.stderr and "q(x)" in r.stderr and " r " in r.stderr
+        assert ("-> accept" in r.stderr or "-> REJECT" in r.stderr) and ("resample" in r.stderr or "bonus" in r.stderr)
+    if method == "tree":
+        assert "accepted path" in r.stderr
+    if method == "threshold":
+        assert ", threshold 0.4" in r.stderr  # the threshold the first round drafted with
+
+
+def test_trace_of_the_oracle_alone_is_refused(pair):
+    assert_one_line_error(run("hi", *pair, "--method", "greedy", "--trace"), "has none", code=2)
+
+
 def test_split_characters_are_never_printed_half(tiny_dirs):
     # With the tiny byte-level BPE, "中" and "🙂" are several tokens each.
     enc = load_tokenizer(tiny_dirs["oracle"])
@@ -88,7 +107,7 @@ def test_split_characters_are_never_printed_half(tiny_dirs):
     out = io.StringIO()
     writes = []
     out.write = lambda s, w=out.write: (writes.append(s), w(s))[1]
-    stream(iter(tokens), enc, Stats(from_draft=[False] * len(tokens)), False, out)
+    stream(iter(tokens), enc.decode_single_token_bytes, [False] * len(tokens), False, out)
     assert out.getvalue() == text
     assert "\ufffd" not in "".join(writes)
 
@@ -101,6 +120,9 @@ def test_split_characters_are_never_printed_half(tiny_dirs):
     (["--method", "beam"], "invalid choice"),
     (["--temperature", "0.5"], "--temperature applies to --method sps or sample"),
     (["--bogus"], "unrecognized arguments"),
+    (["--method", "sps", "--seed", "-1"], "--seed"),
+    (["--method", "sps", "--temperature", "nan"], "finite"),
+    (["--method", "sps", "--temperature", "inf"], "finite"),
 ])
 def test_bad_options_are_one_line(pair, args, fragment):
     assert_one_line_error(run("hi", *pair, *args), fragment, code=2)
@@ -147,8 +169,45 @@ def test_corrupt_checkpoint(tmp_path, tiny_dirs):
     assert_one_line_error(run("hi", "--draft", bad, "--oracle", tiny_dirs["oracle"]), "truncated")
 
 
+def test_models_dir_that_is_a_file_is_one_line(tmp_path):
+    not_a_dir = tmp_path / "models"
+    not_a_dir.write_text("")
+    r = run("hi", "--oracle", "gpt2-medium", "--method", "greedy", "--models-dir", str(not_a_dir),
+            env={"HF_ENDPOINT": "http://127.0.0.1:9"})
+    assert_one_line_error(r, str(not_a_dir))
+
+
+def test_prompt_bytes_that_are_not_utf8_are_one_line(pair):
+    # Under a C locale Python hands undecodable argv bytes over as lone surrogates.
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "speculative.py"), b"caf\xe9".decode("utf-8", "surrogateescape"), *pair],
+                       capture_output=True, text=True, timeout=120, env={**os.environ, "LC_ALL": "C"})
+    assert_one_line_error(r, "not valid UTF-8")
+
+
+def test_piped_output_is_utf8_whatever_the_locale(tiny_dirs):
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "speculative.py"), "中文 🙂", "--draft", tiny_dirs["oracle"],
+                        "--oracle", tiny_dirs["oracle"], "-n", "6"], capture_output=True, timeout=120,
+                       env={**os.environ, "LC_ALL": "C", "PYTHONIOENCODING": "ascii"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.decode("utf-8").startswith("中文 🙂")
+
+
 def test_help_explains_methods():
     r = run("--help")
     assert r.returncode == 0
     for word in ("speculative", "threshold", "sps", "--compare", "--n-draft", "NO_COLOR"):
         assert word in r.stdout
+
+
+@pytest.mark.parametrize("delay", [0.3, 0.6, 0.9, 1.2])
+def test_ctrl_c_while_starting_is_one_line(pair, delay):
+    # Whenever it lands (loading the command line, the models, or generating): one line, exit 130.
+    import signal
+    import time
+    p = subprocess.Popen([sys.executable, os.path.join(ROOT, "speculative.py"), "the cat", *pair, "-n", "40"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(delay)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert p.returncode == 0 or (p.returncode == 130 and err.strip().splitlines()[-1] == "error: interrupted"), (p.returncode, err)

@@ -1,0 +1,145 @@
+"""How a run is shown in a terminal: the text as it comes, the statistics line, the per-round trace.
+
+Used by the command line (cli.py) and the interactive session (session.py).
+The page for a browser is report.py's.
+"""
+
+import codecs
+import os
+
+GREEN, RESET = "\x1b[32m", "\x1b[0m"
+
+
+def use_color(setting, out):
+    """--color auto|always|never: auto means a terminal, and NO_COLOR unset (no-color.org)."""
+    if setting == "always":
+        return True
+    return setting == "auto" and out.isatty() and not os.environ.get("NO_COLOR") and ansi_works()
+
+
+def ansi_works():
+    """Colour codes work on POSIX terminals; on Windows only once virtual-terminal mode is on."""
+    if os.name != "nt":
+        return True
+    try:
+        import ctypes
+        kernel32 = ctypes.windll.kernel32
+        handle = kernel32.GetStdHandle(-11)  # STD_OUTPUT_HANDLE
+        mode = ctypes.c_uint32()
+        return bool(kernel32.GetConsoleMode(handle, ctypes.byref(mode))
+                    and kernel32.SetConsoleMode(handle, mode.value | 0x0004))  # ENABLE_VIRTUAL_TERMINAL_PROCESSING
+    except (AttributeError, OSError):
+        return False
+
+
+def utf8_output(out):
+    """Text for `out` as UTF-8 when it is a pipe or a file (whatever the locale says); on a
+    terminal its own encoding, with what it cannot show replaced rather than an error."""
+    if not hasattr(out, "reconfigure"):
+        return
+    if out.isatty():
+        out.reconfigure(errors="replace")
+    else:
+        out.reconfigure(encoding="utf-8", errors="replace")
+
+
+def stream(tokens, token_bytes, from_draft, color, out):
+    """Write each token's text as it arrives; return the list of tokens.
+
+    Tokens are byte sequences: a Chinese character or an emoji is often split
+    over two or three of them. An incremental UTF-8 decoder holds the bytes
+    back until a character is complete, so nothing prints as garbage.
+    from_draft is the generator's Stats.from_draft, filled in as it runs.
+    """
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    generated = []
+    for token in tokens:
+        generated.append(token)
+        text = decoder.decode(token_bytes(token))
+        if color and from_draft[len(generated) - 1] and text:
+            text = f"{GREEN}{text}{RESET}"
+        out.write(text)
+        out.flush()
+    out.write(decoder.decode(b"", final=True))
+    return generated
+
+
+def summary(method, stats, elapsed):
+    """The statistics line: tokens/s, oracle passes, tokens per pass, acceptance, where the time went."""
+    line = (f"{method}: {stats.n_tokens} new tokens in {elapsed:.2f} s, {stats.n_tokens / max(elapsed, 1e-9):.1f} tokens/s; "
+            f"{stats.rounds} oracle passes, {stats.tokens_per_round:.2f} tokens per pass")
+    if stats.drafted:
+        line += (f"; acceptance {stats.acceptance_rate:.1%} ({stats.accepted}/{stats.drafted} drafts); "
+                 f"time in draft {stats.draft_time:.2f} s, oracle {stats.oracle_time:.2f} s")
+    return line
+
+
+# ---------------------------------------------------------------------------
+# The per-round trace (--trace)
+# ---------------------------------------------------------------------------
+
+def token_text(token_bytes, token):
+    """A token as Python would write it: its text in quotes, or its bytes where they are not whole UTF-8."""
+    raw = token_bytes(token)
+    try:
+        return repr(raw.decode("utf-8"))
+    except UnicodeDecodeError:  # part of a character split over several tokens
+        return repr(raw)
+
+
+def format_trace(trace, token_bytes, n_prompt):
+    """The lines of --trace: one block per round (a decoding.Round each)."""
+    def show(tokens):
+        return " ".join(token_text(token_bytes, t) for t in tokens)
+
+    lines = [f"trace: prompt of {n_prompt} tokens; in each round the oracle checks the drafts in one pass"]
+    for i, r in enumerate(trace, 1):
+        setting = "".join(f", {name} {value:.3g}" if isinstance(value, float) else f", {name} {value}"
+                          for name, value in r.details.items() if name in ("threshold", "gamma"))
+        lines.append(f"round {i}: context {r.context} tokens{setting}")
+        if "steps" in r.details:
+            lines += sps_lines(r, show)
+        elif "parents" in r.details:
+            lines += tree_lines(r, show)
+        else:
+            lines += [f"  drafted  {show(r.drafted) or '(nothing)'}",
+                      f"  oracle   {show(r.oracle)}   (its choice after each draft prefix)",
+                      f"  kept     {r.accepted} draft(s) + {show(r.new[-1:])} from the oracle"]
+        caches = ", ".join(f"{name} {n}" for name, n in r.cached.items() if n is not None)
+        lines.append(f"  caches   {caches} positions (context is now {r.context + len(r.new)} tokens)")
+    return lines
+
+
+def sps_lines(r, show):
+    """An SpS round: each draft's p(x), q(x), the acceptance probability, r and the decision (Chen et al.'s
+    letters: q is the target, i.e. the oracle, p the draft)."""
+    lines = [f"  drafted  {show(r.drafted)}   (sampled from the draft's p)"]
+    for t, step in enumerate(r.details["steps"], 1):
+        verdict = "accept" if step["accepted"] else "REJECT"
+        lines.append(f"  x~{t} {show([step['token']]):14s} p(x) {step['p']:.3f}  q(x) {step['q']:.3f}  "
+                     f"min(1, q/p) {step['accept_prob']:.3f}  r {step['r']:.3f}  -> {verdict}")
+    if "resampled" in r.details:
+        res = r.details["resampled"]
+        top = "  ".join(f"{show([e['token']])} {e['residual']:.3f}" for e in res["top"] if e["residual"] > 0)
+        lines.append(f"  resample {show([res['token']])} from (q - p)+ renormalised; its largest entries: {top or '(none)'}")
+    else:
+        bonus = r.details["bonus"]
+        lines.append(f"  bonus    {show([bonus['token']])} sampled from q (q(x) {bonus['q']:.3f}): all {len(r.drafted)} accepted")
+    return lines
+
+
+def tree_lines(r, show):
+    """A tree round: each node under its parent, the accepted path marked."""
+    parents, path = r.details["parents"], set(r.details["path"])
+    lines = [f"  tree     {len(r.drafted)} nodes; * = on the accepted path"]
+
+    def walk(parent, depth):
+        for i, p in enumerate(parents):
+            if p == parent:
+                lines.append(f"  {'  ' * depth}{'*' if i in path else '-'} {show([r.drafted[i]])}"
+                             f"   (oracle's choice after it: {show([r.oracle[i + 1]])})")
+                walk(i, depth + 1)
+
+    walk(-1, 1)
+    lines.append(f"  kept     {r.accepted} node(s) + {show(r.new[-1:])} from the oracle")
+    return lines

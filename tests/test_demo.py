@@ -1,0 +1,72 @@
+"""The offline demo pair: the oracle contains the draft, and its own blocks make them disagree sometimes."""
+
+import hashlib
+import os
+
+import numpy as np
+import pytest
+
+import demo
+from decoding import Stats
+from gpt2 import GPT2
+from speculative import greedy_generate, speculative_generate
+from tokenizer import encode, load_tokenizer
+
+
+@pytest.fixture
+def small_demo(monkeypatch, tmp_path):
+    """The demo's construction at a small size (same code, smaller shapes)."""
+    monkeypatch.setattr(demo, "VOCAB", 300)
+    monkeypatch.setattr(demo, "WINDOW", 64)
+    monkeypatch.setattr(demo, "DRAFT", {"n_layer": 2, "n_head": 2, "n_embd": 128})
+    monkeypatch.setattr(demo, "ORACLE", {"n_layer": 4, "n_head": 8, "n_embd": 512})
+
+    def build(perturbation):
+        monkeypatch.setattr(demo, "PERTURBATION", perturbation)
+        base = tmp_path / f"p{perturbation}"
+        return [GPT2.from_pretrained(d) for d in demo.build_pair(str(base))]
+    return build
+
+
+def test_without_perturbation_the_oracle_computes_exactly_the_draft(small_demo):
+    draft, oracle = small_demo(0.0)
+    ids = np.random.default_rng(0).integers(0, 300, 40)
+    np.testing.assert_allclose(oracle.forward(ids), draft.forward(ids), rtol=1e-4, atol=1e-4)
+
+
+def test_the_perturbation_makes_them_disagree_sometimes(small_demo):
+    draft, oracle = small_demo(demo.PERTURBATION)
+    ids = np.random.default_rng(1).integers(0, 300, 8).tolist()
+    assert list(greedy_generate(oracle, ids, 40)) != list(greedy_generate(draft, ids, 40))
+
+
+def test_the_demo_pair_is_realistic(demo_dirs):
+    # The README's session: the draft costs a small fraction of the oracle (c <= 0.15, here by the
+    # bytes each streams per token) and agrees with it a realistic share of the time.
+    draft, oracle = (GPT2.from_pretrained(demo_dirs[k]) for k in ("draft", "oracle"))
+    size = {k: os.path.getsize(os.path.join(demo_dirs[k], "model.safetensors")) for k in demo_dirs}
+    assert size["draft"] / size["oracle"] < 0.1
+    enc = load_tokenizer(demo_dirs["draft"])
+    stats = Stats()
+    for text in ("The meaning of life is", "Once upon a time", "def fibonacci(n):"):
+        ids = encode(enc, text)
+        assert list(speculative_generate(draft, oracle, ids, 40, n_draft=4, stats=stats)) == list(greedy_generate(oracle, ids, 40))
+    assert 0.5 <= stats.acceptance_rate <= 0.8, stats.acceptance_rate
+
+
+def test_the_construction_is_seeded(small_demo, monkeypatch, tmp_path):
+    # Every build writes byte-identical files, so the README's session and READING.md's trace hold.
+    first = demo.build_pair(str(tmp_path / "a"))
+    second = demo.build_pair(str(tmp_path / "b"))
+    for a, b in zip(first, second):
+        for name in ("config.json", "model.safetensors", "vocab.json", "merges.txt"):
+            digests = [hashlib.sha256(open(os.path.join(d, name), "rb").read()).hexdigest() for d in (a, b)]
+            assert digests[0] == digests[1], name
+
+
+def test_demo_names_resolve_and_build_on_first_use(tmp_path, monkeypatch):
+    import models
+    built = []
+    monkeypatch.setattr(demo, "build_pair", lambda d: built.append(d) or (d + "/demo-draft", d + "/demo-oracle"))
+    assert models.resolve_model_dir("demo-oracle", str(tmp_path)) == str(tmp_path) + "/demo-oracle"
+    assert built == [str(tmp_path)]
