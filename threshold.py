@@ -13,13 +13,17 @@ and it stays within [0.05, 0.95].
 
 Verification is exactly that of speculative.py (greedy: the output equals the
 oracle's greedy output); only step 1, the drafting, and step 5 differ.
+
+Source: the threshold drafting in ../shared/seeds/000 (from vgel's notes on
+speculative decoding with a homegrown KV cache). See next_threshold for the
+one place where this file follows that code's comment rather than its code.
 """
 
 import numpy as np
 
+from decoding import Stats, cache_lengths, check_args, feed
 from gpt2 import softmax
 from kvcache import KVCache
-from decoding import Stats, cache_lengths, check_args, feed
 from speculative import rollback, verify
 
 THRESHOLD_MIN, THRESHOLD_MAX = 0.05, 0.95
@@ -34,7 +38,10 @@ def next_threshold(threshold, cumulative, n_accepted, boost):
     if n_accepted == len(cumulative):
         threshold -= boost
     else:
-        # Nothing accepted: the last accepted "prefix" is empty, probability 1.
+        # Toward the last ACCEPTED draft, as the source's comment says. Its code,
+        # `drafted_probs[n_accepted - 1]`, counts the oracle's own token in
+        # n_accepted, so it reads the first REJECTED draft's probability instead
+        # (EXERCISES.md asks which is right). Nothing accepted: the empty prefix, 1.
         p_last_accepted = cumulative[n_accepted - 1] if n_accepted > 0 else 1.0
         threshold = (threshold + p_last_accepted) / 2
     return min(max(float(threshold), THRESHOLD_MIN), THRESHOLD_MAX)
