@@ -1,0 +1,598 @@
+"""--html FILE: one run on one self-contained page, round by round.
+
+    python speculative.py "The meaning of life is" --method sps --html run.html
+
+The page is a single HTML file: inline CSS and SVG, no script or font from
+anywhere else, readable offline, on a projector and on paper. From the top:
+  - the prompt, the models, the method and its settings, the speed, and the
+    text with every token marked: an accepted draft, the oracle's correction,
+    or the bonus token;
+  - a histogram of the drafts accepted per round beside what a constant
+    acceptance probability alpha predicts;
+  - one row per round: what the draft proposed and what the oracle chose at
+    each position (for SpS p(x), q(x), r and the decision, and at a rejection
+    the residual it drew from), what was kept, and the caches after the rollback.
+
+Tokens are bytes: a Chinese character or an emoji is often split over two or
+three of them, and a token can be any byte string at all. Every token's text
+is escaped, and bytes that are not (yet) a whole character show as \\xNN.
+"""
+
+import codecs
+import html
+import os
+import secrets
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass
+
+from errors import UserError
+
+MAX_ROUNDS = 200   # rounds shown; the histogram and the numbers at the top still count every round
+OPEN_ROUNDS = 20   # a run with at most this many rounds shows them all open, a longer one its first OPEN_FIRST
+OPEN_FIRST = 5
+SAMPLING = ("sps",)
+
+
+class ReportError(UserError):
+    """The page cannot be written (no such directory, a directory in the way, a full disk)."""
+
+
+@dataclass
+class Run:
+    """Everything the page shows about one generation."""
+    prompt: str               # the prompt text as the user gave it
+    prompt_ids: list          # its token ids
+    tokens: list              # the generated token ids
+    stats: "decoding.Stats"   # with stats.trace = a list of decoding.Round, one per oracle pass
+    method: str               # "speculative", "threshold", "sps", "tree", "ngram", "staged", "adaptive", "adaptive-hf"
+    settings: dict            # e.g. {"n_draft": 4} or {"K": 4, "temperature": 1.0, "top_k": None, "seed": 0}
+    models: dict              # {"draft": "gpt2 (12 layers, width 768)", "oracle": "..."}; no draft for ngram
+    elapsed: float            # seconds of generation
+    token_bytes: callable     # token id -> bytes (tiktoken's enc.decode_single_token_bytes)
+
+
+def run_from_args(args, ids, tokens, stats, elapsed, enc, draft, oracle, k):
+    """The Run of one `python speculative.py` command: its parsed args, and k, the draft length it used."""
+    name = {"sps": "K", "threshold": "max_draft", "tree": "max_depth", "adaptive": "gamma", "adaptive-hf": "gamma"}
+    settings = {name.get(args.method, "n_draft"): k}
+    if args.method in SAMPLING:
+        settings.update(temperature=1.0 if args.temperature is None else args.temperature,
+                        top_k=args.top_k, top_p=args.top_p, seed=args.seed)
+    models = {role: f"{given} ({model.n_layer} layers, width {model.n_embd})"
+              for role, given, model in (("draft", args.draft, draft), ("oracle", args.oracle, oracle)) if model}
+    return Run(args.prompt, ids, tokens, stats, args.method, settings, models, elapsed, enc.decode_single_token_bytes)
+
+
+def write_page(path, run):
+    """Write page(run) to path atomically: a reader never sees half a page, and a failed write
+    leaves no temporary file and an older page at path as it was.
+
+    The temporary file sits beside path (os.replace cannot cross file systems)
+    and its name carries the process id and a random part, so that two runs
+    writing the same page never share it.
+    """
+    text = page(run)
+    directory = os.path.dirname(os.path.abspath(path))
+    temporary = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        with open(temporary, "x", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(temporary, path)
+    except OSError as e:
+        try:
+            os.remove(temporary)
+        except OSError:
+            pass
+        raise ReportError(f"cannot write the page to {path}: {e.strerror or e}") from None
+
+
+def page(run):
+    """The whole page as one HTML string."""
+    trace = run.stats.trace or []
+    title = f"Speculative decoding: {run.method}"
+    return "\n".join([
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{html.escape(title)}</title>\n<style>{CSS}</style>\n</head>\n<body>",
+        f"<h1>{html.escape(title)}</h1>",
+        header(run),
+        text_section(run, trace),
+        histogram_section(run.method, trace),
+        rounds_section(run, trace),
+        "</body>\n</html>\n"])
+
+
+# ---------------------------------------------------------------------------
+# Token text, escaped and visible
+# ---------------------------------------------------------------------------
+
+WHITESPACE_MARKS = {" ": "\u2423", "\n": "\u21b5", "\t": "\u2192"}  # ␣ ↵ →
+BIDI_CONTROLS = set("\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def visible(text, in_token):  # -> [(css class or "", text)]
+    """text cut into pieces a reader can see, each with its CSS class.
+
+    text comes from decoding with errors="surrogateescape": each byte that is
+    not part of a whole UTF-8 character is a surrogate U+DC80..U+DCFF and shows
+    as \\xNN (always >= \\x80). Control characters show as \\xNN below 0x80,
+    \\uNNNN above. In a token (in_token) spaces, newlines and tabs get a visible
+    mark and every invisible character is escaped; in running text newlines and
+    tabs stay what they are.
+    """
+    pieces = []
+    for c in text:
+        code = ord(c)
+        if 0xDC80 <= code <= 0xDCFF:
+            pieces.append(("byte", f"\\x{code - 0xDC00:02x}"))
+        elif in_token and c in WHITESPACE_MARKS:
+            pieces.append(("ws", WHITESPACE_MARKS[c]))
+        elif c in " \n\t":
+            pieces.append(("", c))
+        elif unicodedata.category(c) in ("Cc", "Cs") or c in BIDI_CONTROLS or (
+                in_token and unicodedata.category(c) in ("Cf", "Zs", "Zl", "Zp")):
+            pieces.append(("byte", f"\\x{code:02x}" if code < 0x80 else f"\\u{code:04x}"))
+        else:
+            pieces.append(("", c))
+    return pieces
+
+
+def as_html(pieces):  # text only, never an attribute: quotes need no escaping
+    return "".join(f'<span class="{cls}">{html.escape(s, quote=False)}</span>' if cls else html.escape(s, quote=False)
+                   for cls, s in pieces)
+
+
+def token_text(run, token):
+    return run.token_bytes(token).decode("utf-8", errors="surrogateescape")
+
+
+def chip(run, token, kind=""):
+    """One token as a boxed chip, its id in the tooltip."""
+    return (f'<span class="{"tok " + kind if kind else "tok"}" title="token {int(token)}">'
+            f'{as_html(visible(token_text(run, token), in_token=True))}</span>')
+
+
+def chips(run, tokens, kinds):
+    return " ".join(chip(run, t, kind) for t, kind in zip(tokens, kinds))
+
+
+# ---------------------------------------------------------------------------
+# What each generated token was: accepted draft, correction, bonus
+# ---------------------------------------------------------------------------
+
+KINDS = {  # kind: (label, what it means)
+    "draft": ("accepted draft", "proposed by the draft, kept by the oracle"),
+    "fix": ("correction", "the oracle's own token at the first disagreement"),
+    "bonus": ("bonus", "every draft was kept: the oracle's next token comes with the same pass"),
+    "oracle": ("oracle", "nothing was drafted: the oracle's token alone"),
+}
+LETTERS = ("Letters as in Chen et al. 2023: q is the target (the oracle), p the draft; "
+           "Leviathan et al. 2023 and Hugging Face name them the other way round.")
+SAMPLING_KINDS = {
+    "fix": ("resampled", "drawn from the residual (q \u2212 p)+ after a rejection"),
+    "bonus": ("bonus", "all K drafts kept: one more token drawn from q"),
+}
+
+
+def last_kind(r):
+    """What the token the oracle adds at the end of round r is: "fix", "bonus" or "oracle"."""
+    if not r.drafted:
+        return "oracle"
+    if "path" in r.details:  # a tree: a bonus where the path ends in a leaf, else a correction
+        end = r.details["path"][-1] if r.details["path"] else -1
+        return "fix" if end in r.details["parents"] else "bonus"
+    return "fix" if r.accepted < len(r.drafted) else "bonus"
+
+
+def round_kinds(r):
+    return ["draft"] * r.accepted + [last_kind(r)]
+
+
+def token_kinds(run, trace):
+    """One kind per generated token, from the rounds; from stats.from_draft where there are none."""
+    kinds = [kind for r in trace for kind in round_kinds(r)]
+    from_draft = run.stats.from_draft
+    kinds += ["draft" if from_draft[i] else "oracle" for i in range(len(kinds), len(from_draft))]
+    return kinds + ["oracle"] * (len(run.tokens) - len(kinds))
+
+
+# ---------------------------------------------------------------------------
+# The top: what ran, how fast, and the text
+# ---------------------------------------------------------------------------
+
+def header(run):
+    stats = run.stats
+    prompt = as_html(visible(run.prompt, in_token=False)) if run.prompt else "(empty: the text starts from &lt;|endoftext|&gt;)"
+    settings = ", ".join(f"{html.escape(str(k))} = {html.escape(str(v))}" for k, v in run.settings.items())
+    models = "<br>".join(f"{html.escape(role)}: {html.escape(str(name))}" for role, name in run.models.items())
+    speed = stats.n_tokens / run.elapsed if run.elapsed > 0 else 0.0
+    cards = [(f"{speed:.1f}", "tokens/s", f"{stats.n_tokens} tokens in {run.elapsed:.2f} s"),
+             (f"{stats.acceptance_rate:.0%}", "acceptance", f"{stats.accepted} of {stats.drafted} drafts accepted"),
+             (f"{stats.tokens_per_round:.2f}", "tokens per oracle pass", f"{stats.n_tokens} tokens in {stats.rounds} passes")]
+    return (f'<table class="facts">\n<tr><th>prompt</th><td class="prompt">{prompt}</td></tr>\n'
+            f"<tr><th>models</th><td>{models}</td></tr>\n"
+            f"<tr><th>method</th><td><b>{html.escape(run.method)}</b>{' (' + settings + ')' if settings else ''}</td></tr>\n"
+            f"<tr><th>time</th><td>draft {stats.draft_time:.2f} s, oracle {stats.oracle_time:.2f} s, "
+            f"generation {run.elapsed:.2f} s</td></tr>\n</table>\n"
+            '<div class="cards">' + "".join(f'<div class="card"><b>{big}</b>{what}<small>{note}</small></div>'
+                                            for big, what, note in cards) + "</div>")
+
+
+def legend(method, kinds):
+    texts = {**KINDS, **(SAMPLING_KINDS if method in SAMPLING else {})}
+    letters = f"<li>{html.escape(LETTERS)}</li>" if method in SAMPLING else ""
+    return ('<ul class="legend">' + "".join(f'<li><span class="{kind}">{texts[kind][0]}</span> {html.escape(texts[kind][1])}</li>'
+                                            for kind in KINDS if kind in kinds) + letters + "</ul>")
+
+
+def running_text(run, kinds):
+    """The prompt, then each generated token marked by its kind.
+
+    An incremental UTF-8 decoder (as cli.stream) holds back the bytes of a
+    character split over tokens: the token that completes it shows it whole,
+    and one that completes nothing shows nothing. Bytes still pending at the
+    end are shown as \\xNN.
+    """
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape")
+    parts = [f'<span class="prompt">{as_html(visible(run.prompt, in_token=False))}</span>']
+    for i, (token, kind) in enumerate(zip(run.tokens, kinds)):
+        text = decoder.decode(run.token_bytes(token))
+        if i == len(run.tokens) - 1:
+            text += decoder.decode(b"", final=True)
+        if text:
+            parts.append(f'<span class="{kind}">{as_html(visible(text, in_token=False))}</span>')
+    return "".join(parts)
+
+
+def text_section(run, trace):
+    kinds = token_kinds(run, trace)
+    return (f"<h2>The text</h2>\n{legend(run.method, set(kinds))}\n"
+            f'<div class="text">{running_text(run, kinds)}</div>')
+
+
+# ---------------------------------------------------------------------------
+# Accepted drafts per round: measured, and predicted from alpha
+# ---------------------------------------------------------------------------
+
+def truncated_geometric(alpha, k):  # -> [k + 1]
+    """P(i drafts accepted), i = 0..k, when each is kept with probability alpha until the first rejection:
+    alpha^i (1 - alpha) for i < k, alpha^k for i = k."""
+    return [alpha ** i * (1 - alpha) for i in range(k)] + [alpha ** k]
+
+
+def expected_tokens_per_round(alpha, k):
+    """(1 - alpha^(k+1)) / (1 - alpha): the mean of accepted + 1 under truncated_geometric."""
+    return k + 1.0 if alpha == 1 else (1 - alpha ** (k + 1)) / (1 - alpha)
+
+
+def draft_length(r):
+    """The most drafts round r could have kept: k for a line of drafts, the number of levels for a tree."""
+    if "parents" not in r.details:
+        return len(r.drafted)
+    depth = []
+    for parent in r.details["parents"]:  # level order: a parent comes before its children
+        depth.append(1 if parent == -1 else depth[parent] + 1)
+    return max(depth, default=0)
+
+
+def acceptance_histogram(trace):
+    """(alpha, measured, predicted) over the rounds that drafted something.
+
+    alpha is the chance that a checked draft is kept: accepted / (accepted +
+    rejections), since the drafts after a rejection are never checked (the
+    acceptance at the top, accepted / drafted, counts them as lost).
+    measured[i] counts the rounds that kept i drafts; predicted[i] adds up
+    truncated_geometric over the rounds, each with its own draft length k
+    (for a tree, whose alpha means less, its depth).
+    """
+    rounds = [(draft_length(r), r.accepted) for r in trace if r.drafted]
+    accepted = sum(n for _, n in rounds)
+    rejections = sum(n < k for k, n in rounds)
+    alpha = accepted / (accepted + rejections) if accepted + rejections else 0.0
+    k_max = max(k for k, _ in rounds)
+    measured, predicted = [0] * (k_max + 1), [0.0] * (k_max + 1)
+    for k, n in rounds:
+        measured[n] += 1
+        for i, p in enumerate(truncated_geometric(alpha, k)):
+            predicted[i] += p
+    return alpha, measured, predicted
+
+
+def plural(n, noun):
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def histogram_svg(measured, predicted=None):
+    """Bars of the measured counts, each beside an outlined bar of the predicted count."""
+    n = len(measured)
+    top = max(measured + (predicted or [])) or 1
+    slot, plot_h, left, base = 96, 200, 50, 240
+    parts = [f'<svg class="histogram" viewBox="0 0 {left + n * slot + 10} 290" width="{left + n * slot + 10}" '
+             'role="img" aria-label="accepted drafts per round">',
+             f'<line x1="{left}" y1="{base}" x2="{left + n * slot}" y2="{base}" stroke="#000" stroke-width="2"/>']
+    for i in range(n):
+        x = left + i * slot + 10
+        bars = [(measured[i], str(measured[i]), "measured")]
+        if predicted is not None:
+            bars.append((predicted[i], f"{predicted[i]:.1f}", "predicted"))
+        for j, (value, label, cls) in enumerate(bars):
+            h = plot_h * value / top
+            parts.append(f'<rect class="{cls}" x="{x + j * 38}" y="{base - h:.1f}" width="34" height="{h:.1f}">'
+                         f"<title>{cls}: {label}</title></rect>"
+                         f'<text x="{x + j * 38 + 17}" y="{base - h - 6:.1f}" text-anchor="middle">{label}</text>')
+        parts.append(f'<text x="{x + 36}" y="{base + 28}" text-anchor="middle" class="axis">{i}</text>')
+    parts.append(f'<text x="{left + n * slot / 2}" y="{base + 48}" text-anchor="middle" class="axis">'
+                 "drafts accepted in the round</text>")
+    return "".join(parts) + "</svg>"
+
+
+def histogram_section(method, trace):
+    head = "<h2>Accepted drafts per round</h2>\n"
+    if not any(r.drafted for r in trace):
+        return head + "<p>No round drafted anything, so there is nothing to count.</p>"
+    alpha, measured, predicted = acceptance_histogram(trace)
+    ks = Counter(len(r.drafted) for r in trace if r.drafted)
+    n_counted, skipped = sum(ks.values()), sum(1 for r in trace if not r.drafted)
+    note = f" ({plural(skipped, 'round')} drafted nothing and {'is' if skipped == 1 else 'are'} not counted)" if skipped else ""
+    if method == "tree":
+        return (head + histogram_svg(measured) +
+                f"<p>{plural(n_counted, 'round')}{note}, counted by the length of the accepted path. The other methods' "
+                "pages set a prediction from &alpha; beside this histogram; it is for a line of drafts, and a tree hedges "
+                "with branches, so it is left out here.</p>")
+    k = ks.most_common(1)[0][0]
+    counted = [r for r in trace if r.drafted]
+    mean_measured = sum(r.accepted + 1 for r in counted) / n_counted
+    mean_predicted = sum(expected_tokens_per_round(alpha, len(r.drafted)) for r in counted) / n_counted
+    varying = (f" The rounds drafted {', '.join(str(x) for x in sorted(ks))} tokens (most often {k}); each round's "
+               f"prediction uses its own k, averaging to {mean_predicted:.2f} tokens per pass." if len(ks) > 1 else "")
+    letters = (" In SpS a draft x ~ p is kept with probability min(1, q(x)/p(x)), so &alpha; estimates its mean "
+               "(q the target, p the draft, as in Chen et al.)."
+               if method in SAMPLING else "")
+    return (head + '<p class="key"><span class="swatch measured"></span> measured '
+            '<span class="swatch predicted"></span> predicted</p>\n' + histogram_svg(measured, predicted) +
+            f"<p>{plural(n_counted, 'round')}{note}. The prediction assumes that every checked draft is kept with the same "
+            f"probability &alpha;, independently: P(i accepted) = &alpha;<sup>i</sup> (1 &minus; &alpha;) for i &lt; k, "
+            f"&alpha;<sup>k</sup> for i = k. Here &alpha; = accepted / (accepted + rejections) = <b>{alpha:.3f}</b>: "
+            f"the drafts after a rejection are never checked, so they do not count against it.{letters}</p>\n"
+            f"<p>Tokens per oracle pass: predicted (1 &minus; &alpha;<sup>k+1</sup>) / (1 &minus; &alpha;) = "
+            f"<b>{expected_tokens_per_round(alpha, k):.2f}</b> for k = {k}; measured over the same rounds <b>{mean_measured:.2f}</b>."
+            f"{varying}</p>")
+
+
+# ---------------------------------------------------------------------------
+# One row per round
+# ---------------------------------------------------------------------------
+
+HOW_TO_READ = {
+    "greedy": "Each round the draft proposes k tokens; the oracle checks them all in one pass, giving its own choice "
+              "after each prefix. The drafts are kept up to the first disagreement, then the oracle's token is added.",
+    "tree": "Each round the draft proposes a tree of guesses; the oracle reads every node in one pass. From the root "
+            "(the text so far) it follows the oracle's choices down the tree as far as the tree guessed them.",
+    "sps": "Each round the draft samples K tokens x from p; the oracle computes q at every position in one pass. "
+           "Draft t is kept if r < min(1, q(x)/p(x)), r uniform on [0, 1); at the first rejection a token is drawn from "
+           "the residual (q \u2212 p)+ instead. " + LETTERS,
+}
+
+
+def rounds_section(run, trace):
+    head = "<h2>Rounds</h2>\n"
+    if not trace:
+        return head + "<p>This run kept no record of its rounds (Stats(trace=[]) keeps one).</p>"
+    style = "tree" if run.method == "tree" else "sps" if run.method in SAMPLING else "greedy"
+    shown = trace[:MAX_ROUNDS]
+    n_open = len(shown) if len(trace) <= OPEN_ROUNDS else OPEN_FIRST
+    rows = [round_row(run, r, i, style, i <= n_open) for i, r in enumerate(shown, 1)]
+    if len(trace) > len(shown):
+        rows.append(f'<p class="note">{len(trace) - len(shown)} more rounds (rounds {len(shown) + 1} to {len(trace)}) '
+                    "are left out; the numbers and the histogram above count them.</p>")
+    buttons = ('<p class="noprint"><button type="button" onclick="for (const d of document.querySelectorAll(\'details.round\')) '
+               'd.open = true">open all rounds</button> <button type="button" onclick="for (const d of '
+               'document.querySelectorAll(\'details.round\')) d.open = false">close all rounds</button></p>')
+    return head + f"<p>{html.escape(HOW_TO_READ[style])}</p>\n{buttons}\n" + "\n".join(rows)
+
+
+def round_row(run, r, number, style, is_open):
+    kinds = round_kinds(r)
+    ending = {**KINDS, **(SAMPLING_KINDS if style == "sps" else {})}[kinds[-1]][0]
+    extra = ""
+    if "threshold" in r.details:
+        extra = f", threshold {r.details['threshold']:.2f}"
+    elif "gamma" in r.details:
+        extra = f", &gamma; = {r.details['gamma']}"
+    kept = f"kept {r.accepted} of {len(r.drafted)} {'nodes' if style == 'tree' else 'drafts'} + {ending}{extra}"
+    body = {"greedy": greedy_table, "tree": tree_list, "sps": sps_table}[style](run, r)
+    caches = ""
+    if r.cached:
+        draft_cache = "none" if r.cached.get("draft") is None else r.cached["draft"]
+        caches = (f'<p class="caches">After the rollback the caches hold: draft {draft_cache}, oracle {r.cached["oracle"]} '
+                  f"positions; the text is {r.context + len(r.new)} tokens (the newest is fed in the next round).</p>")
+    return (f'<details class="round"{" open" if is_open else ""}><summary><b>Round {number}</b> '
+            f'<span class="context">(after {r.context} tokens)</span> {kept}: {chips(run, r.new, kinds)}</summary>\n'
+            f'<div class="body">{body}{caches}</div></details>')
+
+
+def cells(header_cell, items):
+    return f"<tr><th>{header_cell}</th>" + "".join(f'<td class="{cls}">{content}</td>' if cls else f"<td>{content}</td>"
+                                                   for cls, content in items) + "</tr>"
+
+
+def greedy_table(run, r):
+    """Draft and oracle side by side at each position, k drafts and the oracle's k + 1 choices."""
+    k, n = len(r.drafted), r.accepted
+    # Agreed ("ok"), the first disagreement ("miss"), past it ("unused": those choices followed a wrong
+    # draft); the last column is the oracle's bonus when every draft was kept.
+    status = ["ok" if j < n else "miss" if j == n else "unused" for j in range(k)]
+    status.append(last_kind(r) if n == k else "unused")
+    oracle_kind = {"ok": "draft", "miss": "fix", "bonus": "bonus"}
+    drafted = [(s, chip(run, t, "draft" if s == "ok" else "")) for s, t in zip(status, r.drafted)] + [("unused", "&mdash;")]
+    oracle = [(s, chip(run, t, oracle_kind.get(s, ""))) for s, t in zip(status, r.oracle)]
+    verdict = {"ok": "&check; same", "miss": "&cross; first disagreement", "unused": "", "bonus": "bonus",
+               "oracle": "nothing drafted"}
+    return ('<div class="scroll"><table class="steps">'
+            + cells("position", [("", str(j + 1)) for j in range(k + 1)])
+            + cells("draft", drafted) + cells("oracle", oracle)
+            + cells("", [(s, verdict[s]) for s in status]) + "</table></div>")
+
+
+def tree_list(run, r):
+    """The tree as a nested list, the accepted path marked, the oracle's choice at the root and on the path."""
+    parents, path = r.details["parents"], r.details["path"]
+    children = {i: [] for i in range(-1, len(parents))}
+    for i, parent in enumerate(parents):
+        children[parent].append(i)
+    end, on_path = (path[-1] if path else -1), set(path)
+
+    def item(i):  # i = -1 is the root, the text so far
+        if i == -1:
+            label = '<span class="root">the text so far</span>'
+        else:
+            label = chip(run, r.drafted[i], "draft" if i in on_path else "")
+        if i == end:  # the oracle's choice here is the round's last token
+            kind = last_kind(r)
+            label += f" &rarr; oracle: {chip(run, r.oracle[i + 1], kind)} ({KINDS[kind][0]})"
+        elif i == -1 or i in on_path:  # the oracle's choice here is the next node on the path
+            label += f" &rarr; oracle: {chip(run, r.oracle[i + 1], 'draft')} &check;"
+        below = "".join(item(c) for c in children[i])
+        return (f"<li>{label}" if i == -1 or i in on_path else f'<li class="unused">{label}') + (
+            f"<ul>{below}</ul>" if below else "") + "</li>"
+
+    return f'<ul class="tree">{item(-1)}</ul>'
+
+
+def probability(x):
+    return "0" if x == 0 else f"{x:.1e}" if x < 0.001 else f"{x:.3f}"
+
+
+def sps_table(run, r):
+    """Step 3 of Chen et al. at each drafted position, then the residual chart or the bonus."""
+    steps, columns = r.details["steps"], []
+    for t, token in enumerate(r.drafted):
+        if t < len(steps):
+            s = steps[t]
+            decision = "&check; keep: r &lt; min" if s["accepted"] else "&cross; reject: r &ge; min"
+            columns.append(("ok" if s["accepted"] else "miss", chip(run, token, "draft" if s["accepted"] else ""),
+                            probability(s["p"]), probability(s["q"]), probability(s["accept_prob"]), f"{s['r']:.3f}", decision))
+        else:
+            columns.append(("unused", chip(run, token), "", "", "", "", "not checked"))
+    if "bonus" in r.details:  # all drafts kept (or none drafted): one token drawn from q
+        b, kind = r.details["bonus"], last_kind(r)
+        columns.append((kind, chip(run, b["token"], kind), "", probability(b["q"]), "", "",
+                        "bonus, drawn from q" if kind == "bonus" else "drawn from q, nothing drafted"))
+    names = ["draft token x", "p(x) draft", "q(x) target", "min(1, q/p)", "r", "decision"]
+    table = ('<div class="scroll"><table class="steps">'
+             + cells("position", [("", str(t + 1)) for t in range(len(columns))])
+             + "".join(cells(name, [(col[0], col[row + 1]) for col in columns]) for row, name in enumerate(names))
+             + "</table></div>")
+    if "resampled" in r.details:
+        table += residual_figure(run, r.details["resampled"], len(steps))
+    return table
+
+
+BARS = (("p", "p(x), draft"), ("q", "q(x), target"), ("min", "min(p, q)"), ("residual", "(q \u2212 p)+, renormalised"))
+
+
+def residual_figure(run, resampled, position):
+    """At a rejection: p, q, min(p, q) and the renormalised residual over the top tokens, the drawn token marked."""
+    top = resampled["top"]
+    highest = max(max(entry[key] for key, _ in BARS) for entry in top) or 1
+    slot, plot_h, base = 118, 170, 200
+    svg = [f'<svg class="chart" viewBox="0 0 {len(top) * slot + 20} 262" width="{len(top) * slot + 20}" role="img" '
+           f'aria-label="p, q, min and residual over the top tokens">',
+           f'<line x1="10" y1="{base}" x2="{len(top) * slot + 10}" y2="{base}" stroke="#000" stroke-width="2"/>']
+    for g, entry in enumerate(top):
+        x = 10 + g * slot
+        drawn = entry["token"] == resampled["token"]
+        if drawn:
+            svg.append(f'<rect class="drawn" x="{x + 2}" y="8" width="{slot - 4}" height="{base + 50}"/>')
+        for j, (key, name) in enumerate(BARS):
+            h = plot_h * entry[key] / highest
+            svg.append(f'<rect class="{key}" x="{x + 10 + j * 25}" y="{base - h:.1f}" width="22" height="{h:.1f}">'
+                       f"<title>{html.escape(name)}: {probability(entry[key])}</title></rect>")
+        label = "".join(s for _, s in visible(token_text(run, entry["token"]), in_token=True))
+        label = html.escape(label if len(label) <= 11 else label[:10] + "\u2026", quote=False)  # the table below has it whole
+        svg.append(f'<text x="{x + slot / 2}" y="{base + 26}" text-anchor="middle" class="label">{label}</text>')
+        if drawn:
+            svg.append(f'<text x="{x + slot / 2}" y="{base + 50}" text-anchor="middle" class="label">drawn</text>')
+    rows = "".join(('<tr class="drawn">' if e["token"] == resampled["token"] else "<tr>") + f"<td>{chip(run, e['token'])}</td>"
+                   + "".join(f"<td>{probability(e[key])}</td>" for key, _ in BARS) + "</tr>" for e in top)
+    key = " ".join(f'<span class="swatch {k}"></span> {html.escape(name)}' for k, name in BARS)
+    elsewhere = ("" if any(e["token"] == resampled["token"] for e in top) else
+                 f", which is not among the {len(top)} most likely tokens of p or q shown here")
+    return (f'<figure><figcaption>Rejected at position {position}: the token is drawn from the residual '
+            f"(q &minus; p)+ renormalised, here {chip(run, resampled['token'], 'fix')}{elsewhere}. "
+            "q(x) = min(p(x), q(x)) + (q(x) &minus; p(x))+: a rejection supplies the part of q that accepted drafts cannot. "
+            f"Letters as in Chen et al.: q the target, p the draft.</figcaption>\n<p class=\"key\">{key}</p>\n"
+            + "".join(svg) + "</svg>\n"
+            + '<table class="numbers"><tr><th>token</th>' + "".join(f"<th>{html.escape(name)}</th>" for _, name in BARS)
+            + f"</tr>{rows}</table></figure>")
+
+
+CSS = """
+:root { color-scheme: light; }
+body { font: 20px/1.5 "DejaVu Sans", "Liberation Sans", Arial, sans-serif; color: #000; background: #fff;
+       max-width: 1240px; margin: 0 auto; padding: 0.5em 1.2em 2em; }
+h1 { font-size: 1.7em; margin: 0.2em 0 0.4em; }
+h2 { font-size: 1.35em; border-bottom: 3px solid #000; margin: 1.4em 0 0.5em; }
+table.facts th { text-align: left; vertical-align: top; padding: 0.1em 1em 0.1em 0; }
+table.facts td.prompt { white-space: pre-wrap; font-weight: bold; }
+.cards { display: flex; gap: 0.8em; flex-wrap: wrap; margin: 0.8em 0; }
+.card { border: 3px solid #000; border-radius: 8px; padding: 0.3em 0.9em; min-width: 11em; }
+.card b { display: block; font-size: 2em; line-height: 1.2; }
+.card small { display: block; font-size: 0.8em; color: #333; }
+.text { font-size: 1.2em; line-height: 2; white-space: pre-wrap; overflow-wrap: anywhere; border: 2px solid #000;
+        padding: 0.5em 0.8em; }
+.text .prompt { color: #444; }
+.draft { background: #bdecbd; border-bottom: 3px solid #0b6b0b; }
+.fix { background: #ffd4c2; border-bottom: 3px dashed #b02a00; }
+.bonus { background: #c9dbff; border-bottom: 4px double #133f9e; }
+.text .draft, .text .fix, .text .bonus { box-shadow: inset -1px 0 #fff; }
+ul.legend { list-style: none; padding: 0; display: flex; flex-wrap: wrap; gap: 0.4em 1.6em; }
+ul.legend span { font-weight: bold; padding: 0 0.3em; }
+.tok { font-family: "DejaVu Sans Mono", "Liberation Mono", monospace; white-space: pre; border: 1px solid #666;
+       border-radius: 4px; padding: 0 0.2em; display: inline-block; min-width: 0.6em; line-height: 1.4; }
+.ws { color: #777; }
+.byte { color: #a00000; font-family: "DejaVu Sans Mono", monospace; font-size: 0.9em; }
+details.round { border: 2px solid #888; border-radius: 6px; margin: 0.4em 0; padding: 0.2em 0.7em; }
+details.round[open] { border-color: #000; }
+summary { cursor: pointer; }
+.context { color: #444; font-size: 0.85em; }
+.scroll { overflow-x: auto; }
+table.steps { border-collapse: collapse; margin: 0.4em 0; }
+table.steps th { text-align: right; padding: 0.15em 0.6em 0.15em 0; font-weight: normal; color: #333; white-space: nowrap; }
+table.steps td { text-align: center; padding: 0.15em 0.4em; border-left: 1px solid #bbb; white-space: nowrap; }
+td.miss { background: #ffe9e0; font-weight: bold; }
+td.unused, li.unused > .tok { color: #666; }
+td.unused .tok, li.unused > .tok { border-style: dotted; }
+.caches { color: #222; margin: 0.3em 0; }
+ul.tree, ul.tree ul { list-style: none; margin: 0.2em 0; padding-left: 1.4em; }
+ul.tree ul { border-left: 2px solid #888; }
+ul.tree li { margin: 0.2em 0; }
+.root { font-style: italic; }
+figure { margin: 0.6em 0; }
+figcaption { margin-bottom: 0.3em; }
+svg { max-width: 100%; height: auto; display: block; margin: 0.3em 0; }
+svg text { font: 16px "DejaVu Sans Mono", monospace; fill: #000; }
+svg text.axis { font-family: "DejaVu Sans", sans-serif; }
+rect.measured { fill: #1b4f9c; }
+rect.predicted { fill: #fff; stroke: #000; stroke-width: 2; stroke-dasharray: 5 3; }
+rect.p { fill: #e69f00; } rect.q { fill: #0072b2; } rect.min { fill: #999; } rect.residual { fill: #b0407a; }
+rect.drawn { fill: #fff2b3; stroke: #000; stroke-width: 2; }
+.swatch { display: inline-block; width: 1em; height: 1em; vertical-align: -0.15em; border: 1px solid #000; }
+.swatch.measured { background: #1b4f9c; } .swatch.predicted { background: #fff; border: 2px dashed #000; }
+.swatch.p { background: #e69f00; } .swatch.q { background: #0072b2; } .swatch.min { background: #999; }
+.swatch.residual { background: #b0407a; }
+.key { margin: 0.2em 0; }
+table.numbers { border-collapse: collapse; }
+table.numbers td, table.numbers th { padding: 0.1em 0.6em; text-align: right; border-bottom: 1px solid #ccc; }
+table.numbers tr.drawn { background: #fff2b3; font-weight: bold; }
+.note { font-weight: bold; }
+button { font-size: 0.9em; padding: 0.2em 0.8em; }
+@media print {
+  .noprint { display: none; }
+  * { -webkit-print-color-adjust: exact; print-color-adjust: exact; }
+  .scroll { overflow: visible; }
+  details.round { break-inside: avoid; }
+  body { max-width: none; font-size: 14px; }
+}
+"""
