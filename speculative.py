@@ -20,10 +20,14 @@ greedy_generate, at the end, is the baseline: the oracle alone, one pass per tok
 The command line is in cli.py; running this file starts it.
 """
 
-import numpy as np
+if __name__ == "__main__":  # run as a program: Ctrl-C while it loads is one line, not a traceback
+    import errors
+    errors.interrupt_quietly()
 
-from decoding import Stats, cache_lengths, check_args, check_room, feed
-from kvcache import KVCache
+import numpy as np  # noqa: E402
+
+from decoding import Stats, cache_lengths, check_args, check_room, feed  # noqa: E402
+from kvcache import KVCache  # noqa: E402
 
 
 def speculative_generate(draft, oracle, ids, n_new, n_draft=8, stats=None):
@@ -100,8 +104,6 @@ def greedy_generate(model, ids, n_new, stats=None):
 
 if __name__ == "__main__":
     import sys
-    import errors
-    errors.interrupt_quietly()  # Ctrl-C while the command line loads: one line, not a traceback
     sys.modules["speculative"] = sys.modules["__main__"]  # for cli.py's `import speculative`: this module, not a second copy
     import cli
     cli.main_entry()

@@ -199,7 +199,7 @@ def test_help_explains_methods():
         assert word in r.stdout
 
 
-@pytest.mark.parametrize("delay", [0.3, 0.6, 0.9, 1.2])
+@pytest.mark.parametrize("delay", [0.5, 0.8, 1.1, 1.4])
 def test_ctrl_c_while_starting_is_one_line(pair, delay):
     # Whenever it lands (loading the command line, the models, or generating): one line, exit 130.
     import signal
