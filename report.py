@@ -479,7 +479,7 @@ def sps_table(run, r):
         b, kind = r.details["bonus"], last_kind(r)
         columns.append((kind, chip(run, b["token"], kind), "", probability(b["q"]), "", "",
                         "bonus, drawn from q" if kind == "bonus" else "drawn from q, nothing drafted"))
-    names = ["draft token x", "p(x) draft", "q(x) target", "min(1, q/p)", "r", "decision"]
+    names = ["token x", "p(x) draft", "q(x) target", "min(1, q/p)", "r", "decision"]
     table = ('<div class="scroll"><table class="steps">'
              + cells("position", [("", str(t + 1)) for t in range(len(columns))])
              + "".join(cells(name, [(col[0], col[row + 1]) for col in columns]) for row, name in enumerate(names))
@@ -543,16 +543,20 @@ table.facts td.prompt { white-space: pre-wrap; font-weight: bold; }
 .text { font-size: 1.2em; line-height: 2; white-space: pre-wrap; overflow-wrap: anywhere; border: 2px solid #000;
         padding: 0.5em 0.8em; }
 .text .prompt { color: #444; }
-.draft { background: #bdecbd; border-bottom: 3px solid #0b6b0b; }
-.fix { background: #ffd4c2; border-bottom: 3px dashed #b02a00; }
-.bonus { background: #c9dbff; border-bottom: 4px double #133f9e; }
+.draft { background: #bdecbd; }
+.fix { background: #ffd4c2; }
+.bonus { background: #c9dbff; }
+span.draft { border-bottom: 3px solid #0b6b0b; }
+span.fix { border-bottom: 3px dashed #b02a00; }
+span.bonus { border-bottom: 4px double #133f9e; }
+td.bonus { background: #e4edff; }
 .text .draft, .text .fix, .text .bonus { box-shadow: inset -1px 0 #fff; }
 ul.legend { list-style: none; padding: 0; display: flex; flex-wrap: wrap; gap: 0.4em 1.6em; }
 ul.legend span { font-weight: bold; padding: 0 0.3em; }
 .tok { font-family: "DejaVu Sans Mono", "Liberation Mono", monospace; white-space: pre; border: 1px solid #666;
        border-radius: 4px; padding: 0 0.2em; display: inline-block; min-width: 0.6em; line-height: 1.4; }
 .ws { color: #777; }
-.byte { color: #a00000; font-family: "DejaVu Sans Mono", monospace; font-size: 0.9em; }
+.byte { color: #a00000; font-family: "DejaVu Sans Mono", monospace; font-size: 0.9em; white-space: nowrap; }
 details.round { border: 2px solid #888; border-radius: 6px; margin: 0.4em 0; padding: 0.2em 0.7em; }
 details.round[open] { border-color: #000; }
 summary { cursor: pointer; }

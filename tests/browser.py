@@ -1,6 +1,6 @@
 """Headless Chromium for the page tests, and the README's screenshot:
 
-    python tests/browser.py page.html docs/page.png [--width 1280] [--height 1100]
+    python tests/browser.py page.html docs/page.png [--width 1280] [--height 1350]
 
 The screenshot is the top width x height pixels of the page as Chromium lays
 it out in a window of that size. Chromium is Debian's package
@@ -132,7 +132,7 @@ def main(argv=None):
     parser.add_argument("html", help="the page")
     parser.add_argument("png", help="where to write the screenshot")
     parser.add_argument("--width", type=int, default=1280, help="window width in pixels (default 1280)")
-    parser.add_argument("--height", type=int, default=1100, help="window height: the part of the page shown (default 1100)")
+    parser.add_argument("--height", type=int, default=1350, help="window height: the part of the page shown (default 1350)")
     args = parser.parse_args(argv)
     if not os.path.isfile(args.html):
         sys.exit(f"error: {args.html}: no such file")

@@ -247,8 +247,8 @@ NASTY_ROUNDS = [([0, 1, 2], [0, 1, 3, 5]),   # kept 0, 1, then the correction 3
                 ([4, 5], [4, 5, 6]),         # both kept, 6 the bonus
                 ([], [7]),                   # nothing drafted
                 ([8, 9, 10], [8, 9, 2, 4]),  # kept 8, 9, then the correction 2
-                ([11], [10, 11])]            # wrong at once: the correction 10, and one more round
-NASTY_ROUNDS.append(([], [11]))
+                ([11], [10, 11]),            # wrong at once: the correction 10
+                ([], [11])]                  # nothing drafted; the text ends in half a character
 
 
 def test_every_token_is_escaped_and_split_characters_show_whole(tmp_path):
@@ -280,9 +280,28 @@ def test_every_token_is_escaped_and_split_characters_show_whole(tmp_path):
     assert chips["token 9"] == "\\u202e" and chips["token 2"] == "\\x00\\x1b[31m\\x7f"
     assert chips["token 1"] == '\u2423&\u2423"quoted"\u2423\'single\''
     assert parsed.text(parsed.having("prompt", "td")[0]) == 'a <b> & "c"\\x07'
+    assert "draft: d &lt;x&gt;" in text and "oracle: o &amp; p" in text
 
 
-def test_kinds_in_the_text_follow_the_rounds(tmp_path):
+def test_the_sps_chart_escapes_its_labels():
+    # One SpS round by hand: draft 0 rejected, token 2 drawn from the residual; the chart's labels are SVG text.
+    stats = Stats(trace=[])
+    top = [{"token": t, "p": p, "q": q, "min": min(p, q), "residual": res}
+           for t, p, q, res in ((0, 0.6, 0.2, 0.0), (2, 0.1, 0.5, 0.8), (1, 0.05, 0.15, 0.2))]
+    stats.add_round([2], [0], 0, context=3, cached={"draft": 3, "oracle": 3}, details={
+        "steps": [{"token": 0, "p": 0.6, "q": 0.2, "accept_prob": 1 / 3, "r": 0.5, "accepted": False}],
+        "resampled": {"token": 2, "top": top}})
+    run = report.Run("x", [0, 1, 2], [2], stats, "sps", {"K": 1}, {"oracle": "o"}, 1.0, NASTY.__getitem__)
+    parsed = Page(report.page(run))
+    assert not parsed.problems
+    [chart] = parsed.having("chart", "svg")
+    labels = [parsed.text(e) for e in parsed.elements if e["tag"] == "text" and any(a is chart for a in e["ancestors"])]
+    # each label cut to 10 characters and an ellipsis (the table under the chart has them whole)
+    assert labels == ["<script>al\u2026", "\\x00\\x1b[3\u2026", "drawn", "\u2423&\u2423\"quoted\u2026"]
+    assert len(parsed.having("drawn", "rect")) == 1
+
+
+def test_kinds_in_the_text_follow_the_rounds():
     run = hand_made_run(NASTY_ROUNDS)
     parsed = Page(report.page(run))
     [running] = parsed.having("text", "div")
