@@ -6,6 +6,9 @@ Careful: Leviathan et al. 2023 and Hugging Face's code use the same two
 letters the other way round (p the target, q the draft). Their test
 "accept if r < p(x)/q(x)" is this one, min(1, q(x)/p(x)), renamed; mixing the
 two conventions inverts the ratio, a classic bug.
+Both p and q are made from logits by one and the same processor
+(processors.py: greedy, multinomial, top-k, nucleus, both, with a temperature),
+so "q's distribution" below means the processed target's.
 
 Algorithm 2, one round, given the sequence x_1 .. x_n:
   Step 1  for t = 1..K: sample x̃_t ~ p(x | x_1..x_n, x̃_1..x̃_{t-1})
@@ -25,43 +28,15 @@ add up to q(x). tests/test_sps.py checks this identity on the real functions.
 
 import numpy as np
 
-from decoding import GenerationError, Stats, cache_lengths, check_args, check_room, feed
-from gpt2 import softmax
+from decoding import Stats, cache_lengths, check_args, check_room, feed
 from kvcache import KVCache
+from processors import as_processor
 from speculative import rollback
 
 
 # ---------------------------------------------------------------------------
-# Distributions and sampling
+# Sampling and step 3's distributions (the processors are in processors.py)
 # ---------------------------------------------------------------------------
-
-def probabilities(logits, temperature=1.0, top_k=None, top_p=None):  # [..., V] -> [..., V]
-    """The sampling distribution from logits: temperature, then top-k, then top-p.
-
-    SpS applies the same processing to p and q: the guarantee is then that the
-    output follows the processed target distribution.
-    temperature 0 means greedy: all the mass on the argmax (the first one on a tie).
-    """
-    if temperature == 0:
-        probs = np.zeros_like(logits)
-        np.put_along_axis(probs, np.argmax(logits, axis=-1)[..., None], np.float32(1), axis=-1)
-        return probs
-    logits = logits / np.float32(temperature)
-    if top_k is not None and top_k < logits.shape[-1]:
-        # Everything below the k-th largest logit is cut (argpartition: exactly k survive).
-        cut = np.argpartition(-logits, top_k, axis=-1)[..., top_k:]
-        logits = logits.copy()
-        np.put_along_axis(logits, cut, -np.inf, axis=-1)
-    probs = softmax(logits)
-    if top_p is not None and top_p < 1:
-        # Keep the smallest set of most likely tokens whose mass reaches top_p.
-        order = np.argsort(-probs, axis=-1)
-        sorted_probs = np.take_along_axis(probs, order, axis=-1)
-        mass_before = np.cumsum(sorted_probs, axis=-1) - sorted_probs
-        np.put_along_axis(probs, order, np.where(mass_before < top_p, sorted_probs, 0), axis=-1)
-        probs /= probs.sum(axis=-1, keepdims=True)
-    return probs
-
 
 def sample(probs, rng):  # [V] -> token id
     """Draw one token from a (possibly unnormalised) float32 distribution by inverse CDF."""
@@ -92,35 +67,33 @@ def residual(q, p):  # [V], [V] -> [V]
 # Algorithm 1 (the baseline) and Algorithm 2
 # ---------------------------------------------------------------------------
 
-def check_sampling(temperature, top_k, top_p):
-    if not temperature >= 0:
-        raise GenerationError(f"temperature must be >= 0, got {temperature}")
-    if top_k is not None and top_k < 1:
-        raise GenerationError(f"top_k must be at least 1, got {top_k}")
-    if top_p is not None and not 0 < top_p <= 1:
-        raise GenerationError(f"top_p must be in (0, 1], got {top_p}")
+def autoregressive_sample(model, ids, n_new, rng=None, processor=None, stats=None, **flags):
+    """Algorithm 1: x_{n+1} ~ q(x | x_1..x_n), one forward pass per token. Yields n_new ids.
 
-
-def autoregressive_sample(model, ids, n_new, rng=None, temperature=1.0, top_k=None, top_p=None, stats=None):
-    """Algorithm 1: x_{n+1} ~ q(x | x_1..x_n), one forward pass per token. Yields n_new ids."""
+    processor: a processors.Processor (default: multinomial at temperature 1), or
+    instead its flags temperature, top_k, top_p.
+    """
     stats = Stats() if stats is None else stats
     rng = np.random.default_rng() if rng is None else rng
+    processor = as_processor(processor, **flags)
     check_room(ids, n_new, model)
-    check_sampling(temperature, top_k, top_p)
     tokens, cache = list(ids), KVCache()
     for _ in range(n_new):
-        q = probabilities(feed(model, cache, tokens, stats, "oracle")[-1], temperature, top_k, top_p)
+        q = processor(feed(model, cache, tokens, stats, "oracle")[-1])
         tokens.append(sample(q, rng))
         stats.add_round(tokens[-1:])
         yield tokens[-1]
 
 
-def speculative_sample(draft, oracle, ids, n_new, K=4, rng=None, temperature=1.0, top_k=None, top_p=None, stats=None):
-    """Algorithm 2: yields n_new ids distributed exactly as autoregressive_sample(oracle, ...)."""
+def speculative_sample(draft, oracle, ids, n_new, K=4, rng=None, processor=None, stats=None, **flags):
+    """Algorithm 2: yields n_new ids distributed exactly as autoregressive_sample(oracle, ...).
+
+    One processor makes both p and q (as autoregressive_sample's processor or flags).
+    """
     stats = Stats() if stats is None else stats
     rng = np.random.default_rng() if rng is None else rng  # one generator for the whole run
+    processor = as_processor(processor, **flags)
     check_args(ids, n_new, draft, oracle, K=K)
-    check_sampling(temperature, top_k, top_p)
     tokens, end = list(ids), len(ids) + n_new
     draft_cache, oracle_cache = KVCache(), KVCache()
     while len(tokens) < end:
@@ -128,11 +101,11 @@ def speculative_sample(draft, oracle, ids, n_new, K=4, rng=None, temperature=1.0
         # Step 1: sample k draft tokens x̃_t ~ p, one at a time, keeping each p.
         drafted, p = [], []
         for _ in range(k):
-            p.append(probabilities(feed(draft, draft_cache, tokens + drafted, stats, "draft")[-1], temperature, top_k, top_p))
+            p.append(processor(feed(draft, draft_cache, tokens + drafted, stats, "draft")[-1]))
             drafted.append(sample(p[-1], rng))
         # Step 2: the target's q for all k + 1 positions in one forward: q[t] is
         # q(x | x_1..x_n, x̃_1..x̃_t) (0-based here: q[0] conditions on no draft).
-        q = probabilities(feed(oracle, oracle_cache, tokens + drafted, stats, "oracle", n_logits=k + 1), temperature, top_k, top_p)
+        q = processor(feed(oracle, oracle_cache, tokens + drafted, stats, "oracle", n_logits=k + 1))
         # Step 3: accept x̃_t with probability min(1, q/p); at the first
         # rejection, draw from the residual (q - p)+ instead, and stop.
         new_tokens, rs = [], []

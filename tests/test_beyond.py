@@ -1,22 +1,15 @@
-"""Tree drafts, n-gram drafts, staged and adaptive decoding give exactly greedy_generate's tokens."""
+"""Tree drafts and adaptive decoding give exactly greedy_generate's tokens (n-gram and staged: test_ngram.py)."""
 
 import numpy as np
 import pytest
 
 from adaptive import adaptive_generate, entropy
-from ngram import NGramDrafter, ngram_generate, staged_generate
 from decoding import GenerationError, Stats
 from speculative import greedy_generate
 from test_greedy import SEEDS, assert_same_greedy, prompt
 from tree import Node, tree_generate, tree_mask
 
 KINDS = ["draft", "related", "oracle"]  # unrelated, partly agreeing, identical
-
-
-def repetitive_prompt(oracle, seed):
-    # Text that repeats itself, so that n-gram drafts have something to find.
-    piece = prompt(oracle, 4, seed)
-    return piece * 3 + piece[:2]
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -76,47 +69,6 @@ def test_tree_reaches_the_context_limit(tiny_dirs):
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-@pytest.mark.parametrize("n_draft", [1, 3, 8])
-def test_ngram_equals_greedy(oracle, seed, n_draft):
-    for ids in (prompt(oracle, 6, seed), repetitive_prompt(oracle, seed)):
-        stats = Stats()
-        got = list(ngram_generate(oracle, ids, 30, n_draft=n_draft, stats=stats))
-        assert_same_greedy(list(greedy_generate(oracle, ids, 30)), got, oracle, ids)
-
-
-def test_ngram_drafts_are_used_on_repetitive_text(oracle):
-    stats = Stats()
-    list(ngram_generate(oracle, repetitive_prompt(oracle, 0), 40, stats=stats))
-    assert stats.drafted > 0 and stats.accepted > 0
-
-
-@pytest.mark.parametrize("seed", SEEDS)
-@pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("n_draft", [1, 4, 8])
-def test_staged_equals_greedy(request, oracle, seed, kind, n_draft):
-    for ids in (prompt(oracle, 6, seed), repetitive_prompt(oracle, seed)):
-        got = list(staged_generate(request.getfixturevalue(kind), oracle, ids, 30, n_draft=n_draft))
-        assert_same_greedy(list(greedy_generate(oracle, ids, 30)), got, oracle, ids)
-
-
-def test_staged_drafts_are_the_draft_models_greedy_tokens(related, oracle):
-    # With the draft as its own oracle, staged decoding must give the draft's greedy text.
-    ids = repetitive_prompt(related, 1)
-    assert list(staged_generate(related, related, ids, 30)) == list(greedy_generate(related, ids, 30))
-
-
-def test_ngram_drafter():
-    d = NGramDrafter(max_ngram=2)
-    tokens = [1, 2, 3, 4, 1, 2]
-    assert d.lookup(tokens, 3) == [3, 4, 1]          # after the earlier "1 2" came "3 4 1"
-    assert d.lookup([0, 5, 6], 2) == []               # nothing repeats
-    d.update([7, 8, 7, 8, 7, 9])
-    assert d.from_table([7], 2) == [8, 7]             # 7 -> 8 (twice) -> 7
-    assert d.propose([0, 0], 0) == []
-    assert d.lookup([0, 0, 0], 2) == [0]              # token 0 is a token
-
-
-@pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("rule", ["entropy", "heuristic"])
 def test_adaptive_equals_greedy(request, oracle, seed, kind, rule):
@@ -141,8 +93,6 @@ def test_entropy():
 def test_exactly_n_new_tokens(related, oracle, n_new):
     ids = prompt(oracle, 3, 0)
     assert len(list(tree_generate(related, oracle, ids, n_new))) == n_new
-    assert len(list(ngram_generate(oracle, ids * 3, n_new))) == n_new
-    assert len(list(staged_generate(related, oracle, ids * 3, n_new))) == n_new
     assert len(list(adaptive_generate(related, oracle, ids, n_new))) == n_new
 
 
@@ -151,5 +101,3 @@ def test_bad_arguments(draft, oracle):
         list(adaptive_generate(draft, oracle, [1], 3, rule="magic"))
     with pytest.raises(GenerationError):
         list(tree_generate(draft, oracle, [1], 3, branch=0))
-    with pytest.raises(GenerationError):
-        list(ngram_generate(oracle, [1], 3, n_draft=0))

@@ -9,9 +9,10 @@ import pytest
 
 from conftest import make_model_dir
 from gpt2 import GPT2
-from sps import acceptance_probability, autoregressive_sample, probabilities, residual, sample, speculative_sample
+from processors import Processor, make_processor
+from sps import acceptance_probability, autoregressive_sample, residual, sample, speculative_sample
 from decoding import GenerationError, Stats
-from speculative import speculative_generate
+from speculative import greedy_generate, speculative_generate
 
 
 def emitted_distribution(q, p):
@@ -53,17 +54,6 @@ def test_sample_follows_its_distribution_and_skips_zeros():
     np.testing.assert_allclose(counts / 20000, probs, atol=0.015)
 
 
-def test_probabilities_processing():
-    logits = np.array([[1.0, 3.0, 2.0, 0.0]], np.float32)
-    assert probabilities(logits, temperature=0).tolist() == [[0, 1, 0, 0]]
-    assert (probabilities(logits, top_k=2)[0] > 0).tolist() == [False, True, True, False]
-    full = probabilities(logits)[0]
-    nucleus = probabilities(logits, top_p=0.7)[0]  # the top token has 0.66: it and the next are kept
-    assert (nucleus > 0).tolist() == [False, True, True, False]
-    np.testing.assert_allclose(nucleus[1] / nucleus[2], full[1] / full[2], rtol=1e-6)
-    assert probabilities(logits, temperature=0.5).dtype == np.float32
-
-
 # --- statistical tests on tiny models -------------------------------------------------
 
 V = 6          # a vocabulary small enough to enumerate every 3-token continuation
@@ -78,12 +68,12 @@ def small(tmp_path_factory):
             GPT2.from_pretrained(make_model_dir(base / "q", seed=22, n_layer=2, **kw)))
 
 
-def exact_distribution(model, ids, n_new, **processing):
+def exact_distribution(model, ids, n_new, processor=Processor()):
     """{continuation: probability} under autoregressive sampling, by enumeration."""
     dist = {}
     for seq in itertools.product(range(V), repeat=n_new):
         logits = model.forward(list(ids) + list(seq[:-1]))[len(ids) - 1:]
-        probs = probabilities(logits, **processing)
+        probs = processor(logits)
         dist[seq] = float(np.prod([probs[i, t] for i, t in enumerate(seq)]))
     return dist
 
@@ -111,23 +101,27 @@ def chi_square_rejects(counts, dist, n):
     return impossible > 0 or chi2 > critical, (chi2, critical, df, impossible)
 
 
-@pytest.mark.parametrize("K, n_new, processing", [
-    (2, 3, {}),
-    (4, 3, {}),
-    (1, 2, {}),
-    (3, 3, {"temperature": 0.6}),
-    (3, 3, {"temperature": 1.7}),
-    (3, 3, {"top_k": 3}),
-    (2, 3, {"top_p": 0.8, "temperature": 0.8}),
-])
-def test_speculative_sample_has_the_targets_distribution(small, K, n_new, processing):
+@pytest.mark.parametrize("K, n_new, processor", [
+    (2, 3, Processor()),
+    (4, 3, Processor()),
+    (1, 2, Processor()),
+    (3, 3, make_processor("multinomial", temperature=0.6)),
+    (3, 3, make_processor("multinomial", temperature=1.7)),
+    (3, 3, make_processor("topk", 3)),
+    (2, 3, make_processor("topk", 2, temperature=1.5)),
+    (3, 3, make_processor("nucleus", 0.8, temperature=0.8)),
+    (2, 3, make_processor("nucleus", 0.5, temperature=2.0)),
+    (3, 3, make_processor("topknucleus", 4, 0.9, temperature=1.2)),
+    (2, 3, make_processor("topknucleus", 3, 0.6)),
+], ids=str)
+def test_speculative_sample_has_the_targets_distribution(small, K, n_new, processor):
     p_model, q_model = small
     ids = [1, 4]
     rng = np.random.default_rng(1234)
     stats = Stats()
-    counts = Counter(tuple(speculative_sample(p_model, q_model, ids, n_new, K=K, rng=rng, stats=stats, **processing))
+    counts = Counter(tuple(speculative_sample(p_model, q_model, ids, n_new, K=K, rng=rng, processor=processor, stats=stats))
                      for _ in range(N_SAMPLES))
-    rejects, detail = chi_square_rejects(counts, exact_distribution(q_model, ids, n_new, **processing), N_SAMPLES)
+    rejects, detail = chi_square_rejects(counts, exact_distribution(q_model, ids, n_new, processor), N_SAMPLES)
     assert not rejects, f"chi2, critical, df, impossible = {detail}"
     assert 0 < stats.accepted < stats.drafted  # both branches of step 3 were taken
 
@@ -143,8 +137,9 @@ def test_the_chi_square_test_can_tell_draft_from_target(small):
 def test_autoregressive_sample_has_the_models_distribution(small):
     _, q_model = small
     rng = np.random.default_rng(5)
-    counts = Counter(tuple(autoregressive_sample(q_model, [1, 4], 3, rng=rng, temperature=0.8)) for _ in range(N_SAMPLES))
-    assert not chi_square_rejects(counts, exact_distribution(q_model, [1, 4], 3, temperature=0.8), N_SAMPLES)[0]
+    processor = make_processor("multinomial", temperature=0.8)
+    counts = Counter(tuple(autoregressive_sample(q_model, [1, 4], 3, rng=rng, processor=processor)) for _ in range(N_SAMPLES))
+    assert not chi_square_rejects(counts, exact_distribution(q_model, [1, 4], 3, processor), N_SAMPLES)[0]
 
 
 @pytest.mark.parametrize("K", range(1, 7))
@@ -153,6 +148,18 @@ def test_temperature_zero_is_speculative_greedy(draft, related, oracle, K):
     for d in (draft, related, oracle):
         assert (list(speculative_sample(d, oracle, ids, 25, K=K, rng=np.random.default_rng(0), temperature=0))
                 == list(speculative_generate(d, oracle, ids, 25, n_draft=K)))
+
+
+@pytest.mark.parametrize("temperature", [1e-40, 1e-30, 1e-60])
+def test_a_tiny_temperature_is_greedy(draft, related, oracle, temperature):
+    # Was: logits / 1e-40 overflowed to inf and softmax gave NaN, and the text was garbage.
+    # (1e-60 is 0 in float32: it must still be a tiny temperature, not a division by zero.)
+    ids = [3, 1, 4, 1, 5]
+    expected = list(greedy_generate(oracle, ids, 25))
+    rng = np.random.default_rng(0)
+    assert list(autoregressive_sample(oracle, ids, 25, rng=rng, temperature=temperature)) == expected
+    for d in (draft, related, oracle):
+        assert list(speculative_sample(d, oracle, ids, 25, K=4, rng=rng, temperature=temperature)) == expected
 
 
 def test_a_seed_reproduces_a_run(related, oracle):
@@ -180,6 +187,7 @@ def test_context_limit_and_bad_arguments(small):
     assert len(list(speculative_sample(p_model, q_model, [1] * 10, 6, K=4, rng=np.random.default_rng(0)))) == 6
     with pytest.raises(GenerationError, match="context window of 16"):
         list(speculative_sample(p_model, q_model, [1] * 10, 7))
-    for bad in ({"temperature": -1}, {"top_k": 0}, {"top_p": 0}, {"top_p": 1.5}, {"K": 0}):
+    for bad in ({"temperature": -1}, {"top_k": 0}, {"top_p": 0}, {"top_p": 1.5}, {"K": 0},
+                {"processor": Processor(), "temperature": 0.5}):
         with pytest.raises(GenerationError):
             list(speculative_sample(p_model, q_model, [1], 3, **bad))

@@ -1,0 +1,86 @@
+"""Beam search: the baseline that keeps the n_beams most likely continuations, not just one.
+
+Greedy decoding keeps the single most likely next token at every step. Beam
+search keeps the n_beams best partial continuations ("beams"), each scored by
+the sum of its tokens' log-probabilities, and extends all of them by every
+possible token at each step. With n_beams = 1 it is greedy decoding. The source
+document's project (romsto/Speculative-Decoding, sampling/base_decoding.py)
+has it as a baseline beside autoregressive decoding.
+
+    beams = [the prompt, with score 0]
+    repeat n_new times:
+        for each beam: log q(x | prompt, beam) for every token x      (one forward on the beam's KV cache)
+        candidates = every (beam, x), scored score(beam) + log q(x | prompt, beam)
+        beams = the n_beams best candidates
+    return the best beam's tokens, by  score / n_new ** length_penalty
+
+The final score is Hugging Face's: the sum of the log-probabilities divided by
+the length to the power length_penalty, the length being the generated tokens
+only (transformers since late 2023; before, the prompt counted too). Here every
+beam has exactly n_new tokens (nothing stops a beam early, there is no
+end-of-text rule), so the penalty divides every score by the same number: it
+cannot change which beam wins, only the score's value.
+
+Each beam has its own KV cache. A beam extended by two tokens gets a copy of
+its parent's cache for the second child; a beam that is dropped takes its
+cache with it. Beam search is exact, the most likely continuation of all, only
+when no candidate is ever dropped: n_beams >= V ** (n_new - 1).
+"""
+
+import copy
+from dataclasses import dataclass
+
+import numpy as np
+
+from decoding import Stats, check_lengths, check_room, feed
+from kvcache import KVCache
+
+
+@dataclass
+class Beam:
+    tokens: list     # the generated tokens so far (the prompt is not repeated here)
+    score: float     # float32 sum of their log-probabilities
+    cache: KVCache   # holds the prompt and every token but the newest
+
+
+def beam_search(model, ids, n_new, n_beams=4, length_penalty=1.0, stats=None):
+    """Yields the n_new tokens of the best beam, once the search is over."""
+    stats = Stats() if stats is None else stats
+    check_room(ids, n_new, model)
+    check_lengths(n_beams=n_beams)
+    if n_new == 0:
+        return
+    beams = [Beam([], np.float32(0), KVCache())]
+    for _ in range(n_new):
+        # Every beam's score plus the log-probability of each next token: [n_beams, V].
+        scores = np.stack([beam.score + log_softmax(feed(model, beam.cache, ids + beam.tokens, stats, "oracle")[-1])
+                           for beam in beams])
+        # The n_beams best (beam, token) pairs; on a tie the earlier beam, then the lower token id.
+        best = np.argsort(-scores, axis=None, kind="stable")[:n_beams]
+        beams = extend(beams, *np.unravel_index(best, scores.shape), scores)
+        stats.add_round(beams[0].tokens[-1:])  # one step: len(beams) one-token forwards
+    best = max(beams, key=lambda beam: beam_score(beam.score, n_new, length_penalty))
+    yield from best.tokens
+
+
+def extend(beams, parents, tokens, scores):
+    """The new beams: parent + token for each chosen pair. The first child of a
+    parent takes over the parent's cache; any further child gets a copy."""
+    taken, children = set(), []
+    for parent, token in zip(parents.tolist(), tokens.tolist()):
+        cache = beams[parent].cache
+        if parent in taken:
+            cache = copy.deepcopy(cache)
+        taken.add(parent)
+        children.append(Beam(beams[parent].tokens + [token], scores[parent, token], cache))
+    return children
+
+
+def log_softmax(logits):  # [V] -> [V]
+    shifted = logits - logits.max()  # minus the max: no overflow in exp
+    return shifted - np.log(np.exp(shifted).sum())
+
+
+def beam_score(sum_log_probs, length, length_penalty):
+    """Hugging Face's score of a finished beam: sum of log-probabilities / length ** length_penalty."""
+    return sum_log_probs / length ** length_penalty
