@@ -52,18 +52,6 @@ class Run:
     token_bytes: callable     # token id -> bytes (tiktoken's enc.decode_single_token_bytes)
 
 
-def run_from_args(args, ids, tokens, stats, elapsed, enc, draft, oracle, k):
-    """The Run of one `python speculative.py` command: its parsed args, and k, the draft length it used."""
-    name = {"sps": "K", "threshold": "max_draft", "tree": "max_depth", "adaptive": "gamma", "adaptive-hf": "gamma"}
-    settings = {name.get(args.method, "n_draft"): k}
-    if args.method in SAMPLING:
-        settings.update(temperature=1.0 if args.temperature is None else args.temperature,
-                        top_k=args.top_k, top_p=args.top_p, seed=args.seed)
-    models = {role: f"{given} ({model.n_layer} layers, width {model.n_embd})"
-              for role, given, model in (("draft", args.draft, draft), ("oracle", args.oracle, oracle)) if model}
-    return Run(args.prompt, ids, tokens, stats, args.method, settings, models, elapsed, enc.decode_single_token_bytes)
-
-
 def write_page(path, run):
     """Write page(run) to path atomically: a reader never sees half a page, and a failed write
     leaves no temporary file and an older page at path as it was.
@@ -205,7 +193,8 @@ def header(run):
     stats = run.stats
     prompt = as_html(visible(run.prompt, in_token=False)) if run.prompt else "(empty: the text starts from &lt;|endoftext|&gt;)"
     settings = ", ".join(f"{html.escape(str(k))} = {html.escape(str(v))}" for k, v in run.settings.items())
-    models = "<br>".join(f"{html.escape(role)}: {html.escape(str(name))}" for role, name in run.models.items())
+    roles = [r for r in ("draft", "oracle") if r in run.models] + [r for r in run.models if r not in ("draft", "oracle")]
+    models = "<br>".join(f"{html.escape(role)}: {html.escape(str(run.models[role]))}" for role in roles)
     speed = stats.n_tokens / run.elapsed if run.elapsed > 0 else 0.0
     cards = [(f"{speed:.1f}", "tokens/s", f"{stats.n_tokens} tokens in {run.elapsed:.2f} s"),
              (f"{stats.acceptance_rate:.0%}", "acceptance", f"{stats.accepted} of {stats.drafted} drafts accepted"),
@@ -229,7 +218,7 @@ def legend(method, kinds):
 def running_text(run, kinds):
     """The prompt, then each generated token marked by its kind.
 
-    An incremental UTF-8 decoder (as cli.stream) holds back the bytes of a
+    An incremental UTF-8 decoder (as display.stream) holds back the bytes of a
     character split over tokens: the token that completes it shows it whole,
     and one that completes nothing shows nothing. Bytes still pending at the
     end are shown as \\xNN.
