@@ -6,8 +6,10 @@ The page for a browser is report.py's.
 
 import codecs
 import os
+import re
 
 GREEN, RESET = "\x1b[32m", "\x1b[0m"
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # control characters but tab and newline
 
 
 def use_color(setting, out):
@@ -48,14 +50,18 @@ def stream(tokens, token_bytes, from_draft, color, out):
 
     Tokens are byte sequences: a Chinese character or an emoji is often split
     over two or three of them. An incremental UTF-8 decoder holds the bytes
-    back until a character is complete, so nothing prints as garbage.
+    back until a character is complete, so nothing prints as garbage. On a
+    terminal, control characters are shown as \\xNN rather than sent to it.
     from_draft is the generator's Stats.from_draft, filled in as it runs.
     """
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    terminal = out.isatty()
     generated = []
     for token in tokens:
         generated.append(token)
         text = decoder.decode(token_bytes(token))
+        if terminal:  # a generated escape character must not drive the user's terminal: show it instead
+            text = CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
         if color and from_draft[len(generated) - 1] and text:
             text = f"{GREEN}{text}{RESET}"
         out.write(text)

@@ -139,6 +139,8 @@ def explain_round(p, q, drafted, rs, new_tokens, n_top=8):
     if t < len(rs):
         res = residual(q[t], p[t])
         top = np.argsort(-np.maximum(p[t], q[t]))[:n_top].tolist()
+        if new_tokens[-1] not in top:  # the drawn token is always shown, even when it was an unlikely one
+            top[-1] = new_tokens[-1]
         details["resampled"] = {"token": new_tokens[-1], "top": [
             {"token": x, "p": float(p[t][x]), "q": float(q[t][x]), "min": float(min(p[t][x], q[t][x])),
              "residual": float(res[x])} for x in top]}

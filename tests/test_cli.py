@@ -33,7 +33,7 @@ def assert_one_line_error(r, *fragments, code=None):
 
 
 @pytest.mark.parametrize("method", ["speculative", "threshold", "sps", "greedy", "sample", "tree", "ngram", "staged",
-                                    "adaptive", "adaptive-hf"])
+                                    "adaptive", "adaptive-hf", "beam", "drafter"])
 def test_each_method_runs_and_reports(pair, method):
     r = run("the cat and", *pair, "--method", method, "-n", "12", "--compare")
     assert r.returncode == 0, r.stderr
@@ -42,7 +42,7 @@ def test_each_method_runs_and_reports(pair, method):
     assert f"{method}: 12 new tokens" in r.stderr and "tokens/s" in r.stderr and "speedup" in r.stderr
     if method in ("speculative", "threshold", "sps", "tree", "staged", "adaptive", "adaptive-hf"):
         assert "acceptance" in r.stderr
-    if method not in ("sps", "sample"):
+    if method not in ("sps", "sample", "drafter", "beam"):
         assert "identical output" in r.stderr
 
 
@@ -94,6 +94,30 @@ def test_trace_works_for_every_method_that_verifies_rounds(pair, method):
         assert ", threshold 0.4" in r.stderr  # the threshold the first round drafted with
 
 
+@pytest.mark.parametrize("method", ["speculative", "sps", "tree", "ngram"])
+def test_html_writes_the_page(pair, tmp_path, method):
+    page = tmp_path / "run.html"
+    r = run("the cat", *pair, "--method", method, "-n", "10", "--html", str(page))
+    assert r.returncode == 0, r.stderr
+    assert f"wrote {page}" in r.stderr
+    assert page.read_text(encoding="utf-8").count("<html") == 1
+
+
+def test_beam_with_one_beam_is_greedy(pair):
+    texts = [run("the cat", *pair, "--method", m, "-n", "10", *extra).stdout for m, extra in
+             (("greedy", []), ("beam", ["--n-beams", "1"]))]
+    assert texts[0] == texts[1]
+
+
+def test_a_generated_escape_character_never_reaches_the_terminal():
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+    out = Terminal()
+    stream(iter([0, 1]), {0: b"a\x1b[2J", 1: b"\tb\n"}.__getitem__, [False, False], False, out)
+    assert out.getvalue() == "a\\x1b[2J\tb\n"
+
+
 def test_trace_of_the_oracle_alone_is_refused(pair):
     assert_one_line_error(run("hi", *pair, "--method", "greedy", "--trace"), "has none", code=2)
 
@@ -117,8 +141,8 @@ def test_split_characters_are_never_printed_half(tiny_dirs):
     (["-K", "x"], "'x' is not a whole number"),
     (["--max-new-tokens", "-3"], "--max-new-tokens"),
     (["--top-p", "1.5"], "--top-p"),
-    (["--method", "beam"], "invalid choice"),
-    (["--temperature", "0.5"], "--temperature applies to --method sps or sample"),
+    (["--method", "magic"], "invalid choice"),
+    (["--temperature", "0.5"], "--temperature applies to --method sps, sample or drafter"),
     (["--bogus"], "unrecognized arguments"),
     (["--method", "sps", "--seed", "-1"], "--seed"),
     (["--method", "sps", "--temperature", "nan"], "finite"),
@@ -211,3 +235,8 @@ def test_ctrl_c_while_starting_is_one_line(pair, delay):
     out, err = p.communicate(timeout=60)
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert p.returncode == 0 or (p.returncode == 130 and err.strip().splitlines()[-1] == "error: interrupted"), (p.returncode, err)
+
+
+def test_html_into_a_missing_directory_is_refused_before_the_run(pair, tmp_path):
+    assert_one_line_error(run("hi", *pair, "--html", str(tmp_path / "nowhere" / "run.html")), "does not exist", code=2)
+    assert_one_line_error(run("hi", *pair, "--html", str(tmp_path)), "is a directory", code=2)

@@ -1,0 +1,156 @@
+"""The ablations of the source document's workbench, on your prompts: every method against the oracle alone.
+
+    python ablation.py "The meaning of life is" ["another prompt" ...] [--prompts FILE] [--out ablation.csv]
+    python ablation.py --draft demo-draft --oracle demo-oracle -n 32      (offline)
+
+One row per method, summed over the prompts: tokens/s, acceptance, tokens per
+oracle pass, speedup over the oracle alone, and for the greedy methods whether
+the text matched the oracle's own greedy text token for token (it must).
+A table on screen and a CSV. The set, as the document runs it and more:
+the oracle alone (its "target AR"), the draft alone, speculative with a fixed
+gamma, adaptive by entropy (EGAG), Hugging Face's +2/-1, threshold, tree,
+staged, n-gram drafts (NASD), and SpS at a temperature against sampling.
+"""
+
+import csv
+import os
+import sys
+import time
+
+from tqdm import tqdm
+
+import errors
+import runner
+from decoding import Stats, check_pair, check_room
+from download_weights import DEFAULT_MODELS_DIR
+from processors import Processor
+
+GREEDY_BASELINE, SAMPLING_BASELINE = "greedy", "sample"
+COLUMNS = ["method", "setting", "tokens", "seconds", "tokens_per_s", "acceptance", "tokens_per_pass", "speedup",
+           "matches_greedy"]
+
+
+def ablation_set(gamma=4, temperature=1.0):
+    """(method, what its settings are, Settings changes) for each row, the baselines first."""
+    sampling = Processor(temperature)
+    return [
+        (GREEDY_BASELINE, "the oracle alone (target AR)", {}),
+        ("drafter", "the draft alone, greedy", {"processor": Processor(0.0)}),
+        ("speculative", f"fixed gamma {gamma}", {"n_draft": gamma}),
+        ("adaptive", "entropy-adaptive gamma (EGAG)", {"n_draft": gamma}),
+        ("adaptive-hf", "+2 / -1 heuristic", {"n_draft": gamma}),
+        ("threshold", "max 16 drafts", {"n_draft": 16}),
+        ("tree", "depth 4, branch 2", {"n_draft": 4}),
+        ("staged", f"n-gram -> draft -> oracle, gamma {gamma}", {"n_draft": gamma}),
+        ("ngram", f"NASD, no draft model, gamma {gamma}", {"n_draft": gamma}),
+        (SAMPLING_BASELINE, f"the oracle alone sampling, {sampling}", {"processor": sampling}),
+        ("sps", f"K {gamma}, {sampling}", {"n_draft": gamma, "processor": sampling}),
+    ]
+
+
+def run_ablations(draft, oracle, prompts_ids, n_new, gamma=4, temperature=1.0, seed=0, progress=True):
+    """One row per method of ablation_set, over all the prompts' ids."""
+    rows, reference, totals = [], {}, {}
+    plan = ablation_set(gamma, temperature)
+    with tqdm(total=len(plan) * len(prompts_ids), desc="ablations", disable=not progress, file=sys.stderr) as bar:
+        for method, setting, changes in plan:
+            stats, seconds, matches = Stats(), 0.0, True
+            for i, ids in enumerate(prompts_ids):
+                settings = runner.Settings(**{"method": method, "max_new_tokens": n_new, "seed": seed + i, **changes})
+                start = time.perf_counter()
+                tokens = list(runner.generator(settings, draft, oracle, ids, stats))
+                seconds += time.perf_counter() - start
+                if method == GREEDY_BASELINE:
+                    reference[i] = tokens
+                matches = matches and tokens == reference[i]
+                bar.update()
+            totals[method] = seconds
+            rows.append(row(method, setting, stats, seconds, matches, sampling=method in runner.SAMPLING))
+    for r in rows:  # speedups against the matching baseline: sampling methods against sampling
+        base = totals[SAMPLING_BASELINE if r["method"] in ("sps", SAMPLING_BASELINE) else GREEDY_BASELINE]
+        r["speedup"] = round(base / r["seconds"], 2) if r["seconds"] else ""
+    return rows
+
+
+def row(method, setting, stats, seconds, matches, sampling):
+    return {"method": method, "setting": setting, "tokens": stats.n_tokens, "seconds": round(seconds, 3),
+            "tokens_per_s": round(stats.n_tokens / seconds, 2) if seconds else "",
+            "acceptance": round(stats.acceptance_rate, 3) if stats.drafted else "",
+            "tokens_per_pass": round(stats.tokens_per_round, 2) if stats.rounds else "",
+            "speedup": "", "matches_greedy": ("n/a (the draft's own text)" if method == "drafter" else "n/a (sampling)" if sampling
+                               else "yes" if matches else "NO")}
+
+
+def table(rows, columns=COLUMNS):
+    """The rows as aligned text columns."""
+    widths = {c: max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in columns}
+    lines = ["  ".join(c.ljust(widths[c]) for c in columns)]
+    lines += ["  ".join(str(r.get(c, "")).ljust(widths[c]) for c in columns) for r in rows]
+    return "\n".join(lines)
+
+
+def write_csv(path, rows, columns=COLUMNS):
+    """Written under a temporary name and renamed: a reader never sees half a file."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "w", newline="", encoding="utf-8") as f:
+            writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
+            writer.writeheader()
+            writer.writerows(rows)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def read_prompts(path):
+    """One prompt per line; blank lines are skipped; a line may contain \\n for a newline."""
+    with open(path, encoding="utf-8") as f:
+        prompts = [line.rstrip("\n").replace("\\n", "\n") for line in f if line.strip()]
+    if not prompts:
+        raise errors.UserError(f"{path}: no prompts in it (one per line)")
+    return prompts
+
+
+def parse_args(argv):
+    parser = errors.Parser(prog="ablation.py", description=__doc__.split("\n\n")[0],
+                           epilog="Models are names or directories, as in speculative.py.")
+    parser.add_argument("prompts", nargs="*", help="prompts to run (default: the README's)")
+    parser.add_argument("--prompts", dest="prompts_file", metavar="FILE", help="a file of prompts, one per line")
+    parser.add_argument("--draft", default="gpt2", help="draft model (default: gpt2)")
+    parser.add_argument("--oracle", default="gpt2-large", help="oracle model (default: gpt2-large)")
+    parser.add_argument("-n", "--max-new-tokens", type=int, default=64, help="tokens per run (default: 64)")
+    parser.add_argument("--gamma", type=int, default=4, help="draft length of the fixed-gamma rows (default: 4)")
+    parser.add_argument("--temperature", type=float, default=1.0, help="SpS and sampling temperature (default: 1)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the sampling rows (default: 0)")
+    parser.add_argument("--out", default="ablation.csv", help="the CSV to write (default: ablation.csv)")
+    parser.add_argument("--models-dir", default=DEFAULT_MODELS_DIR, help="where named models live (default: models/)")
+    args = parser.parse_args(argv)
+    for name, low in (("max_new_tokens", 1), ("gamma", 1), ("seed", 0)):
+        if getattr(args, name) < low:
+            parser.error(f"--{name.replace('_', '-')} must be at least {low}")
+    if not 0 <= args.temperature < float("inf"):
+        parser.error("--temperature must be a finite number >= 0")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    prompts = list(args.prompts) + (read_prompts(args.prompts_file) if args.prompts_file else [])
+    prompts = prompts or ["The meaning of life is", "Once upon a time, in a small village at the edge of the forest,"]
+    draft, draft_dir = runner.load_model(args.draft, args.models_dir)
+    oracle, oracle_dir = runner.load_model(args.oracle, args.models_dir)
+    check_pair(draft, oracle)
+    enc = runner.load_shared_tokenizer(draft_dir, oracle_dir, draft, oracle)
+    prompts_ids = [runner.prompt_ids(enc, p) for p in prompts]
+    for ids in prompts_ids:
+        check_room(ids, args.max_new_tokens, draft, oracle)
+    rows = run_ablations(draft, oracle, prompts_ids, args.max_new_tokens, args.gamma, args.temperature, args.seed)
+    print(f"{args.draft} -> {args.oracle}, {len(prompts)} prompt(s), {args.max_new_tokens} new tokens each")
+    print(table(rows))
+    write_csv(args.out, rows)
+    print(f"wrote {args.out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    errors.run(main)

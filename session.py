@@ -1,0 +1,376 @@
+"""The interactive workbench: `python speculative.py --interactive` (or -i).
+
+Load the models once, then type: a line of text is a prompt, generated with
+the current settings and streamed with the accepted drafts marked, followed
+by the statistics line; a line starting with / changes a setting. /help lists
+the commands, each beside the source document's own (its infer.py session).
+Ctrl-C stops a generation and returns to the prompt; Ctrl-D or /quit leaves.
+A bad command or value is one line, and the session goes on.
+"""
+
+import inspect
+import sys
+import time
+
+import numpy as np
+
+import ablation
+import display
+import errors
+import report
+import runner
+from decoding import GenerationError, Stats, check_pair, check_room
+from ngram import STORAGES, NGramDrafter
+from processors import KINDS, Processor, parse_processor
+
+try:
+    import readline  # history and tab completion where the platform has it (not on Windows)
+except ImportError:
+    readline = None
+
+ON_OFF = {"on": True, "off": False, "true": True, "false": False, "1": True, "0": False}
+
+
+class Session:
+    def __init__(self, draft, oracle, models_dir, settings, trace=False, html=None, compare=False, color="auto",
+                 out=sys.stdout):
+        self.names = {"draft": draft, "oracle": oracle}
+        self.models_dir, self.settings, self.out = models_dir, settings, out
+        self.trace, self.html, self.compare = trace, html, compare
+        self.color = display.use_color(color, out)
+        self.loaded = {}           # name -> (model, directory): each model is loaded once
+        self.drafter = None        # the n-gram drafter, kept between generations when reset_in_between is off
+        self.rng = None            # the sampling generator: /seed restarts it
+        self.last_prompt = None
+        self.commands = command_table(self)
+
+    # -- the loop --------------------------------------------------------------
+
+    def loop(self, read=input):
+        if readline is not None:
+            readline.set_completer(self.complete)
+            readline.set_completer_delims(" ")
+            readline.parse_and_bind("tab: complete")
+        self.say("speculative-gpt2 workbench: type a prompt, or /help. Ctrl-C stops a generation, Ctrl-D leaves.")
+        self.say(self.describe())
+        while True:
+            try:
+                line = read("> ")
+            except EOFError:
+                self.say("")
+                return
+            except KeyboardInterrupt:  # Ctrl-C at the prompt: a fresh line, as in Python's own
+                self.say("")
+                continue
+            if not self.handle(line):
+                return
+
+    def handle(self, line):
+        """Run one line; False when the session should end."""
+        line = line.strip()
+        if not line:
+            return True
+        try:
+            if line.startswith("/"):
+                return self.command(line)
+            self.generate(line)
+        except KeyboardInterrupt:
+            self.say("\n(stopped)")
+        except (errors.UserError, OSError) as e:
+            self.say(f"error: {errors.describe(e)}")
+        return True
+
+    def command(self, line):
+        name, *values = line[1:].split()
+        if name in ("quit", "exit"):
+            return False
+        if name not in self.commands:
+            raise GenerationError(f"unknown command /{name}; /help lists the commands")
+        handler, _, usage, _ = self.commands[name]
+        try:
+            inspect.signature(handler).bind(*values)
+        except TypeError:
+            raise GenerationError(f"usage: {usage}") from None
+        handler(*values)
+        return True
+
+    def complete(self, text, state):
+        """readline's completer: command names, then the values a command takes."""
+        buffer = readline.get_line_buffer() if readline else text
+        words = buffer.split()
+        if len(words) <= 1 and not buffer.endswith(" "):
+            options = ["/" + name for name in [*self.commands, "quit"]]
+        else:
+            options = COMPLETIONS.get(words[0].lstrip("/"), [])
+        matches = [o for o in options if o.startswith(text)]
+        return matches[state] if state < len(matches) else None
+
+    def say(self, text):
+        print(text, file=self.out, flush=True)
+
+    # -- generating ------------------------------------------------------------
+
+    def model(self, role):
+        name = self.names[role]
+        if name not in self.loaded:
+            self.loaded[name] = runner.load_model(name, self.models_dir, log=self.out)
+        return self.loaded[name]
+
+    def method(self):
+        """The method a generation runs: /target and /speculative follow the processor (greedy or sampling)."""
+        method, greedy = self.settings.method, self.settings.processor.temperature == 0
+        if method == "target":
+            return "greedy" if greedy else "sample"
+        if method == "speculative" and not greedy:
+            return "sps"
+        return method
+
+    def generate(self, prompt):
+        method = self.method()
+        oracle, oracle_dir = self.model("oracle")
+        draft = draft_dir = None
+        if runner.needs_draft_model(method):
+            draft, draft_dir = self.model("draft")
+            check_pair(draft, oracle)
+        enc = runner.load_shared_tokenizer(draft_dir, oracle_dir, *[m for m in (draft, oracle) if m])
+        ids = runner.prompt_ids(enc, prompt)
+        check_room(ids, self.settings.max_new_tokens, *[m for m in (draft, oracle) if m])
+        settings = runner.Settings(**{**vars(self.settings), "method": method})
+        if self.rng is None:
+            self.rng = np.random.default_rng(self.settings.seed)
+        if self.drafter is None or self.settings.reset_in_between:
+            self.drafter = NGramDrafter(n=settings.ngram_n, storage=settings.storage, top_k_filler=settings.top_k_filler,
+                                        reset_in_between=settings.reset_in_between)
+        stats = Stats(trace=[] if (self.trace or self.html) and method in runner.VERIFYING else None)
+        tokens = runner.generator(settings, draft, oracle, ids, stats, self.rng, self.drafter)
+        self.last_prompt = prompt
+        self.out.write(prompt)
+        start = time.perf_counter()
+        try:
+            tokens = display.stream(tokens, enc.decode_single_token_bytes, stats.from_draft, self.color, self.out)
+        except KeyboardInterrupt:
+            self.say(f"\n(stopped after {stats.n_tokens} tokens)")
+            return
+        except (errors.UserError, OSError):
+            self.say("")  # the error's line starts on a line of its own
+            raise
+        elapsed = time.perf_counter() - start
+        self.say("")
+        if stats.trace is not None and self.trace:
+            self.say("\n".join(display.format_trace(stats.trace, enc.decode_single_token_bytes, len(ids))))
+        self.say(display.summary(method, stats, elapsed))
+        if self.compare and method not in ("greedy", "sample"):
+            self.say(self.compared(settings, oracle, ids, tokens, elapsed))
+        if self.html and stats.trace is not None:
+            report.write_page(self.html, report.Run(
+                prompt=prompt, prompt_ids=ids, tokens=tokens, stats=stats, method=method,
+                settings={"n_draft": settings.k}, models=self.models_shown(draft, oracle), elapsed=elapsed,
+                token_bytes=enc.decode_single_token_bytes))
+            self.say(f"wrote {self.html}")
+
+    def compared(self, settings, oracle, ids, tokens, elapsed):
+        baseline = runner.baseline_method(settings.method)
+        alone_settings = runner.Settings(**{**vars(settings), "method": baseline})
+        start = time.perf_counter()
+        alone = list(runner.generator(alone_settings, None, oracle, ids, Stats(), np.random.default_rng(settings.seed)))
+        alone_time = time.perf_counter() - start
+        line = f"oracle alone ({baseline}): {alone_time:.2f} s; speedup {alone_time / max(elapsed, 1e-9):.2f}x"
+        if baseline == "greedy" and settings.method in runner.VERIFYING:
+            line += "; identical output" if alone == tokens else "; OUTPUT DIFFERS (see README: near-ties)"
+        return line
+
+    def models_shown(self, draft, oracle):
+        shown = {"oracle": f"{self.names['oracle']} ({oracle.n_layer} layers of width {oracle.n_embd})"}
+        if draft is not None:
+            shown["draft"] = f"{self.names['draft']} ({draft.n_layer} layers of width {draft.n_embd})"
+        return shown
+
+    # -- the commands ----------------------------------------------------------
+
+    def describe(self):
+        s = self.settings
+        method = self.method() + (f" (/{s.method})" if s.method != self.method() else "")
+        return (f"draft {self.names['draft']}, oracle {self.names['oracle']}; method {method}, length {s.max_new_tokens}, "
+                f"gamma {s.k}, processor {s.processor}")
+
+    def show_settings(self):
+        s = self.settings
+        self.say(self.describe())
+        self.say(f"seed {s.seed}; EGAG (adaptive) gamma {s.gamma_min}..{s.gamma_max}, ema {s.ema}; "
+                 f"n-gram n {s.ngram_n}, storage {s.storage}, top_k_filler {s.top_k_filler}, "
+                 f"reset_in_between {on_off(s.reset_in_between)}; beams {s.n_beams}")
+        self.say(f"trace {on_off(self.trace)}, html {self.html or 'off'}, cache {on_off(s.cache)}, compare {on_off(self.compare)}")
+
+    def set_method(self, name):
+        if name not in runner.METHODS and name != "target":
+            raise GenerationError(f"unknown method {name!r}; the methods are: {', '.join([*runner.METHODS, 'target'])}")
+        self.settings.method = name
+        self.say(f"method {self.method()}")
+
+    def toggle_method(self, method, value=None, off_method="speculative"):
+        """The document's /egag and /ngram: on switches to the method, off back to plain speculative."""
+        on = flag(value, self.settings.method != method)
+        self.set_method(method if on else off_method)
+
+    def set_model(self, role, name):
+        self.names[role] = name
+        self.say(f"{role} {name} (loaded on the next generation)")
+
+    def set_number(self, field, kind, low, value, high=None):
+        shown = SHOWN_AS.get(field, field)
+        number = parse_number(shown, kind, value, low, high)
+        bounds = {"gamma_min": (number, self.settings.gamma_max), "gamma_max": (self.settings.gamma_min, number)}
+        if field in bounds and bounds[field][0] > bounds[field][1]:
+            raise GenerationError(f"need egag_gamma_min <= egag_gamma_max, this would make them {bounds[field][0]} and {bounds[field][1]}")
+        setattr(self.settings, field, number)
+        if field in ("ngram_n", "top_k_filler"):
+            self.drafter = None
+        self.say(f"{shown} {number}")
+
+    def set_processor(self, *words):
+        if not words:
+            raise GenerationError(f"/processor takes one of: {', '.join(KINDS)} (with its values)")
+        temperature = self.settings.processor.temperature or 1.0
+        self.settings.processor = parse_processor(" ".join(words), temperature=temperature)
+        self.say(f"processor {self.settings.processor}; it applies to sps, /target and /drafter "
+                 f"(the greedy methods ignore it); now: {self.method()}")
+
+    def set_temperature(self, value):
+        p = self.settings.processor
+        self.settings.processor = Processor(parse_number("temperature", float, value, 0.0), p.top_k, p.top_p)
+        self.say(f"processor {self.settings.processor}")
+
+    def set_seed(self, value):
+        self.settings.seed = parse_number("seed", int, value, 0)
+        self.rng = None  # the next generation starts from the new seed
+        self.say(f"seed {self.settings.seed}")
+
+    def set_storage(self, kind=None, n=None):
+        if kind not in STORAGES:
+            raise GenerationError(f"/set_ngramstorage takes {' or '.join(STORAGES)} and n, e.g. /set_ngramstorage basic 3")
+        self.settings.storage = kind
+        if n is not None:
+            self.settings.ngram_n = parse_number("n", int, n, 2)
+        self.drafter = None
+        self.say(f"n-gram storage {kind}, n {self.settings.ngram_n}")
+
+    def set_flag(self, name, value=None):
+        current = getattr(self.settings, name) if name in ("cache", "reset_in_between") else getattr(self, name)
+        new = flag(value, not current)
+        if name in ("cache", "reset_in_between"):
+            setattr(self.settings, name, new)
+        else:
+            setattr(self, name, new)
+        if name == "cache" and not new:
+            self.say("cache off: every forward recomputes the whole prefix (tree and beam need the cache)")
+        self.say(f"{name} {on_off(new)}")
+
+    def set_html(self, path=None):
+        if path is None:
+            raise GenerationError("/html takes a file name (the page of each generation) or off")
+        self.html = None if path == "off" else path
+        self.say(f"html {self.html or 'off'}")
+
+    def run_ablations(self, path="ablation.csv"):
+        if self.last_prompt is None:
+            raise GenerationError("/ablation runs on the last prompt: type a prompt first")
+        draft, draft_dir = self.model("draft")
+        oracle, oracle_dir = self.model("oracle")
+        check_pair(draft, oracle)
+        enc = runner.load_shared_tokenizer(draft_dir, oracle_dir, draft, oracle)
+        ids = runner.prompt_ids(enc, self.last_prompt)
+        check_room(ids, self.settings.max_new_tokens, draft, oracle)
+        temperature = self.settings.processor.temperature or 1.0
+        rows = ablation.run_ablations(draft, oracle, [ids], self.settings.max_new_tokens, self.settings.k,
+                                      temperature, self.settings.seed or 0)
+        self.say(ablation.table(rows))
+        ablation.write_csv(path, rows)
+        self.say(f"wrote {path}")
+
+    def show_help(self):
+        width = max(len(usage) for _, _, usage, _ in self.commands.values())
+        self.say("type a prompt to generate; the commands (and the source document's own, where it has one):")
+        for name, (_, text, usage, theirs) in self.commands.items():
+            self.say(f"  {usage.ljust(width)}  {text}" + (f"   [document: {theirs}]" if theirs else ""))
+        self.say(f"  {'/quit'.ljust(width)}  leave (or Ctrl-D)   [document: /quit]")
+
+
+def command_table(s):
+    """{name: (handler, what it does, usage, the source document's command)}."""
+    return {
+        "help": (s.show_help, "this list", "/help", "/help"),
+        "settings": (s.show_settings, "every setting", "/settings", ""),
+        "method": (s.set_method, "the decoding method: " + ", ".join([*runner.METHODS, "target"]), "/method NAME", ""),
+        "speculative": (lambda: s.set_method("speculative"), "speculative decoding: greedy, or SpS when the processor samples",
+                        "/speculative", "/speculative"),
+        "target": (lambda: s.set_method("target"), "the oracle alone (greedy or sampling, by the processor)", "/target", "/target"),
+        "drafter": (lambda: s.set_method("drafter"), "the draft model alone", "/drafter", "/drafter"),
+        "draft": (lambda name: s.set_model("draft", name), "the draft model: a name or a directory", "/draft NAME_OR_DIR", ""),
+        "oracle": (lambda name: s.set_model("oracle", name), "the oracle: a name or a directory", "/oracle NAME_OR_DIR", ""),
+        "length": (lambda v: s.set_number("max_new_tokens", int, 0, v), "tokens to generate", "/length N", "/length"),
+        "gamma": (lambda v: s.set_number("n_draft", int, 1, v), "draft length (tree: depth; threshold: the most)",
+                  "/gamma N", "/gamma"),
+        "processor": (s.set_processor, "sampling: " + " | ".join(" ".join([k] + [v.upper() for v in values])
+                                                                 for k, values in KINDS.items()),
+                      "/processor NAME [VALUES]", "/processor"),
+        "temperature": (s.set_temperature, "the sampling temperature (0 is greedy)", "/temperature T", "(in /processor)"),
+        "seed": (s.set_seed, "restart sampling from this seed", "/seed S", ""),
+        "egag": (lambda v=None: s.toggle_method("adaptive", v), "entropy-adaptive gamma on (method adaptive) or off",
+                 "/egag [on|off]", "/egag"),
+        "egag_gamma_min": (lambda v: s.set_number("gamma_min", int, 1, v), "adaptive: the shortest draft",
+                           "/egag_gamma_min N", "/egag_gamma_min"),
+        "egag_gamma_max": (lambda v: s.set_number("gamma_max", int, 1, v), "adaptive: the longest draft",
+                           "/egag_gamma_max N", "/egag_gamma_max"),
+        "egag_ema": (lambda v: s.set_number("ema", float, 0.0, v, 1.0), "adaptive: the moving average's weight on the past",
+                     "/egag_ema X", "/egag_ema"),
+        "ngram": (lambda v=None: s.toggle_method("ngram", v), "n-gram drafts, no draft model (NASD) on or off",
+                  "/ngram [on|off]", "/ngram"),
+        "ngram_n": (lambda v: s.set_number("ngram_n", int, 2, v), "the n-gram order", "/ngram_n N", "(in /set_ngramstorage)"),
+        "set_ngramstorage": (s.set_storage, "the n-gram table: basic (back-off) or onelevel, and n",
+                             "/set_ngramstorage basic|onelevel N", "/set_ngramstorage"),
+        "top_k_filler": (lambda v: s.set_number("top_k_filler", int, 1, v), "the oracle's top-k learnt by the n-gram table",
+                         "/top_k_filler K", "/top_k_filler"),
+        "reset_in_between": (lambda v=None: s.set_flag("reset_in_between", v), "a fresh n-gram table for each generation",
+                             "/reset_in_between [on|off]", "/reset_in_between"),
+        "beams": (lambda v: s.set_number("n_beams", int, 1, v), "beams for /method beam", "/beams N", ""),
+        "trace": (lambda v=None: s.set_flag("trace", v), "print every round", "/trace [on|off]", "/debug"),
+        "debug": (lambda v=None: s.set_flag("trace", v), "the document's name for /trace", "/debug [on|off]", "/debug"),
+        "html": (s.set_html, "write each generation's page to FILE", "/html FILE|off", ""),
+        "cache": (lambda v=None: s.set_flag("cache", v), "the KV cache; off: every step recomputes the prefix",
+                  "/cache [on|off]", "/cache"),
+        "compare": (lambda v=None: s.set_flag("compare", v), "also run the oracle alone, report the speedup",
+                    "/compare [on|off]", ""),
+        "ablation": (s.run_ablations, "run the ablation set on the last prompt, write a CSV", "/ablation [FILE.csv]",
+                     "scripts/run_ablation.ps1"),
+    }
+
+
+SHOWN_AS = {"max_new_tokens": "length", "n_draft": "gamma", "gamma_min": "egag_gamma_min", "gamma_max": "egag_gamma_max",
+            "ema": "egag_ema", "n_beams": "beams"}
+COMPLETIONS = {"method": list(runner.METHODS) + ["target"], "processor": list(KINDS), "set_ngramstorage": list(STORAGES),
+               **{name: ["on", "off"] for name in ("egag", "ngram", "reset_in_between", "trace", "debug", "cache", "compare")},
+               "html": ["off"], "draft": ["demo-draft", "gpt2"], "oracle": ["demo-oracle", "gpt2-large", "gpt2-xl"]}
+
+
+def flag(value, default):
+    """on/off (and true/false, 1/0); no value: default (the toggle)."""
+    if value is None:
+        return default
+    if value.lower() not in ON_OFF:
+        raise GenerationError(f"expected on or off, got {value!r}")
+    return ON_OFF[value.lower()]
+
+
+def on_off(value):
+    return "on" if value else "off"
+
+
+def parse_number(field, kind, value, low, high=None):
+    try:
+        number = kind(value)
+    except (TypeError, ValueError):
+        raise GenerationError(f"{field} must be a {'whole number' if kind is int else 'number'}, got {value!r}") from None
+    if not low <= number or (high is not None and number > high) or number != number:
+        raise GenerationError(f"{field} must be {'between ' + str(low) + ' and ' + str(high) if high is not None else '>= ' + str(low)}, "
+                              f"got {value}")
+    return number

@@ -1,0 +1,192 @@
+"""The interactive workbench, driven as a person would drive it: through a pseudo-terminal (pty).
+
+Each test starts `python speculative.py -i` on a terminal of its own, types lines,
+and reads what the terminal shows: the prompt "> ", the streamed text, the
+statistics line, the answers to /commands. Ctrl-C is a real ^C typed on the
+terminal, which the terminal driver turns into SIGINT.
+"""
+
+import os
+import re
+import select
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT
+
+pty = pytest.importorskip("pty", reason="pseudo-terminals are POSIX-only")
+
+
+class Terminal:
+    def __init__(self, *args):
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:  # the child: the session, on the new terminal
+            os.chdir(ROOT)
+            os.execv(sys.executable, [sys.executable, "speculative.py", "-i", *args])
+        self.seen = ""
+
+    def read_until(self, pattern, timeout=120):
+        """Everything the terminal shows until pattern (a regex) appears; fails after timeout seconds."""
+        deadline = time.monotonic() + timeout
+        while not re.search(pattern, self.seen):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"no {pattern!r} within {timeout} s; the terminal shows:\n{self.seen[-3000:]}")
+            if select.select([self.fd], [], [], left)[0]:
+                try:
+                    chunk = os.read(self.fd, 65536)
+                except OSError:  # the session has ended
+                    chunk = b""
+                if not chunk:
+                    raise AssertionError(f"the session ended while waiting for {pattern!r}:\n{self.seen[-3000:]}")
+                self.seen += chunk.decode("utf-8", "replace").replace("\r\n", "\n")
+        found = self.seen
+        self.seen = ""
+        return found
+
+    def type(self, text):
+        os.write(self.fd, text.encode())
+
+    def command(self, line, timeout=120):
+        """Type a line and return what the session answers, up to its next prompt."""
+        self.type(line + "\n")
+        return self.read_until(r"\n> $", timeout)
+
+    def close(self):
+        try:
+            os.kill(self.pid, 9)
+        except ProcessLookupError:
+            pass
+        os.waitpid(self.pid, 0)
+        os.close(self.fd)
+
+
+def generated(out, prompt, method):
+    """The streamed text of one generation: from the last time the prompt is printed to the statistics line."""
+    before = re.sub(r"\x1b\[\d*m", "", out.split(f"{method}:")[0])  # the colour of accepted drafts
+    return before[before.rindex(prompt):]
+
+
+@pytest.fixture
+def terminal(tiny_dirs):
+    t = Terminal("--draft", tiny_dirs["related"], "--oracle", tiny_dirs["oracle"])
+    t.read_until(r"> $")
+    yield t
+    t.close()
+
+
+def test_a_prompt_is_generated_and_reported(terminal):
+    out = terminal.command("the cat")
+    assert "loaded" in out and "the cat" in out
+    assert re.search(r"speculative: 64 new tokens in [\d.]+ s", out)
+    assert "acceptance" in out
+
+
+def test_commands_change_the_settings(terminal):
+    assert "length 12" in terminal.command("/length 12")
+    assert "gamma 3" in terminal.command("/gamma 3")
+    out = terminal.command("the cat")
+    assert "speculative: 12 new tokens" in out
+    assert "method sps" in terminal.command("/method sps")
+    assert "topk 5, temperature 1.0" in terminal.command("/processor topk 5")
+    assert "seed 7" in terminal.command("/seed 7")
+    first = generated(terminal.command("the cat"), "the cat", "sps")
+    terminal.command("/seed 7")
+    assert first == generated(terminal.command("the cat"), "the cat", "sps")  # the same seed, the same text
+    settings = terminal.command("/settings")
+    assert "method sps" in settings and "length 12" in settings and "gamma 3" in settings
+
+
+def test_every_documented_toggle_answers(terminal):
+    for line, answer in [("/egag", "method adaptive"), ("/egag off", "method speculative"), ("/ngram on", "method ngram"),
+                         ("/egag_gamma_min 2", "egag_gamma_min 2"), ("/egag_gamma_max 6", "egag_gamma_max 6"),
+                         ("/egag_ema 0.9", "egag_ema 0.9"), ("/ngram_n 3", "ngram_n 3"), ("/top_k_filler 3", "top_k_filler 3"),
+                         ("/set_ngramstorage onelevel 3", "n-gram storage onelevel, n 3"), ("/reset_in_between off", "reset_in_between off"),
+                         ("/target", "method greedy"), ("/drafter", "method drafter"), ("/speculative", "method speculative"),
+                         ("/trace on", "trace on"), ("/debug off", "trace off"), ("/cache off", "cache off"), ("/cache on", "cache on"),
+                         ("/compare on", "compare on"), ("/temperature 0.5", "temperature 0.5"), ("/processor greedy", "processor greedy"),
+                         ("/method beam", "method beam"), ("/beams 2", "beams 2"), ("/html off", "html off")]:
+        assert answer in terminal.command(line), line
+
+
+def test_ngram_with_options_still_gives_the_oracles_text(terminal):
+    terminal.command("/length 16")
+    terminal.command("/target")
+    alone = generated(terminal.command("the cat the cat the"), "the cat the cat the", "greedy")
+    terminal.command("/ngram on")
+    terminal.command("/top_k_filler 3")
+    terminal.command("/reset_in_between off")
+    for _ in range(2):  # the second run starts with the table the first one taught
+        assert generated(terminal.command("the cat the cat the"), "the cat the cat the", "ngram") == alone
+
+
+def test_bad_commands_are_one_line_and_the_session_goes_on(terminal):
+    for line, message in [("/bogus", "unknown command /bogus"), ("/gamma x", "gamma must be a whole number"),
+                          ("/gamma", "usage: /gamma N"), ("/gamma 0", "gamma must be >= 1"), ("/method magic", "unknown method"),
+                          ("/processor beam", "unknown processor"), ("/egag maybe", "expected on or off"),
+                          ("/egag_gamma_min 99", "need egag_gamma_min <= egag_gamma_max"), ("/length -1", "length must be >= 0"),
+                          ("/temperature nan", "temperature must be"), ("/set_ngramstorage fancy", "/set_ngramstorage takes")]:
+        out = terminal.command(line)
+        errors = [l for l in out.splitlines() if l.startswith("error:")]
+        assert len(errors) == 1 and message in errors[0] and "Traceback" not in out, (line, out)
+    assert "speculative: 64 new tokens" in terminal.command("still alive")
+
+
+def test_a_missing_model_is_one_line(terminal, tmp_path):
+    terminal.command(f"/draft {tmp_path}")
+    out = terminal.command("the cat")
+    assert "error:" in out and "has no config.json" in out and "Traceback" not in out
+
+
+def test_trace_and_html(terminal, tmp_path):
+    terminal.command("/length 10")
+    terminal.command("/trace on")
+    page = tmp_path / "run.html"
+    terminal.command(f"/html {page}")
+    out = terminal.command("the cat")
+    assert "round 1:" in out and "drafted" in out
+    assert page.exists() and "<html" in page.read_text(encoding="utf-8")
+
+
+def test_help_lists_the_documents_commands(terminal):
+    out = terminal.command("/help")
+    for name in ("/speculative", "/target", "/drafter", "/length", "/gamma", "/egag", "/egag_gamma_min", "/egag_gamma_max",
+                 "/egag_ema", "/processor", "/debug", "/cache", "/ngram", "/top_k_filler", "/set_ngramstorage",
+                 "/reset_in_between", "/quit"):
+        assert f"[document: {name}" in out or f"[document: {name}]" in out, name
+
+
+def test_ctrl_d_and_quit_leave(tiny_dirs):
+    for ending in ("\x04", "/quit\n"):
+        t = Terminal("--draft", tiny_dirs["related"], "--oracle", tiny_dirs["oracle"])
+        t.read_until(r"> $")
+        t.type(ending)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            pid, status = os.waitpid(t.pid, os.WNOHANG)
+            if pid:
+                assert os.waitstatus_to_exitcode(status) == 0
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError(f"{ending!r} did not end the session")
+        os.close(t.fd)
+
+
+def test_ctrl_c_stops_a_generation_and_the_session_goes_on(demo_dirs):
+    t = Terminal("--draft", demo_dirs["draft"], "--oracle", demo_dirs["oracle"])
+    try:
+        t.read_until(r"> $")
+        t.command("/length 900")
+        t.command("/cache off")  # every step recomputes the prefix: slow enough to interrupt for sure
+        t.type("the meaning of life is\n")
+        t.read_until(r"the meaning of life is\S* \S+ \S+")  # a few tokens are out
+        t.type("\x03")  # Ctrl-C, as typed
+        out = t.read_until(r"\n> $", timeout=60)
+        assert re.search(r"\(stopped after \d+ tokens\)", out) and "Traceback" not in out
+        assert "length 5" in t.command("/length 5")
+        assert "new tokens" in t.command("/cache on") + t.command("still here")
+    finally:
+        t.close()
