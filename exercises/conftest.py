@@ -1,7 +1,10 @@
+"""`pytest exercises/`: the exercise files and the project's modules are importable; --reference checks the project."""
+
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(HERE)]
 
 
 def pytest_addoption(parser):

@@ -1,39 +1,391 @@
-"""`pytest exercises/ --reference` passes (the checks hold for the project's own code) and
-plain `pytest exercises/` fails clearly on the untouched stubs, so EXERCISES.md cannot
-drift from the code."""
+"""The exercises' checkers (exercises/checks.py): they pass the project's own functions, fail plausible
+wrong answers with a message naming what went wrong, and call an untouched exercise "not solved yet".
+
+Nothing here reads the exercise files, so a student's solved repository stays green.
+The wrong answers below give hints away: read them after the exercises.
+"""
 
 import os
+import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from conftest import ROOT
 
 sys.path.insert(0, os.path.join(ROOT, "exercises"))
 import checks  # noqa: E402
+from gpt2 import MASKED, softmax  # noqa: E402
+from kvcache import KVCache  # noqa: E402
+from sps import residual, sample  # noqa: E402
 
 
-def run_checker(*args):
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "exercises", *args],
-                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+def test_the_reference_solutions_pass_every_check():
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "exercises", "--reference"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"{len(checks.EXERCISES)} passed" in r.stdout
 
 
-def test_reference_solutions_pass_the_checker():
-    r = run_checker("--reference")
-    assert r.returncode == 0, r.stdout
-    assert "5 passed" in r.stdout
+@pytest.mark.parametrize("number", checks.EXERCISES)
+def test_an_untouched_exercise_is_not_solved_yet(number):
+    def stub(*args):
+        raise NotImplementedError("the stub of every exercise file")
+    with pytest.raises(checks.NotSolved) as failure:
+        checks.check(number, stub)
+    module = checks.EXERCISES[number].module
+    assert str(failure.value) == f"exercise {number} is not solved yet: see EXERCISES.md, then edit exercises/{module}.py"
 
 
-def test_untouched_stubs_fail_with_a_clear_message():
-    r = run_checker()
-    assert r.returncode == 1
-    for n in (1, 2, 3, 4):
-        assert f"exercise ex{n} is not solved yet" in r.stdout
-    assert "5 failed" in r.stdout
+def test_exercises_md_numbers_the_exercises_as_their_files():
+    # Exercise N is "### N. title (grade[, hands-on])" in EXERCISES.md and, if hands-on,
+    # exercises/exNN_name.py, checked by `pytest exercises/ -k exNN`.
+    with open(os.path.join(ROOT, "EXERCISES.md"), encoding="utf-8") as f:
+        sections = re.split(r"^### ", f.read(), flags=re.M)[1:]
+    headings = [re.match(r"(\d+)\. (.*)", s).groups() for s in sections]
+    assert [int(n) for n, _ in headings] == list(range(1, len(headings) + 1)) and len(headings) >= 18
+    for (n, title), text in zip(headings, sections):
+        assert re.search(r"\((warm-up|core|stretch)(, hands-on)?\)$", title), f"exercise {n} has no grade: {title}"
+        number = f"{int(n):02d}"
+        assert title.endswith(", hands-on)") == (number in checks.EXERCISES), title
+        if number in checks.EXERCISES:
+            assert f"`exercises/{checks.EXERCISES[number].module}.py`" in text, title
+            assert f"pytest exercises/ -k ex{number}\n" in text, title
 
 
-def test_the_buggy_generator_fails_its_check():
-    import ex5_cache_bug
-    with pytest.raises(AssertionError, match="differs from greedy decoding"):
-        checks.check_speculative_generate(ex5_cache_bug.speculative_generate)
+def fails(number, answer, *patterns, unsolved=False):
+    """Run exercise number's check on a wrong answer; its message must match every pattern."""
+    with pytest.raises(AssertionError) as failure:
+        checks.check(number, answer)
+    message = str(failure.value)
+    assert isinstance(failure.value, checks.NotSolved) == unsolved, message
+    assert "\n  where to look: " in message, message
+    for pattern in patterns:
+        assert re.search(pattern, message), f"{pattern!r} not in:\n{message}"
+    return message
+
+
+# --- exercise 3: the accepted prefix --------------------------------------------
+
+def test_accepted_prefix_without_a_default_for_all_accepted():
+    fails("03", lambda d, o: next(i for i in range(len(d)) if d[i] != o[i]),
+          r"\[5, 7, 9\], \[5, 7, 9, 4\]\) raised StopIteration", "all len\\(drafted\\) of them are accepted")
+
+
+def test_accepted_prefix_that_skips_token_0():
+    def answer(drafted, oracle_choice):
+        n = 0
+        while n < len(drafted) and drafted[n] and drafted[n] == oracle_choice[n]:
+            n += 1
+        return n
+    fails("03", answer, r"\(\[0, 0\], \[0, 1, 2\]\) returned 0, expected 1", "token id 0")
+
+
+def test_accepted_prefix_that_counts_every_match():
+    fails("03", lambda d, o: sum(a == b for a, b in zip(d, o)), r"\[1, 7, 9, 4\]\) returned 2, expected 0", "first disagreement")
+
+
+# --- exercise 4: rollback -----------------------------------------------------------
+
+def test_rollback_one_too_short():
+    def answer(n_kept, *caches):
+        for cache in caches:
+            cache.truncate(min(cache.n_tokens(), n_kept - 1))
+    fails("04", answer, r"rollback\(9, caches of 10, 8 positions\) left 8, 8; expected 9, 8: cache 1 was cut too short")
+
+
+def test_rollback_without_min():
+    def answer(n_kept, *caches):
+        for cache in caches:
+            cache.truncate(n_kept)
+    fails("04", answer, "raised ValueError", "shorter than n_kept must be left as it is")
+
+
+def test_rollback_of_the_first_cache_only():
+    def answer(n_kept, *caches):
+        caches[0].truncate(min(caches[0].n_tokens(), n_kept))
+    fails("04", answer, r"left 7, 9; expected 7, 7: cache 2 still holds 2 position", "every cache")
+
+
+# --- exercise 5: the KV-cache bug -------------------------------------------------
+
+def classic_generate(oracle_keep, room=1):
+    """ex05's generator as shipped, with its step 4 for the oracle's cache and its step 1's room as given."""
+    def generate(draft, oracle, ids, n_new, n_draft):
+        tokens, end = list(ids), len(ids) + n_new
+        draft_cache, oracle_cache = KVCache(), KVCache()
+        draft.forward(tokens[:-1], draft_cache, n_logits=1)
+        oracle.forward(tokens[:-1], oracle_cache, n_logits=1)
+        while len(tokens) < end:
+            k = min(n_draft, end - len(tokens) - room)
+            drafted = []
+            for _ in range(k):
+                drafted.append(int(np.argmax(draft.forward((drafted or tokens)[-1:], draft_cache)[-1])))
+            choice = np.argmax(oracle.forward([tokens[-1]] + drafted, oracle_cache), axis=-1)
+            n = checks.EXERCISES["03"].reference()(drafted, choice)
+            tokens += drafted[:n] + [int(choice[n])]
+            n_kept = len(tokens) - 1
+            if draft_cache.n_tokens() < n_kept:
+                draft.forward(tokens[draft_cache.n_tokens():n_kept], draft_cache, n_logits=1)
+            draft_cache.truncate(n_kept)
+            if oracle_keep is not None:
+                oracle_cache.truncate(min(oracle_cache.n_tokens(), oracle_keep(tokens)))
+            yield from drafted[:n] + [int(choice[n])]
+    return generate
+
+
+def test_the_cache_bug_as_shipped_is_not_solved_yet():
+    fails("05", classic_generate(None), r"token \d+ is \d+, but greedy decoding gives \d+", "python exercises/ex05",
+          unsolved=True)
+
+
+def test_the_cache_bug_fixed_one_position_too_short():
+    fails("05", classic_generate(lambda tokens: len(tokens) - 2), "held \\d+ positions; it should hold",
+          "never reads token", "cut 1 position\\(s\\) too short")
+
+
+def test_the_cache_bug_fixed_one_position_too_long():
+    fails("05", classic_generate(lambda tokens: len(tokens)), "1 extra position\\(s\\) hold keys and values of drafts",
+          "step 4")
+
+
+def test_a_round_that_overshoots():
+    fails("05", classic_generate(lambda tokens: len(tokens) - 1, room=0), r"got \d+ tokens \(or more\), \d+ more than asked",
+          "the last round began with", "step 1")
+
+
+# --- exercise 6: drafting while confident -----------------------------------------
+
+def drafting(stop_before=False, cap=None, per_token=False):
+    def answer(draft, tokens, k_max, threshold):
+        guesses, p = [], 1.0
+        while len(guesses) < (k_max if cap is None else cap) and p >= threshold:
+            probs = softmax(draft.forward(tokens + guesses)[-1])
+            x = int(np.argmax(probs))
+            if stop_before and p * probs[x] < threshold:
+                break
+            guesses.append(x)
+            p = probs[x] if per_token else p * probs[x]
+        return guesses
+    return answer
+
+
+def test_drafting_that_drops_the_guess_crossing_the_threshold():
+    fails("06", drafting(stop_before=True), "one guess short", "cumulative probabilities")
+
+
+def test_drafting_past_k_max():
+    fails("06", drafting(cap=50), r"but at most k_max = \d+ are allowed")
+
+
+def test_drafting_on_each_guess_alone():
+    fails("06", drafting(per_token=True), "product of the guesses' probabilities")
+
+
+# --- exercises 7 and 8: the threshold update ----------------------------------------
+
+def next_threshold_toward(index):
+    def answer(threshold, cumulative, n_accepted, boost):
+        if n_accepted == len(cumulative):
+            threshold -= boost
+        else:
+            threshold = (threshold + cumulative[index(n_accepted)]) / 2
+        return min(max(threshold, 0.05), 0.95)
+    return answer
+
+
+def test_next_threshold_as_seed_000_computes_it():
+    fails("07", next_threshold_toward(lambda n: n), "first REJECTED draft", "seed 000", "exercise 8")
+
+
+def test_next_threshold_copied_from_seed_000():
+    def answer(threshold, cumulative, n_accepted, boost):
+        return checks.seed000_threshold(threshold, cumulative, n_accepted, len(cumulative), boost)
+    fails("07", answer, "seed 000's, copied as it is", "counts the oracle's own token", "exercise 8")
+
+
+def test_next_threshold_without_the_empty_prefix():
+    fails("07", next_threshold_toward(lambda n: n - 1), r"cumulative\[-1\] = 0.6, Python's LAST element", "1.0")
+
+
+def test_next_threshold_without_the_clamp():
+    def answer(threshold, cumulative, n_accepted, boost):
+        if n_accepted == len(cumulative):
+            return threshold - boost
+        return (threshold + (cumulative[n_accepted - 1] if n_accepted else 1.0)) / 2
+    fails("07", answer, r"returned 0, expected 0.05", r"\[0.05, 0.95\]")
+
+
+def test_seed_000s_update_as_shipped_is_not_solved_yet():
+    fails("08", checks.seed000_threshold, "returns 0.35", "gives 0.5", unsolved=True)
+
+
+def test_seed_000s_update_shifted_without_the_empty_prefix():
+    def answer(threshold, drafted_probs, n_accepted, n_draft, boost):
+        return checks.seed000_threshold(threshold, drafted_probs, n_accepted - 1, n_draft, boost)
+    fails("08", answer, r"drafted_probs\[-1\] = 0.6, Python's LAST element")
+
+
+# --- exercise 9: temperature and top-k ----------------------------------------------
+
+def processed(scale=lambda logits, t: logits / np.float32(t), zero=True, renormalise=True, greedy_dtype=np.float32):
+    def answer(logits, temperature=1.0, top_k=None):
+        if temperature == 0 and zero:
+            probs = np.zeros(len(logits), greedy_dtype)
+            probs[np.argmax(logits)] = 1
+            return probs
+        probs = softmax(scale(logits, temperature))
+        if top_k is not None and top_k < len(logits):
+            probs = np.where(logits >= np.sort(logits)[-top_k], probs, np.float32(0))
+            if renormalise:
+                probs /= probs.sum()
+        return probs
+    return answer
+
+
+def test_temperature_multiplied():
+    fails("09", processed(scale=lambda logits, t: logits * np.float32(t)), "gets sharper than at temperature 1",
+          "divided or multiplied")
+
+
+def test_temperature_zero_divided_by():
+    fails("09", processed(zero=False), "temperature 0 means greedy")
+
+
+def test_tiny_temperature_divided_before_the_max_is_subtracted():
+    fails("09", processed(), r"temperature=1e-40.*overflow float32 to \+inf", "subtract the largest logit")
+
+
+def test_top_k_not_renormalised():
+    fails("09", processed(scale=lambda logits, t: (logits - logits.max()) / np.float32(t), renormalise=False),
+          r"top_k=2\) returned .* add up to 0.\d+, not 1", "renormalise")
+
+
+def test_greedy_in_float64():
+    fails("09", processed(scale=lambda logits, t: (logits - logits.max()) / np.float32(t), greedy_dtype=np.float64),
+          "returned float64 values, expected float32")
+
+
+# --- exercises 11-13: residual, the inverted ratio, alpha ------------------------------
+
+def test_residual_not_renormalised():
+    fails("11", lambda q, p: np.maximum(q - p, 0), r"adds up to 0.\d+, not 1", "renormalise")
+
+
+def test_residual_that_divides_by_zero():
+    def answer(q, p):
+        r = np.maximum(q - p, 0)
+        return r / r.sum()
+    fails("11", answer, "0 / 0 is NaN")
+
+
+def test_residual_with_p_and_q_swapped():
+    fails("11", lambda q, p: residual(p, q), "over-proposes")
+
+
+def test_the_learners_ratio_as_shipped_is_not_solved_yet():
+    def answer(p, q, x, r):
+        with np.errstate(divide="ignore"):
+            return not r > p[x] / q[x]
+    fails("12", answer, r"keeps it for 100% of r .* min\(1, q\(x\)/p\(x\)\) = 50%", r"emits the distribution \[0.6",
+          unsolved=True)
+
+
+def test_a_reversed_acceptance_test():
+    fails("12", lambda p, q, x, r: r > min(1, q[x] / p[x]), "keeps exactly when it should reject")
+
+
+def test_alpha_as_a_dot_product():
+    fails("13", lambda p, q: float(np.dot(p, q)), "kept the draft", "two independent draws")
+
+
+def test_alpha_without_the_half():
+    fails("13", lambda p, q: 1 - float(np.abs(p - q).sum()), "counts every difference twice")
+
+
+def test_alpha_unweighted():
+    fails("13", lambda p, q: float(sum(min(1, q[x] / p[x]) for x in range(len(p)) if p[x] > 0)),
+          r"simulated SpS step .* kept the draft", r"P\(draw x\) \* P\(keep x \| x drawn\)")
+
+
+# --- exercise 15: a round of Algorithm 2 ----------------------------------------------
+
+def sps_round(inverted=False, bonus=True, resample=residual):
+    def answer(draft, oracle, tokens, K, rng):
+        drafted, p = [], []
+        for _ in range(K):
+            p.append(softmax(draft.forward(tokens + drafted)[-1]))
+            drafted.append(sample(p[-1], rng))
+        q = softmax(oracle.forward(tokens + drafted)[len(tokens) - 1:])
+        for t, x in enumerate(drafted):
+            ratio = p[t][x] / q[t][x] if inverted else q[t][x] / p[t][x]
+            if not rng.random() < min(1, ratio):
+                return drafted[:t] + [sample(resample(q[t], p[t]), rng)]
+        return drafted + ([sample(q[K], rng)] if bonus else [])
+    return answer
+
+
+def test_a_round_with_the_ratio_inverted():
+    with np.errstate(divide="ignore"):
+        fails("15", sps_round(inverted=True), r"kept its first draft in \d+.\d% .* ratio inverted", "step 3")
+
+
+def test_a_round_without_the_bonus_token():
+    fails("15", sps_round(bonus=False), r"0 of your rounds added K \+ 1 = 3 tokens", "step 4")
+
+
+def test_a_round_that_resamples_from_q():
+    fails("15", sps_round(resample=lambda q, p: q), "do not follow the target's distribution: chi-square",
+          "what each draw samples from")
+
+
+# --- exercises 16 and 18: prompt lookup, the tree mask ----------------------------------
+
+def lookup(order, starts):
+    def answer(tokens, k, max_tail=3):
+        for n in order(min(max_tail, len(tokens) - 1)):
+            for s in starts(len(tokens), n):
+                if tokens[s:s + n] == tokens[-n:]:
+                    return tokens[s + n:s + n + k]
+        return []
+    return answer
+
+
+def test_lookup_of_the_earliest_occurrence():
+    fails("16", lookup(lambda m: range(m, 0, -1), lambda length, n: range(length - n)), "LATEST", "direction")
+
+
+def test_lookup_of_the_shortest_tail_first():
+    fails("16", lookup(lambda m: range(1, m + 1), lambda length, n: range(length - n - 1, -1, -1)),
+          "longest matching tail")
+
+
+def test_lookup_that_finds_the_tail_itself():
+    fails("16", lookup(lambda m: range(m, 0, -1), lambda length, n: range(length - n, -1, -1)),
+          r"returned \[\], expected \[9, 1, 2\]", "excludes the tail itself")
+
+
+def test_tree_mask_that_is_causal():
+    def answer(nodes, new, n_text, n_fed):
+        width = n_text + n_fed + len(new)
+        rows = n_text + np.asarray(new)[:, None]
+        return np.where(np.arange(width)[None, :] <= rows, np.float32(0), MASKED)
+    fails("18", answer, r"row \d+ \(node \d+, .*\) sees column \d+; column \d+ is node \d+, not on its path", "cousin")
+
+
+def test_tree_mask_without_the_text():
+    def answer(nodes, new, n_text, n_fed):
+        mask = checks.EXERCISES["18"].reference()(nodes, new, n_text, n_fed)
+        mask[:, :n_text] = MASKED
+        return mask
+    fails("18", answer, r"hides column 0; column 0 is text, which every node sees")
+
+
+def test_tree_mask_without_the_node_itself():
+    def answer(nodes, new, n_text, n_fed):
+        mask = checks.EXERCISES["18"].reference()(nodes, new, n_text, n_fed)
+        mask[np.arange(len(new)), n_text + np.asarray(new)] = MASKED
+        return mask
+    fails("18", answer, r"hides column 4; column 4 is node 0, itself")

@@ -1,15 +1,15 @@
-"""Exercise 5: find the KV-cache bug.  (EXERCISES.md, exercise 12)
+"""Exercise 5 (core): find the KV-cache bug.   EXERCISES.md, exercise 5
 
 Greedy speculative decoding written out in the classic style, every step by
 hand. It runs, it is fast, it returns the right number of tokens, and its text
 is wrong. See for yourself:
 
-    python exercises/ex5_cache_bug.py
+    python exercises/ex05_cache_bug.py
 
 which compares it with plain greedy decoding on tiny random models and prints
 where they part. Find the bug (one line is missing), fix it here, and check:
 
-    pytest exercises/ -k ex5
+    pytest exercises/ -k ex05
 """
 
 import os
@@ -20,7 +20,6 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from kvcache import KVCache  # noqa: E402
-from speculative import accepted_prefix_length  # noqa: E402
 
 
 def speculative_generate(draft, oracle, ids, n_new, n_draft=8):
@@ -38,8 +37,10 @@ def speculative_generate(draft, oracle, ids, n_new, n_draft=8):
             drafted.append(last)
         # 2. Verify: the oracle reads the last token and all k drafts in one pass.
         oracle_choice = np.argmax(oracle.forward([tokens[-1]] + drafted, oracle_cache), axis=-1)
-        # 3. Accept the agreeing prefix, then the oracle's own next token.
-        n = accepted_prefix_length(drafted, oracle_choice)
+        # 3. Accept the agreeing drafts, then the oracle's own next token.
+        n = 0
+        while n < k and drafted[n] == oracle_choice[n]:
+            n += 1
         new_tokens = drafted[:n] + [int(oracle_choice[n])]
         tokens += new_tokens
         # 4. Roll back: every cache must hold all the tokens but the newest.
@@ -61,4 +62,9 @@ if __name__ == "__main__":
     print("greedy:     ", expected)
     print("speculative:", got)
     first = next((i for i, (a, b) in enumerate(zip(expected, got)) if a != b), None)
-    print("identical: solved!" if first is None else f"they differ from token {first} on")
+    if first is None and len(got) == len(expected):
+        print("identical: solved!")
+    elif first is None:
+        print(f"the first {min(len(got), len(expected))} tokens agree, but greedy gave {len(expected)} and this {len(got)}")
+    else:
+        print(f"they differ from token {first} on")

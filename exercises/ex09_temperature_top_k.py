@@ -1,0 +1,23 @@
+"""Exercise 9 (warm-up): temperature and top-k.   EXERCISES.md, exercise 9
+
+A sampler seldom draws from softmax(logits) as it is. Write
+probabilities(logits, temperature=1.0, top_k=None) -> float32 probabilities [V]:
+
+  - temperature T: softmax(logits / T). T < 1 sharpens the distribution,
+    T > 1 flattens it. T = 0 means greedy: all the mass on the argmax (the
+    first one on a tie). A tiny T, such as 1e-40, must not give NaN.
+  - top_k k: only the k largest logits keep any probability, renormalised;
+    k >= V keeps everything. Temperature first, then top-k.
+
+logits is a float32 array [V]; keep everything float32.
+
+Check: pytest exercises/ -k ex09
+"""
+
+import numpy as np  # noqa: F401
+
+from gpt2 import softmax  # noqa: F401  (softmax(x) = exp(x - max) / sum, along the last axis)
+
+
+def probabilities(logits, temperature=1.0, top_k=None):
+    raise NotImplementedError("exercise 09: write probabilities")

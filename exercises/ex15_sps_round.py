@@ -1,0 +1,31 @@
+"""Exercise 15 (stretch): one round of speculative sampling, from the pseudocode.   EXERCISES.md, exercise 15
+
+Seed 001's class asked: "can you just implement it?" Write one round of Chen
+et al.'s Algorithm 2 (the pseudocode is in EXERCISES.md, exercise 15):
+
+    sps_round(draft, oracle, tokens, K, rng) -> the new token ids, 1 to K + 1 of them
+
+The draft model gives p, the oracle (the target) gives q: Chen et al.'s letters.
+Sample at temperature 1, with no top-k. What you may use:
+
+    model.forward(ids)      # logits [len(ids), V]; row i is for the token after ids[:i + 1] (no KV cache needed)
+    softmax(logits)         # probabilities, along the last axis
+    sample(probs, rng)      # one token id drawn from probs (float32; it need not sum to 1 exactly)
+    rng.random()            # r ~ U[0, 1)
+    residual(q, p)          # (q - p)+ renormalised: exercise 11
+
+The checker runs your round a thousand times on two tiny models over a
+vocabulary of 6 tokens, and compares what comes out with the target's exact
+distribution (a chi-square test), and how often drafts are kept with alpha.
+
+Check: pytest exercises/ -k ex15
+"""
+
+import numpy as np  # noqa: F401
+
+from gpt2 import softmax  # noqa: F401
+from sps import residual, sample  # noqa: F401
+
+
+def sps_round(draft, oracle, tokens, K, rng):
+    raise NotImplementedError("exercise 15: write sps_round")

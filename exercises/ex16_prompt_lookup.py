@@ -1,0 +1,17 @@
+"""Exercise 16 (warm-up): prompt lookup, drafts without a draft model.   EXERCISES.md, exercise 16
+
+Text repeats itself: names, identifiers, quoted passages. lookup(tokens, k,
+max_tail=3) guesses what comes next from the text alone. For n = max_tail
+down to 1: take the last n tokens (the tail); if they occur earlier in tokens,
+return the (up to) k tokens that followed their LATEST earlier occurrence, not
+the tail itself. The first n that matches wins. Nothing matches: [].
+
+    lookup([1, 2, 3, 9, 1, 2, 3], 2) == [9, 1]
+    lookup([5, 6, 7, 5, 6, 8, 5, 6], 3, max_tail=2) == [8, 5, 6]
+
+Check: pytest exercises/ -k ex16
+"""
+
+
+def lookup(tokens, k, max_tail=3):
+    raise NotImplementedError("exercise 16: write lookup")
