@@ -51,6 +51,12 @@ def acceptance_probability(q, p, x):
     return min(1.0, float(q[x] / p[x]))
 
 
+def acceptance_rate(q, p):  # [V], [V] -> alpha
+    """alpha = sum_x min(p(x), q(x)): the chance that step 3 keeps a draft x ~ p (Leviathan et al.'s alpha,
+    one minus their total variation distance between the two distributions)."""
+    return float(np.minimum(p, q).sum())
+
+
 def residual(q, p):  # [V], [V] -> [V]
     """Step 3's fallback distribution (q - p)+, renormalised.
 

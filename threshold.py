@@ -56,15 +56,8 @@ def threshold_generate(draft, oracle, ids, n_new, max_draft=16, threshold=0.4,
     draft_cache, oracle_cache = KVCache(), KVCache()
     while len(tokens) < end:
         # 1. Draft greedily while the draft's confidence in the whole guess holds.
-        #    The token that takes it below the threshold is still proposed: it
-        #    was computed already, and checking it costs the oracle little.
         k_max = min(max_draft, end - len(tokens) - 1)
-        drafted, cumulative, p = [], [], 1.0
-        while len(drafted) < k_max and p >= threshold:
-            probs = softmax(feed(draft, draft_cache, tokens + drafted, stats, "draft")[-1])
-            drafted.append(int(np.argmax(probs)))
-            p *= probs[drafted[-1]]
-            cumulative.append(p)
+        drafted, cumulative = draft_while_confident(draft, draft_cache, tokens, k_max, threshold, stats)
         # 2, 3 and 4, as in speculative_generate.
         n_accepted, new_tokens, oracle_choice = verify(oracle, oracle_cache, tokens, drafted, stats)
         context = len(tokens)
@@ -76,3 +69,19 @@ def threshold_generate(draft, oracle, ids, n_new, max_draft=16, threshold=0.4,
         if drafted:
             threshold = next_threshold(threshold, cumulative, n_accepted, threshold_all_correct_boost)
         yield from new_tokens
+
+
+def draft_while_confident(draft, draft_cache, tokens, k_max, threshold, stats):
+    """Step 1: the draft's greedy tokens while their cumulative probability stays >= threshold,
+    at most k_max of them; (drafted, cumulative), cumulative[i] the probability of drafted[:i + 1].
+
+    The token that takes it below the threshold is still proposed: it was
+    computed already, and checking it costs the oracle little.
+    """
+    drafted, cumulative, p = [], [], 1.0
+    while len(drafted) < k_max and p >= threshold:
+        probs = softmax(feed(draft, draft_cache, tokens + drafted, stats, "draft")[-1])
+        drafted.append(int(np.argmax(probs)))
+        p *= probs[drafted[-1]]
+        cumulative.append(p)
+    return drafted, cumulative

@@ -830,16 +830,8 @@ def reference_speculative_generate():
 
 
 def reference_draft_while_confident():
-    # threshold.py drafts inline in threshold_generate; its first round from `tokens` is step 1 alone.
-    from threshold import threshold_generate
-
-    def draft_while_confident(draft, tokens, k_max, threshold):
-        if k_max == 0:
-            return []
-        stats = Stats(trace=[])
-        next(threshold_generate(draft, draft, tokens, k_max + 1, max_draft=k_max, threshold=threshold, stats=stats))
-        return stats.trace[0].drafted
-    return draft_while_confident
+    from threshold import draft_while_confident
+    return lambda draft, tokens, k_max, threshold: draft_while_confident(draft, KVCache(), tokens, k_max, threshold, Stats())[0]
 
 
 def reference_seed_threshold():
@@ -850,10 +842,6 @@ def reference_seed_threshold():
 
 
 def reference_probabilities():
-    # TODO(processors): sps.probabilities is moving to processors.py; point this at its final name and drop the fallback.
-    import sps
-    if hasattr(sps, "probabilities"):
-        return sps.probabilities
     from processors import Processor
     return lambda logits, temperature=1.0, top_k=None: Processor(temperature=temperature, top_k=top_k)(logits)
 
@@ -864,9 +852,8 @@ def reference_keep_draft():
 
 
 def reference_acceptance_rate():
-    # sps.py has no alpha of its own: P(keep) is the expectation of its acceptance test over x ~ p.
-    from sps import acceptance_probability
-    return lambda p, q: sum(float(p[x]) * acceptance_probability(q, p, x) for x in range(len(p)) if p[x] > 0)
+    from sps import acceptance_rate
+    return lambda p, q: acceptance_rate(q, p)
 
 
 def reference_sps_round():
@@ -881,17 +868,9 @@ def reference_sps_round():
 
 
 def reference_lookup():
-    import inspect
-
     from ngram import NGramDrafter
-
-    def lookup(tokens, k, max_tail=3):
-        # NGramDrafter(n) tries tails of n - 1 tokens down to 1 (an n-gram is a context and its follower);
-        # its first version took max_ngram, the longest tail itself.
-        if "n" in inspect.signature(NGramDrafter).parameters:
-            return NGramDrafter(n=max_tail + 1).lookup(tokens, k)
-        return NGramDrafter(max_tail).lookup(tokens, k)
-    return lookup
+    # NGramDrafter(n) tries tails of n - 1 tokens down to 1 (an n-gram is a context and its follower)
+    return lambda tokens, k, max_tail=3: NGramDrafter(n=max_tail + 1).lookup(tokens, k)
 
 
 def project(module, name):

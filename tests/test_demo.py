@@ -36,8 +36,9 @@ def test_without_perturbation_the_oracle_computes_exactly_the_draft(small_demo):
 
 def test_the_perturbation_makes_them_disagree_sometimes(small_demo):
     draft, oracle = small_demo(demo.PERTURBATION)
-    ids = np.random.default_rng(1).integers(0, 300, 8).tolist()
-    assert list(greedy_generate(oracle, ids, 40)) != list(greedy_generate(draft, ids, 40))
+    same = [list(greedy_generate(oracle, ids, 40)) == list(greedy_generate(draft, ids, 40))
+            for ids in (np.random.default_rng(seed).integers(0, 300, 8).tolist() for seed in range(6))]
+    assert any(same) and not all(same)
 
 
 def test_the_demo_pair_is_realistic(demo_dirs):
