@@ -45,7 +45,8 @@ TOKENIZER_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets
 VOCAB, WINDOW = 50257, 1024
 DRAFT = {"n_layer": 2, "n_head": 4, "n_embd": 256}
 ORACLE = {"n_layer": 12, "n_head": 16, "n_embd": 1024}
-PERTURBATION = 0.6  # scale of the oracle's own blocks' outputs: sets how often the two disagree
+PERTURBATION = 2.0  # scale of the oracle's own blocks' outputs: sets how often the two disagree
+COMMON = 5000  # GPT-2's ids are BPE merge ranks: the lower, the more common the token
 SEED = 0
 
 
@@ -61,21 +62,26 @@ def mean_zero(a):  # [..., n] -> [..., n]: each vector moved into the subspace o
 
 
 def draft_tensors(seed=SEED):
-    """The draft's checkpoint tensors: random, layer norms plain, residual writes mean-zero."""
+    """The draft's checkpoint tensors: random, layer norms plain, residual writes mean-zero.
+
+    Its blocks write strongly into the residual stream (scale 0.3): with weak
+    writes the next token would mostly echo the current one, and text would loop."""
     d, rng = DRAFT["n_embd"], np.random.default_rng([seed, 0])
 
     def normal(*shape, scale=0.1):
         return rng.standard_normal(shape, dtype=np.float32) * np.float32(scale)
 
-    t = {"wte.weight": mean_zero(normal(VOCAB, d, scale=0.3)), "wpe.weight": mean_zero(normal(WINDOW, d, scale=0.09)),
+    wte = normal(VOCAB, d, scale=0.3)
+    wte[COMMON:] *= np.float32(0.5)  # rarer tokens get smaller logits: the gibberish is mostly made of common ones
+    t = {"wte.weight": mean_zero(wte), "wpe.weight": mean_zero(normal(WINDOW, d, scale=0.09)),
          "ln_f.weight": np.ones(d, np.float32), "ln_f.bias": np.zeros(d, np.float32)}
     for i in range(DRAFT["n_layer"]):
         t.update({f"h.{i}.ln_1.weight": np.ones(d, np.float32), f"h.{i}.ln_1.bias": np.zeros(d, np.float32),
                   f"h.{i}.ln_2.weight": np.ones(d, np.float32), f"h.{i}.ln_2.bias": np.zeros(d, np.float32),
                   f"h.{i}.attn.c_attn.weight": normal(d, 3 * d), f"h.{i}.attn.c_attn.bias": normal(3 * d),
-                  f"h.{i}.attn.c_proj.weight": mean_zero(normal(d, d)), f"h.{i}.attn.c_proj.bias": mean_zero(normal(d)),
+                  f"h.{i}.attn.c_proj.weight": mean_zero(normal(d, d, scale=0.3)), f"h.{i}.attn.c_proj.bias": mean_zero(normal(d, scale=0.3)),
                   f"h.{i}.mlp.c_fc.weight": normal(d, 4 * d), f"h.{i}.mlp.c_fc.bias": normal(4 * d),
-                  f"h.{i}.mlp.c_proj.weight": mean_zero(normal(4 * d, d)), f"h.{i}.mlp.c_proj.bias": mean_zero(normal(d))})
+                  f"h.{i}.mlp.c_proj.weight": mean_zero(normal(4 * d, d, scale=0.3)), f"h.{i}.mlp.c_proj.bias": mean_zero(normal(d, scale=0.3))})
     return t
 
 
