@@ -14,9 +14,9 @@ and it stays within [0.05, 0.95].
 Verification is exactly that of speculative.py (greedy: the output equals the
 oracle's greedy output); only step 1, the drafting, and step 5 differ.
 
-Source: the `speculative_threshold` sketch this file was written from (its
-update line is quoted in EXERCISES.md). See next_threshold for the one place
-where this file follows that sketch's comment rather than its code.
+Source: the `speculative_threshold` sketch this file was written from
+(docs/sources.md, seed 000). See next_threshold for the one place where this
+file follows that sketch's comment rather than its code.
 """
 
 import numpy as np

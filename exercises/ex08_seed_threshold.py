@@ -1,6 +1,6 @@
 """Exercise 8 (core): spot the bug in seed 000's threshold update.   EXERCISES.md, exercise 8
 
-Seed 000 (../shared/seeds/000_a3c728801e0bb0a8.txt), where threshold drafting
+Seed 000 (quoted in docs/sources.md), where threshold drafting
 comes from, updates the threshold after each round with the lines of
 update_threshold below, copied as they are. Its variables: drafted_probs[i] is
 the cumulative probability of the first i + 1 drafts, n_draft how many drafts

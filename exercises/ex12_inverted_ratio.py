@@ -1,6 +1,6 @@
 """Exercise 12 (core): spot the bug in a learner's acceptance test.   EXERCISES.md, exercise 12
 
-Seed 002 (../shared/seeds/002_a388a4314e656608.txt), a learner's notes, calls
+Seed 002 (quoted in docs/sources.md), a learner's notes, calls
 the draft's probability p and the target's q, as Chen et al. do, and reasons:
 
     we could define accept rate = p / q, which means if p is higher for the
