@@ -99,6 +99,7 @@ def format_trace(trace, token_bytes, n_prompt):
         return " ".join(token_text(token_bytes, t) for t in tokens)
 
     lines = [f"trace: prompt of {n_prompt} tokens; in each round the oracle checks the drafts in one pass"]
+    text = codecs.getincrementaldecoder("utf-8")(errors="replace")  # across rounds: a character split over two rounds shows whole
     for i, r in enumerate(trace, 1):
         setting = "".join(f", {name} {value:.3g}" if isinstance(value, float) else f", {name} {value}"
                           for name, value in r.details.items() if name in ("threshold", "gamma"))
@@ -111,6 +112,7 @@ def format_trace(trace, token_bytes, n_prompt):
             lines += [f"  drafted  {show(r.drafted) or '(nothing)'}",
                       f"  oracle   {show(r.oracle)}   (its choice after each draft prefix)",
                       f"  kept     {r.accepted} draft(s) + {show(r.new[-1:])} from the oracle"]
+        lines.append(f"  text     {text.decode(b''.join(token_bytes(t) for t in r.new), final=i == len(trace))!r}")
         caches = ", ".join(f"{name} {n}" for name, n in r.cached.items() if n is not None)
         lines.append(f"  caches   {caches} positions (context is now {r.context + len(r.new)} tokens)")
     return lines
