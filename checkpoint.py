@@ -2,22 +2,39 @@
 
 A checkpoint directory in the Hugging Face layout holds config.json (the
 shapes) and model.safetensors (the weights). This module reads both, checks
-every tensor against the config, and hands gpt2.py the weights in the layout
+every field before it trusts it, and hands gpt2.py the weights in the layout
 its products want (see matmul.py): linear weights transposed and in blocks.
 That conversion is done once and cached beside the checkpoint as
 model.blocked.safetensors. It also writes checkpoints: random ones for the
 tests, the benchmarks and the offline demo.
 
-safetensors, in ~40 lines here rather than a dependency: an 8-byte
+safetensors, in a few functions here rather than a dependency: an 8-byte
 little-endian header length, a JSON header giving each tensor's dtype, shape
 and byte range, then the raw data. The file is memory-mapped, so the arrays are
 read-only views of its pages and a 6.4 GB checkpoint does not need 12.8 GB of RAM.
+
+What the rest of the code can rely on:
+- every file is checked before anything is allocated from it (validate_config,
+  validate_header, checkpoint_tensors); a bad one is a CheckpointError naming
+  the file, the field and the problem;
+- files are written atomically, even by several processes at once: each
+  writer writes its own temporary file, flushes it to disk and renames it into
+  place (save_safetensors), so a reader sees a complete file or none;
+- the converted copy is a cache, trusted no more than its source: at every
+  load its stamp, its shapes and a few values of every tensor are compared
+  with model.safetensors, and it is rebuilt when anything differs (read_converted).
 """
 
+import contextlib
+import functools
 import json
+import math
 import mmap
 import os
+import re
+import secrets
 import sys
+import time
 
 import numpy as np
 from tqdm import tqdm
@@ -26,11 +43,33 @@ from errors import UserError
 from matmul import BLOCK, Rows, blocked_shape, to_blocks
 
 BLOCKED_FILE = "model.blocked.safetensors"
-SAFETENSORS_DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16}
+SAFETENSORS_DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16}  # the ones we read, as float32
+ITEM_SIZES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "I16": 2, "U16": 2, "F16": 2, "BF16": 2,
+              "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8}  # every dtype of the format
+MAX_HEADER_BYTES = 100_000_000  # real headers are kilobytes; text or HTML read as a length gives nonsense
+MAX_DIMS = 32  # NumPy 1's limit
+# Tensors a checkpoint may hold beyond GPT-2's weights: the attention-mask
+# buffers of old checkpoints, and the LM head, which must be wte (check_tied).
+HARMLESS_EXTRAS = re.compile(r"h\.\d+\.attn\.(masked_)?bias|lm_head\.weight")
+SAMPLES = 4  # values per tensor compared between the converted copy and the checkpoint, at every load
+STALE_TEMP_SECONDS = 3600  # a temporary file untouched for an hour belongs to a writer that was killed
 
 
 class CheckpointError(UserError):
     """A checkpoint that is missing, truncated, corrupt or does not match its config."""
+
+
+def is_int(value):  # a JSON integer (JSON's true and false are Python bools, a subclass of int)
+    return type(value) is int
+
+
+def json_type(value):  # for messages: what the JSON holds instead of what was expected
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(type(value), "a number")
+
+
+def shown(value):  # a JSON value in a message, cut short
+    text = json.dumps(value, default=repr)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 # ---------------------------------------------------------------------------
@@ -38,95 +77,157 @@ class CheckpointError(UserError):
 # ---------------------------------------------------------------------------
 
 def load_config(model_dir):
-    """The shapes GPT2 needs, from model_dir/config.json (Hugging Face's GPT2Config keys)."""
+    """The shapes GPT2 needs, from model_dir/config.json (Hugging Face's GPT2Config keys), checked."""
     path = os.path.join(model_dir, "config.json")
     try:
-        with open(path) as f:
+        with open(path, encoding="utf-8") as f:
             raw = json.load(f)
-    except (OSError, ValueError) as e:
-        raise CheckpointError(f"{path}: cannot read it as JSON ({e})") from None
-    config = {"n_positions": raw.get("n_positions", raw.get("n_ctx")), "layer_norm_epsilon": raw.get("layer_norm_epsilon", 1e-5)}
-    for key in ("n_layer", "n_head", "n_embd", "vocab_size"):
-        config[key] = raw.get(key)
-    missing = [k for k, v in config.items() if not isinstance(v, (int, float)) or isinstance(v, bool)]
-    if missing:
-        raise CheckpointError(f"{path}: missing or not a number: {', '.join(missing)}")
+    except (OSError, ValueError, RecursionError) as e:
+        raise CheckpointError(f"{path}: cannot read it as JSON ({getattr(e, 'strerror', None) or e})") from None
+    return validate_config(path, raw)
+
+
+def validate_config(path, raw):
+    """{n_layer, n_head, n_embd, vocab_size, n_positions, layer_norm_epsilon} from a parsed
+    config.json: each size a positive integer, epsilon a positive number float32 can hold."""
+    if not isinstance(raw, dict):
+        raise CheckpointError(f"{path}: {json_type(raw)}, not an object of settings")
+    config = {key: raw.get(key) for key in ("n_layer", "n_head", "n_embd", "vocab_size", "n_positions")}
+    if config["n_positions"] is None:
+        config["n_positions"] = raw.get("n_ctx")  # its older name
+    for key, value in config.items():
+        if value is None:
+            raise CheckpointError(f"{path}: {key} is missing")
+        if not is_int(value) or value <= 0:
+            raise CheckpointError(f"{path}: {key} must be a positive integer, not {shown(value)}")
+    eps = raw.get("layer_norm_epsilon", 1e-5)
+    # Compared in float32, as the model uses it: 1e-50 is 0 there and 1e50 infinite.
+    if type(eps) not in (int, float) or not 0 < eps <= float(np.finfo(np.float32).max) or np.float32(eps) == 0:
+        raise CheckpointError(f"{path}: layer_norm_epsilon must be a positive number within float32's range, not {shown(eps)}")
+    config["layer_norm_epsilon"] = eps
     if config["n_embd"] % config["n_head"]:
         raise CheckpointError(f"{path}: n_embd {config['n_embd']} is not a multiple of n_head {config['n_head']}")
     return config
 
 
+def expected_tensors(config):
+    """(checkpoint key, shape) of every tensor GPT-2 needs, in file order, one at a time:
+    a reader stops at the first one missing, so a config.json claiming a billion
+    layers costs nothing."""
+    d, v, n_pos = config["n_embd"], config["vocab_size"], config["n_positions"]
+    yield from {"wte.weight": (v, d), "wpe.weight": (n_pos, d), "ln_f.weight": (d,), "ln_f.bias": (d,)}.items()
+    layer = {
+        "ln_1.weight": (d,), "ln_1.bias": (d,),
+        "attn.c_attn.weight": (d, 3 * d), "attn.c_attn.bias": (3 * d,),
+        "attn.c_proj.weight": (d, d), "attn.c_proj.bias": (d,),
+        "ln_2.weight": (d,), "ln_2.bias": (d,),
+        "mlp.c_fc.weight": (d, 4 * d), "mlp.c_fc.bias": (4 * d,),
+        "mlp.c_proj.weight": (4 * d, d), "mlp.c_proj.bias": (d,),
+    }
+    for i in range(config["n_layer"]):
+        for key, shape in layer.items():
+            yield f"h.{i}.{key}", shape
+
+
 def expected_shapes(config):
     """{checkpoint key: shape} of every tensor GPT-2 needs, from config.json."""
-    d, v, n_pos = config["n_embd"], config["vocab_size"], config["n_positions"]
-    shapes = {"wte.weight": (v, d), "wpe.weight": (n_pos, d), "ln_f.weight": (d,), "ln_f.bias": (d,)}
-    for i in range(config["n_layer"]):
-        for key, shape in {
-            "ln_1.weight": (d,), "ln_1.bias": (d,),
-            "attn.c_attn.weight": (d, 3 * d), "attn.c_attn.bias": (3 * d,),
-            "attn.c_proj.weight": (d, d), "attn.c_proj.bias": (d,),
-            "ln_2.weight": (d,), "ln_2.bias": (d,),
-            "mlp.c_fc.weight": (d, 4 * d), "mlp.c_fc.bias": (4 * d,),
-            "mlp.c_proj.weight": (4 * d, d), "mlp.c_proj.bias": (d,),
-        }.items():
-            shapes[f"h.{i}.{key}"] = shape
-    return shapes
+    return dict(expected_tensors(config))
 
 
 # ---------------------------------------------------------------------------
 # Reading safetensors
 # ---------------------------------------------------------------------------
 
-def read_header(path):
-    """(header dict, byte offset of the data, file size) of a .safetensors file."""
-    size = os.path.getsize(path)
-    with open(path, "rb") as f:
-        prefix = f.read(8)
-        n_header = int.from_bytes(prefix, "little") if len(prefix) == 8 else -1
-        if not 0 < n_header <= 100_000_000:  # real headers are kilobytes; text or HTML gives nonsense here
-            raise CheckpointError(f"{path}: not a safetensors file (bad header length; the file has {size} bytes)")
-        if n_header > size - 8:
-            raise CheckpointError(f"{path}: truncated: its header needs {8 + n_header} bytes but the file has {size}")
-        try:
-            header = json.loads(f.read(n_header))
-        except ValueError:
-            raise CheckpointError(f"{path}: corrupt safetensors header (not valid JSON)") from None
-    return header, 8 + n_header, size
+def open_safetensors(path, sampled=False):
+    """(tensors, metadata, data) of a .safetensors file. tensors is {name: (dtype,
+    shape, begin, end)} from its header, checked by validate_header; data is the
+    bytes after the header, memory-mapped (nothing read yet; `sampled`: only a few
+    values will be). Header and data come from one open file: a file replaced
+    meanwhile cannot mix two versions."""
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            header, data_start = read_header(path, f, size)
+            tensors, metadata = validate_header(path, header, size - data_start)
+            data = map_file(f, sampled)[data_start:]
+    except OSError as e:  # unreadable, a directory, vanished
+        raise CheckpointError(f"{path}: cannot read it ({e.strerror or e})") from None
+    return tensors, metadata, data
 
 
-def load_safetensors(path):
-    """Read a .safetensors file into a {name: array} dict without copying it (memory-mapped)."""
-    header, data_start, size = read_header(path)
-    data = map_file(path)[data_start:] if size > data_start else np.zeros(0, np.uint8)
-    tensors = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        try:
-            dtype, shape, (begin, end) = SAFETENSORS_DTYPES.get(info["dtype"]), tuple(info["shape"]), info["data_offsets"]
-        except (KeyError, TypeError, ValueError):
-            raise CheckpointError(f"{path}: corrupt safetensors header entry for {name}") from None
-        if dtype is None:
-            raise CheckpointError(f"{path}: tensor {name} has dtype {info['dtype']}; supported: {', '.join(SAFETENSORS_DTYPES)}")
-        if end > data.size:
-            raise CheckpointError(f"{path}: truncated: tensor {name} ends at byte {data_start + end} but the file has {size} bytes")
-        if end - begin != int(np.prod(shape)) * np.dtype(dtype).itemsize:
-            raise CheckpointError(f"{path}: tensor {name} has {end - begin} bytes, not what shape {list(shape)} of {info['dtype']} needs")
-        tensors[name] = data[begin:end].view(dtype).reshape(shape)
-        if info["dtype"] != "F32":  # half-precision checkpoints: widen to float32 (a copy)
-            tensors[name] = to_float32(tensors[name], info["dtype"])
-    return tensors
+def read_header(path, f, size):  # -> (the parsed JSON header, byte offset of the data)
+    prefix = f.read(8)
+    n_header = int.from_bytes(prefix, "little") if len(prefix) == 8 else -1
+    if not 0 < n_header <= MAX_HEADER_BYTES:
+        raise CheckpointError(f"{path}: not a safetensors file (bad header length; the file has {size} bytes)")
+    if n_header > size - 8:
+        raise CheckpointError(f"{path}: truncated: its header needs {8 + n_header} bytes but the file has {size}")
+    try:
+        return json.loads(f.read(n_header)), 8 + n_header
+    except (ValueError, RecursionError):
+        raise CheckpointError(f"{path}: corrupt safetensors header (not valid JSON)") from None
 
 
-def map_file(path):  # -> read-only uint8 array over the file's pages
-    with open(path, "rb") as f:
-        pages = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    if hasattr(mmap, "MADV_HUGEPAGE"):  # Linux: 2 MB pages, one TLB entry per 2 MB of weights streamed
-        try:
-            pages.madvise(mmap.MADV_HUGEPAGE)
-        except OSError:  # a kernel without transparent huge pages: 4 KB pages it is
-            pass
-    return np.frombuffer(pages, dtype=np.uint8)
+def validate_header(path, header, n_data):
+    """({name: (dtype, shape, begin, end)}, metadata) from a parsed safetensors header,
+    checked as the format requires: every entry an object with a known dtype, a
+    shape of non-negative integers and byte offsets holding exactly that shape;
+    together the tensors cover the n_data bytes of data exactly, each byte once."""
+    if not isinstance(header, dict):
+        raise CheckpointError(f"{path}: corrupt safetensors header ({json_type(header)}, not an object)")
+    metadata = header.get("__metadata__", {})
+    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        raise CheckpointError(f"{path}: corrupt safetensors header (__metadata__ must map names to strings)")
+    tensors = {name: validate_entry(path, name, info, n_data) for name, info in header.items() if name != "__metadata__"}
+    position = 0  # where the next tensor must start: no overlap, no hole
+    for name, (_, _, begin, end) in sorted(tensors.items(), key=lambda item: item[1][2:]):
+        if begin != position:
+            raise CheckpointError(f"{path}: tensor {name} starts at byte {begin} of the data, not {position}: "
+                                  "tensors overlap or leave a gap")
+        position = end
+    if position != n_data:
+        raise CheckpointError(f"{path}: {n_data - position} bytes after the last tensor belong to none")
+    return tensors, metadata
+
+
+def validate_entry(path, name, info, n_data):  # one tensor's header entry -> (dtype, shape, begin, end)
+    where = f"{path}: tensor {name}"
+    if not isinstance(info, dict):
+        raise CheckpointError(f"{where}: its header entry is {json_type(info)}, not an object")
+    dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
+    if not isinstance(dtype, str) or dtype not in ITEM_SIZES:
+        raise CheckpointError(f"{where}: unknown dtype {shown(dtype)}")
+    if not (isinstance(shape, list) and len(shape) <= MAX_DIMS and all(is_int(n) and n >= 0 for n in shape)):
+        raise CheckpointError(f"{where}: shape must be a list of non-negative integers, not {shown(shape)}")
+    itemsize = ITEM_SIZES[dtype]
+    if math.prod(max(n, 1) for n in shape) * itemsize >= 2 ** 63:  # NumPy could not even describe it
+        raise CheckpointError(f"{where}: shape {shape} is too big for any array")
+    if not (isinstance(offsets, list) and len(offsets) == 2 and all(is_int(n) for n in offsets)):
+        raise CheckpointError(f"{where}: data_offsets must be two integers, not {shown(offsets)}")
+    begin, end = offsets
+    if not 0 <= begin <= end:
+        raise CheckpointError(f"{where}: data_offsets {offsets} are negative or reversed")
+    if end > n_data:
+        raise CheckpointError(f"{path}: truncated: tensor {name} ends at byte {end} of the data, which has {n_data}")
+    if begin % itemsize:
+        raise CheckpointError(f"{where}: starts at byte {begin}, not a multiple of {dtype}'s {itemsize} bytes")
+    if end - begin != math.prod(shape) * itemsize:
+        raise CheckpointError(f"{where} has {end - begin} bytes, not the {math.prod(shape) * itemsize} that shape {shape} of {dtype} needs")
+    return dtype, tuple(shape), begin, end
+
+
+def raw_view(data, entry):  # one tensor's mapped bytes as an array of its own dtype (BF16 as uint16)
+    dtype, shape, begin, end = entry
+    return data[begin:end].view(SAFETENSORS_DTYPES[dtype]).reshape(shape)
+
+
+def tensor_view(path, name, data, entry):
+    """A tensor as float32: a view of the mapped bytes when stored as F32, else a widened copy."""
+    dtype = entry[0]
+    if dtype not in SAFETENSORS_DTYPES:
+        raise CheckpointError(f"{path}: tensor {name} has dtype {dtype}; supported: {', '.join(SAFETENSORS_DTYPES)}")
+    t = raw_view(data, entry)
+    return t if dtype == "F32" else to_float32(t, dtype)
 
 
 def to_float32(a, dtype_name):
@@ -135,18 +236,72 @@ def to_float32(a, dtype_name):
     return a.astype(np.float32)
 
 
-def checkpoint_tensors(path, config):
-    """The tensors GPT-2 needs from a checkpoint file, checked against config.json."""
+def map_file(f, sampled=False):  # an open file -> read-only uint8 array over its pages
+    pages = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    # Weights streamed at every token: 2 MB pages, one TLB entry per 2 MB (Linux).
+    # A file of which only a few values are read: no read-ahead, which around each
+    # of them would read megabytes.
+    advice = "MADV_RANDOM" if sampled else "MADV_HUGEPAGE"
+    if hasattr(mmap, advice):  # not on Windows
+        with contextlib.suppress(OSError):  # e.g. a kernel without transparent huge pages
+            pages.madvise(getattr(mmap, advice))
+    return np.frombuffer(pages, dtype=np.uint8)
+
+
+def load_safetensors(path):
+    """Read a .safetensors file into a {name: array} dict without copying it (memory-mapped)."""
+    tensors, _, data = open_safetensors(path)
+    return {name: tensor_view(path, name, data, entry) for name, entry in tensors.items()}
+
+
+def sampled_values(m):  # -> a few values spread over m (an array or Rows), its first and last included
+    return np.asarray(m[sample_positions(m.shape)])
+
+
+@functools.lru_cache(maxsize=None)
+def sample_positions(shape):  # SAMPLES indices spread evenly over an array of this shape, in row-major order
+    size = math.prod(shape)
+    flat = np.unique(np.linspace(0, size - 1, SAMPLES).round().astype(np.int64)) if size else np.zeros(0, np.int64)
+    return np.unravel_index(flat, shape)
+
+
+# ---------------------------------------------------------------------------
+# A checkpoint against its config.json
+# ---------------------------------------------------------------------------
+
+def checkpoint_tensors(path, config, sampled=False):
+    """The tensors GPT-2 needs from a checkpoint file, {key: float32 array}, checked
+    against config.json (every shape, and no tensor left over) before any is read.
+    sampled: only a few values of each will be read (see map_file)."""
+    entries, _, data = open_safetensors(path, sampled)
     # GPT2LMHeadModel checkpoints prefix every key with 'transformer.'; GPT2Model ones do not.
-    tensors = {k.removeprefix("transformer."): t for k, t in load_safetensors(path).items()}
-    checked = {}
-    for key, shape in expected_shapes(config).items():
-        if key not in tensors:
+    names = {name.removeprefix("transformer."): name for name in entries}
+    if len(names) < len(entries):
+        raise CheckpointError(f"{path}: has some tensors twice, with and without the 'transformer.' prefix")
+    needed = {}
+    for key, shape in expected_tensors(config):
+        if key not in names:
             raise CheckpointError(f"{path}: tensor {key} is missing (config.json says n_layer={config['n_layer']})")
-        if tensors[key].shape != shape:
-            raise CheckpointError(f"{path}: tensor {key} has shape {list(tensors[key].shape)}, config.json implies {list(shape)}")
-        checked[key] = tensors[key]
-    return checked
+        if entries[names[key]][1] != shape:
+            raise CheckpointError(f"{path}: tensor {key} has shape {list(entries[names[key]][1])}, config.json implies {list(shape)}")
+        needed[key] = names[key]
+    unused = [key for key in names if key not in needed and not HARMLESS_EXTRAS.fullmatch(key)]
+    if unused:  # e.g. a config.json with fewer layers than the checkpoint: the model would silently lose them
+        listed = ", ".join(unused[:4]) + (f" and {len(unused) - 4} more" if len(unused) > 4 else "")
+        raise CheckpointError(f"{path}: has tensors config.json (n_layer={config['n_layer']}) leaves unused: {listed}")
+    tensors = {key: tensor_view(path, name, data, entries[name]) for key, name in needed.items()}
+    if "lm_head.weight" in names:
+        check_tied(path, entries[names["lm_head.weight"]], data, tensors["wte.weight"])
+    return tensors
+
+
+def check_tied(path, entry, data, wte):
+    """GPT-2's LM head is its token embedding (gpt2.py computes x @ wte.T): a stored
+    lm_head.weight must be the same matrix. Sampled, like read_converted."""
+    dtype, shape = entry[:2]
+    if dtype not in SAFETENSORS_DTYPES or shape != wte.shape or \
+            not np.array_equal(to_float32(sampled_values(raw_view(data, entry)), dtype), sampled_values(wte), equal_nan=True):
+        raise CheckpointError(f"{path}: lm_head.weight is not wte.weight, but GPT-2 ties them (gpt2.py uses wte as the LM head)")
 
 
 # ---------------------------------------------------------------------------
@@ -175,57 +330,105 @@ def memory_shape(key, shape):
     return shape
 
 
-def as_matrix(key, t, shape):
-    """What the model holds for a tensor: a Weight for `x @ w`, Rows for wte, else the array."""
+def as_rows(key, t, shape):
+    """A converted tensor as the rows it stores: Rows of W.T for a linear weight W
+    [n_in, n_out], Rows of wte, else the array itself (shape: the checkpoint's)."""
     if is_linear_weight(key):
-        return Rows(t, shape[1]).T  # W [n_in, n_out] is the transpose of W.T's row blocks
+        return Rows(t, shape[1])
     if key == "wte.weight":
         return Rows(t, shape[0])
     return t
+
+
+def as_matrix(key, t, shape):
+    """What the model holds for a tensor: a Weight for `x @ w`, Rows for wte, else the array."""
+    rows = as_rows(key, t, shape)
+    return rows.T if is_linear_weight(key) else rows  # W [n_in, n_out] is the transpose of W.T's row blocks
 
 
 def load_weights(model_dir, config):
     """{checkpoint key: array, Weight or Rows}, mapped from model.blocked.safetensors.
 
     Transposing gpt2-xl's 6 GB takes seconds, so it is done once: the first
-    load writes the converted copy beside the checkpoint (stamped with the
-    checkpoint's size and modification time, to notice when it changes), later
-    loads map it.
+    load writes the converted copy beside the checkpoint, later loads check it
+    against the checkpoint (read_converted) and map it.
     """
-    source = os.path.join(model_dir, "model.safetensors")
-    tensors = checkpoint_tensors(source, config)
-    shapes = {key: t.shape for key, t in tensors.items()}
-    return {key: as_matrix(key, t, shapes[key]) for key, t in load_blocked(model_dir, source, tensors).items()}
+    source, path = os.path.join(model_dir, "model.safetensors"), os.path.join(model_dir, BLOCKED_FILE)
+    remove_stale_temps(path)
+    stat = os.stat(source)
+    stamp = f"{stat.st_size}:{stat.st_mtime_ns}:block{BLOCK}"
+    converted = sound_copy(path, stamp, checkpoint_tensors(source, config, sampled=True))
+    if converted is None:
+        converted = convert(path, stamp, source, config)
+    shapes = expected_shapes(config)  # checked against the checkpoint's by now
+    return {key: as_matrix(key, t, shapes[key]) for key, t in converted.items()}
 
 
-def load_blocked(model_dir, source, tensors):
-    stamp = f"{os.path.getsize(source)}:{os.stat(source).st_mtime_ns}:block{BLOCK}"
-    path = os.path.join(model_dir, BLOCKED_FILE)
+def sound_copy(path, stamp, tensors):
+    """The converted copy at path, mapped, if read_converted finds it faithful to
+    the checkpoint's tensors; else None, with a note when there was a copy.
+    Returning drops any mapping of a bad copy (Windows cannot replace a mapped file)."""
+    if not os.path.isfile(path):
+        return None
+    try:
+        return read_converted(path, stamp, tensors)
+    except CheckpointError as e:
+        print(f"note: {e}; rebuilding it", file=sys.stderr)
+        return None
+
+
+def convert(path, stamp, source, config):
+    """The checkpoint's tensors in the fast layout: written to path, then mapped from
+    there once read_converted finds the copy sound, as every later load will; in
+    memory, with a note, when path cannot be written or does not read back."""
+    try:
+        write_converted(path, stamp, checkpoint_tensors(source, config))  # read in full: mapped with read-ahead
+        forget_pages(source)  # read once and unmapped now: its gigabytes need not stay in the page cache
+        return read_converted(path, stamp, checkpoint_tensors(source, config, sampled=True))
+    except OSError as e:  # a read-only directory, a full disk, a directory in the way; on Windows a copy mapped by another run
+        note = f"cannot write {path} ({e.strerror or e})"
+    except CheckpointError as e:  # what was just written does not read back: a failing disk
+        note = str(e)
+    print(f"note: {note}; converting in memory instead", file=sys.stderr)
+    return {key: to_memory_layout(key, t) for key, t in checkpoint_tensors(source, config).items()}
+
+
+def write_converted(path, stamp, tensors):  # the one place the converted copy is written
+    model = os.path.basename(os.path.dirname(os.path.abspath(path)))
+    save_safetensors(path, {key: memory_shape(key, t.shape) for key, t in tensors.items()},
+                     lambda key: to_memory_layout(key, tensors[key]), {"source": stamp},
+                     progress=f"one-time conversion of {model} to the fast layout")
+
+
+def read_converted(path, stamp, tensors):
+    """The tensors of the converted copy at path, mapped, if it is a faithful
+    conversion of `tensors` (the checkpoint's): the same stamp (the checkpoint's
+    size and time), the same tensors and shapes, and the same values at a few
+    places spread over every tensor, which a copy that is zero-filled,
+    half-written or made from other weights does not have. Else CheckpointError."""
+    entries, metadata, data = open_safetensors(path)
+    if metadata.get("source") != stamp:
+        raise CheckpointError(f"{path}: made from another version of model.safetensors")
     shapes = {key: memory_shape(key, t.shape) for key, t in tensors.items()}
-    if not (os.path.exists(path) and read_header(path)[0].get("__metadata__", {}).get("source") == stamp):
-        try:
-            save_safetensors(path, shapes, lambda key: to_memory_layout(key, tensors[key]), {"source": stamp},
-                             progress=f"one-time conversion of {os.path.basename(os.path.normpath(model_dir))} to the fast layout")
-        except OSError as e:  # a read-only directory or a full disk: convert in memory, every time
-            print(f"note: cannot write {path} ({e.strerror}); converting in memory instead", file=sys.stderr)
-            return {key: to_memory_layout(key, t) for key, t in tensors.items()}
-        del tensors  # unmap the checkpoint: the model never reads it again...
-        forget_pages(source)  # ...so its gigabytes need not stay in the page cache
-    blocked = load_safetensors(path)
-    for key, shape in shapes.items():
-        if key not in blocked or blocked[key].shape != shape:
-            raise CheckpointError(f"{path}: {key} is missing or has the wrong shape; delete the file to rebuild it")
-    return {key: blocked[key] for key in shapes}
+    if {name: shape for name, (_, shape, _, _) in entries.items()} != shapes or any(e[0] != "F32" for e in entries.values()):
+        raise CheckpointError(f"{path}: its tensors are not those of model.safetensors in the fast layout")
+    converted = {key: raw_view(data, entries[key]) for key in shapes}
+    for key, t in tensors.items():
+        source_rows = t.T if is_linear_weight(key) else t  # the checkpoint's tensor as the rows as_rows reads
+        if not np.array_equal(sampled_values(as_rows(key, converted[key], t.shape)), sampled_values(source_rows), equal_nan=True):
+            raise CheckpointError(f"{path}: {key} holds other values than model.safetensors")
+    return converted
 
 
 def forget_pages(path):
-    """Tell the kernel a file will not be read again (Linux; elsewhere a no-op)."""
+    """Tell the kernel a file will not be read again (Linux; elsewhere a no-op). Only advice: errors are ignored."""
     if hasattr(os, "posix_fadvise"):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
+        with contextlib.suppress(OSError):
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
 
 
 # ---------------------------------------------------------------------------
@@ -234,22 +437,29 @@ def forget_pages(path):
 
 def save_safetensors(path, shapes, tensor, metadata=None, progress=None):
     """Write a float32 .safetensors file: shapes is {name: shape}, tensor(name) gives
-    each array in turn (so a 6 GB file never needs 6 GB of RAM). Written under a
-    temporary name and renamed at the end: an interrupted write leaves no file."""
+    each array in turn (so a 6 GB file never needs 6 GB of RAM).
+
+    Atomic, even with other writers of the same path at the same time: each
+    writer writes a temporary file of its own, flushes it to disk and renames it
+    over path. Readers see the old file or a complete new one; a writer that
+    fails removes its temporary file, and one that is killed leaves it to
+    remove_stale_temps.
+    """
     header, offset = {"__metadata__": metadata or {}}, 0
     for name, shape in shapes.items():
-        n_bytes = 4 * int(np.prod(shape))
+        n_bytes = 4 * math.prod(shape)
         header[name] = {"dtype": "F32", "shape": list(shape), "data_offsets": [offset, offset + n_bytes]}
         offset += n_bytes
     header_bytes = json.dumps(header).encode()
     header_bytes += b" " * (-len(header_bytes) % 8)  # data starts 8-byte aligned
-    tmp = path + ".tmp"
+    remove_stale_temps(path)
+    f, tmp = new_temp_file(path)
     try:
-        with open(tmp, "wb") as f, tqdm(total=offset, unit="B", unit_scale=True, desc=progress,
-                                        disable=progress is None or offset < 100_000_000) as bar:
+        with f, tqdm(total=offset, unit="B", unit_scale=True, desc=progress,
+                     disable=progress is None or offset < 100_000_000) as bar:
             f.write(len(header_bytes).to_bytes(8, "little") + header_bytes)
             for name, shape in shapes.items():
-                t = np.ascontiguousarray(tensor(name), dtype=np.float32)
+                t = np.asarray(tensor(name), dtype=np.float32)  # tofile writes C order; 0-d stays 0-d
                 assert t.shape == tuple(shape), (name, t.shape, shape)
                 t.tofile(f)
                 bar.update(t.nbytes)
@@ -258,9 +468,32 @@ def save_safetensors(path, shapes, tensor, metadata=None, progress=None):
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
+    except BaseException:  # Ctrl-C included: leave nothing half-written behind
+        with contextlib.suppress(OSError):
             os.remove(tmp)
+        raise
+
+
+def new_temp_file(path):
+    """(an open file, its name) beside path, for one writer alone: the process id
+    and random letters make the name unique, and O_EXCL refuses an existing file,
+    so two writers never write into one file."""
+    name = f"{path}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
+    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    return os.fdopen(fd, "wb"), name
+
+
+def remove_stale_temps(path):
+    """Delete the temporary files of path's writers that were killed: those untouched
+    for STALE_TEMP_SECONDS (a live writer's file is younger). Quietly keeps any it
+    cannot remove: the next run tries again."""
+    folder, prefix = os.path.split(os.path.abspath(path))
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(folder):
+            if entry.name.startswith(prefix + ".") and entry.name.endswith(".tmp"):
+                with contextlib.suppress(OSError):
+                    if time.time() - entry.stat().st_mtime > STALE_TEMP_SECONDS:
+                        os.remove(entry.path)
 
 
 def random_checkpoint(model_dir, config, seed=0, scale=0.02):
@@ -272,6 +505,7 @@ def random_checkpoint(model_dir, config, seed=0, scale=0.02):
     """
     rng = np.random.default_rng(seed)
     config = {"layer_norm_epsilon": 1e-5, **config}
+    validate_config(os.path.join(model_dir, "config.json"), config)
     shapes = expected_shapes(config)
     pool = []  # made on first use, from its own generator: small models do not depend on it
 
@@ -293,4 +527,3 @@ def random_checkpoint(model_dir, config, seed=0, scale=0.02):
     save_safetensors(os.path.join(model_dir, "model.safetensors"), shapes, tensor,
                      progress=f"writing random weights to {model_dir}")
     return model_dir
-

@@ -6,7 +6,9 @@ the same Encoding from those: no network at run time.
 
 In GPT-2's vocab.json each token is written with a printable stand-in for every
 byte (bytes_to_unicode below), and a token's id is its BPE merge rank, which is
-exactly what tiktoken calls mergeable_ranks once the stand-ins are undone.
+exactly what tiktoken calls mergeable_ranks once the stand-ins are undone. Both
+files are checked before tiktoken sees them (validate_vocab, validate_merges):
+a bad one is a TokenizerError naming the file, the token or line, and the problem.
 """
 
 import json
@@ -19,6 +21,7 @@ from errors import UserError
 # GPT-2's pre-tokenizer: contractions, letters, numbers, other symbols, spaces.
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 ENDOFTEXT = "<|endoftext|>"
+NAME_PREFIX = "gpt2-bpe:"  # an Encoding's name is this and its model directory
 
 
 class TokenizerError(UserError):
@@ -42,29 +45,95 @@ def load_tokenizer(model_dir):
     """A tiktoken Encoding from model_dir/vocab.json and model_dir/merges.txt."""
     vocab_path, merges_path = os.path.join(model_dir, "vocab.json"), os.path.join(model_dir, "merges.txt")
     try:
-        with open(vocab_path, encoding="utf-8") as f:
-            vocab = json.load(f)
-        with open(merges_path, encoding="utf-8") as f:
-            merges = [line.split() for line in f.read().split("\n")[1:] if line.strip()]  # line 0 is a version comment
-    except (OSError, ValueError) as e:
-        raise TokenizerError(f"cannot read the tokenizer files in {model_dir} ({e})") from None
-
+        vocab = json.loads(read_text(vocab_path, model_dir))
+    except (ValueError, RecursionError) as e:
+        raise TokenizerError(f"{vocab_path}: not valid JSON ({e})") from None
+    validate_vocab(vocab_path, vocab)
+    validate_merges(merges_path, read_text(merges_path, model_dir), vocab)
     byte_of = {c: b for b, c in bytes_to_unicode().items()}
-    special = {tok: i for tok, i in vocab.items() if tok == ENDOFTEXT}
-    try:
-        ranks = {bytes(byte_of[c] for c in tok): i for tok, i in vocab.items() if tok not in special}
-    except KeyError:
-        raise TokenizerError(f"{vocab_path}: not a GPT-2 byte-level vocabulary") from None
-
-    # The ids must be the merge ranks: the 256 single bytes first, then one
-    # token per line of merges.txt, in order. Check it rather than assume it.
-    for rank, pair in enumerate(merges, start=256):
-        if len(pair) != 2 or vocab.get(pair[0] + pair[1]) != rank:
-            raise TokenizerError(f"{merges_path}: merge {rank - 255} ({' '.join(pair)}) does not match vocab.json")
-    return tiktoken.Encoding(name=f"gpt2-bpe:{os.path.abspath(model_dir)}", pat_str=GPT2_PATTERN,
+    ranks = {bytes(byte_of[c] for c in tok): i for tok, i in vocab.items() if tok != ENDOFTEXT}
+    special = {ENDOFTEXT: vocab[ENDOFTEXT]} if ENDOFTEXT in vocab else {}
+    return tiktoken.Encoding(name=NAME_PREFIX + os.path.abspath(model_dir), pat_str=GPT2_PATTERN,
                              mergeable_ranks=ranks, special_tokens=special)
+
+
+def read_text(path, model_dir):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, ValueError) as e:  # ValueError: not UTF-8
+        raise TokenizerError(f"cannot read the tokenizer files in {model_dir} ({path}: {getattr(e, 'strerror', None) or e})") from None
+
+
+def validate_vocab(path, vocab):
+    """Check vocab.json's {token: id}: the ids are the integers 0..n-1, each once, and
+    every token, <|endoftext|> aside, is written in GPT-2's byte alphabet, every byte
+    having its own token (tiktoken needs them all)."""
+    if not isinstance(vocab, dict):
+        raise TokenizerError(f"{path}: not an object of token: id")
+    owner = {}  # id -> token
+    for token, i in vocab.items():
+        if type(i) is not int or not 0 <= i < len(vocab):  # type(): JSON's true is a bool, an int to isinstance
+            raise TokenizerError(f"{path}: token {token!r} has id {json.dumps(i)[:40]}; the ids must be 0..{len(vocab) - 1}")
+        if i in owner:
+            raise TokenizerError(f"{path}: tokens {owner[i]!r} and {token!r} both have id {i}")
+        owner[i] = token
+    # n different ids in 0..n-1: each is used exactly once.
+    alphabet = set(bytes_to_unicode().values())
+    for token in vocab:
+        if token != ENDOFTEXT and not (token and set(token) <= alphabet):
+            raise TokenizerError(f"{path}: token {token!r} is not written in GPT-2's byte alphabet")
+    missing = sorted(alphabet - vocab.keys())
+    if missing:
+        raise TokenizerError(f"{path}: no token for the byte written {missing[0]!r} (every byte needs one)")
+
+
+def validate_merges(path, text, vocab):
+    """Check merges.txt against vocab.json: after an optional #version line, line r
+    merges two tokens of smaller ids into the token whose id is 255 + r (ids are
+    merge ranks), and every token that is not a byte or <|endoftext|> is made so."""
+    lines = text.split("\n")
+    first = 1 if lines[0].startswith("#version") else 0
+    rank = 256
+    for number, line in enumerate(lines[first:], start=first + 1):
+        if not line.strip():
+            continue
+        pair = line.split()
+        if len(pair) != 2:
+            raise TokenizerError(f"{path}: line {number} is not two tokens separated by a space: {line[:40]!r}")
+        merged = vocab.get(pair[0] + pair[1])
+        if merged != rank or not (vocab.get(pair[0], rank) < rank and vocab.get(pair[1], rank) < rank):
+            problem = (f"vocab.json has no token {pair[0] + pair[1]!r}" if merged is None else
+                       f"vocab.json gives {pair[0] + pair[1]!r} id {merged}, not the merge's rank {rank}" if merged != rank else
+                       "a part is not a token made before it")
+            raise TokenizerError(f"{path}: line {number} ({line.strip()}) does not match vocab.json: {problem}")
+        rank += 1
+    expected = rank + (ENDOFTEXT in vocab)  # the bytes, one token per merge, <|endoftext|>
+    if len(vocab) != expected:
+        raise TokenizerError(f"{path}: has {rank - 256} merges, so vocab.json should have {expected} tokens, not {len(vocab)}")
+
+
+def vocab_path(enc):  # the vocab.json an Encoding of load_tokenizer was made from
+    return os.path.join(enc.name.removeprefix(NAME_PREFIX), "vocab.json")
 
 
 def encode(enc, text):
     """Token ids of text; "<|endoftext|>" in it is the special token, as GPT-2 was trained."""
     return enc.encode(text, allowed_special=set(enc.special_tokens_set))
+
+
+def endoftext_id(enc):
+    """The id of <|endoftext|>, where GPT-2 starts from an empty prompt; a
+    TokenizerError when the vocabulary has none."""
+    if ENDOFTEXT not in enc.special_tokens_set:
+        raise TokenizerError(f"{vocab_path(enc)} has no {ENDOFTEXT} token to start from: give a prompt")
+    return enc.encode_single_token(ENDOFTEXT)
+
+
+def check_vocabulary(enc, vocab_size, model_dir):
+    """Raise TokenizerError unless the tokenizer has exactly the vocab_size tokens of
+    the model in model_dir: with more, it gives the model ids it has no embedding
+    for; with fewer, the model can predict ids it cannot write."""
+    if enc.n_vocab != vocab_size:
+        raise TokenizerError(f"{vocab_path(enc)} has {enc.n_vocab} tokens but {os.path.join(model_dir, 'config.json')} "
+                             f"says vocab_size {vocab_size}: the tokenizer is not this model's")
