@@ -126,4 +126,5 @@ def test_the_page_shows_the_text_whole(tmp_path):
                                   method="speculative", settings={"n_draft": len(ids) - 1}, models={"oracle": "demo"},
                                   elapsed=1.0, token_bytes=enc.decode_single_token_bytes))
     assert "接受率" in page and all(c in page for c in "验证🙂")  # each token its own span: characters, not bytes
-    assert "\\xe" not in page.split("<h2>The text</h2>")[1].split("</div>")[1]  # no byte escapes in the running text
+    running_text = page.split('<div class="text">')[1].split("</div>")[0]
+    assert "\\x" not in running_text and "\ufffd" not in running_text  # no byte escapes, no replacement characters
