@@ -1,0 +1,51 @@
+"""Windows and other non-Linux systems: every call that exists only on Linux or POSIX has a
+fallback, checked here by removing the call (the checkpoint's madvise/fadvise and the download
+locks have theirs in tests/test_checkpoint.py and tests/test_download.py)."""
+
+import io
+import os
+import subprocess
+import sys
+import types
+
+import display
+import runner
+import session
+from conftest import ROOT
+from processors import Processor
+
+
+def test_no_ansi_colours_where_the_console_cannot_show_them(monkeypatch):
+    # Windows without virtual-terminal mode: no colour codes, even on a terminal.
+    monkeypatch.setattr(display.os, "name", "nt")
+    monkeypatch.setitem(sys.modules, "ctypes", types.SimpleNamespace())  # no windll: not a Windows console API
+    terminal = io.StringIO()
+    terminal.isatty = lambda: True
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert not display.use_color("auto", terminal)
+    assert display.use_color("always", terminal)  # asked for explicitly: the user knows their console
+
+
+def test_the_session_works_without_readline(monkeypatch, tiny_dirs):
+    # Windows' Python has no readline: no completion or history, the same session otherwise.
+    monkeypatch.setattr(session, "readline", None)
+    lines = iter(["/length 3", "the cat", "/quit"])
+    out = io.StringIO()
+    s = session.Session(tiny_dirs["related"], tiny_dirs["oracle"], None, runner.Settings(processor=Processor(0.0)), out=out)
+    s.loop(read=lambda prompt: next(lines))
+    assert "length 3" in out.getvalue() and "speculative: 3 new tokens" in out.getvalue()
+
+
+def test_thread_count_without_sched_getaffinity():
+    # Only Linux has sched_getaffinity; elsewhere the count of CPUs.
+    code = "import os; del os.sched_getaffinity; import matmul; print(matmul.N_THREADS == (os.cpu_count() or 1))"
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert r.stdout.strip() == "True", r.stderr
+
+
+def test_ctrl_c_handling_needs_only_sigint():
+    # signal.SIGINT is the one signal Windows shares with POSIX; nothing here uses SIGPIPE, SIGTERM handlers or alarms.
+    for name in ("errors.py", "session.py", "cli.py", "speculative.py"):
+        with open(os.path.join(ROOT, name), encoding="utf-8") as f:
+            source = f.read()
+        assert "SIGPIPE" not in source and "signal.alarm" not in source and "SIGALRM" not in source, name
