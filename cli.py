@@ -40,7 +40,7 @@ def main(argv=None):
     if runner.needs_draft_model(args.method):
         draft, draft_dir = runner.load_model(args.draft, models_dir)
         check_pair(draft, oracle)
-    enc = runner.load_shared_tokenizer(draft_dir, oracle_dir, *[m for m in (draft, oracle) if m])
+    enc = runner.load_shared_tokenizer(draft_dir, oracle_dir, draft, oracle)
     ids = runner.prompt_ids(enc, args.prompt)
     check_room(ids, args.max_new_tokens, *[m for m in (draft, oracle) if m])
 

@@ -20,7 +20,7 @@ from processors import Processor
 from sps import autoregressive_sample, speculative_sample
 from speculative import greedy_generate, speculative_generate
 from threshold import threshold_generate
-from tokenizer import ENDOFTEXT, TokenizerError, encode, load_tokenizer
+from tokenizer import TokenizerError, check_vocabulary, encode, endoftext_id, load_tokenizer
 from tree import tree_generate
 
 METHODS = {
@@ -82,8 +82,8 @@ def load_model(name_or_path, models_dir, log=sys.stderr):
     return model, os.path.abspath(model_dir)
 
 
-def load_shared_tokenizer(draft_dir, oracle_dir, *models):
-    """The tokenizer of the draft (else the oracle); both must have the same one, covering the models' vocabulary."""
+def load_shared_tokenizer(draft_dir, oracle_dir, draft=None, oracle=None):
+    """The tokenizer of the draft (else the oracle); both must have the same one, with the models' vocabulary."""
     dirs = [d for d in (draft_dir, oracle_dir) if d and os.path.isfile(os.path.join(d, "vocab.json"))]
     if not dirs:
         raise TokenizerError("neither model directory has vocab.json and merges.txt")
@@ -92,10 +92,9 @@ def load_shared_tokenizer(draft_dir, oracle_dir, *models):
         raise GenerationError(f"the draft ({draft_dir}) and the oracle ({oracle_dir}) have different tokenizers; "
                               "they must share a vocabulary")
     enc = load_tokenizer(dirs[0])
-    for model in models:
-        if enc.n_vocab > model.vocab_size:  # a token id the model has no row for would fail mid-generation
-            raise TokenizerError(f"the tokenizer in {dirs[0]} has {enc.n_vocab} tokens but {model.name} knows only "
-                                 f"{model.vocab_size}: they do not belong together")
+    for model, model_dir in ((draft, draft_dir), (oracle, oracle_dir)):
+        if model is not None:
+            check_vocabulary(enc, model.vocab_size, model_dir)
     return enc
 
 
@@ -105,11 +104,7 @@ def prompt_ids(enc, prompt):
         prompt.encode("utf-8")
     except UnicodeEncodeError:  # bytes the locale could not decode arrive as lone surrogates
         raise GenerationError("the prompt is not valid UTF-8 text (is the terminal's locale UTF-8? try LANG=C.UTF-8)") from None
-    if prompt:
-        return encode(enc, prompt)
-    if ENDOFTEXT not in enc.special_tokens_set:
-        raise TokenizerError("this vocabulary has no <|endoftext|> to start from: give a prompt")
-    return [enc.encode_single_token(ENDOFTEXT)]
+    return encode(enc, prompt) if prompt else [endoftext_id(enc)]
 
 
 def generator(settings, draft, oracle, ids, stats, rng=None, drafter=None):

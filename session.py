@@ -132,7 +132,7 @@ class Session:
         if runner.needs_draft_model(method):
             draft, draft_dir = self.model("draft")
             check_pair(draft, oracle)
-        enc = runner.load_shared_tokenizer(draft_dir, oracle_dir, *[m for m in (draft, oracle) if m])
+        enc = runner.load_shared_tokenizer(draft_dir, oracle_dir, draft, oracle)
         ids = runner.prompt_ids(enc, prompt)
         check_room(ids, self.settings.max_new_tokens, *[m for m in (draft, oracle) if m])
         settings = runner.Settings(**{**vars(self.settings), "method": method})

@@ -240,3 +240,10 @@ def test_ctrl_c_while_starting_is_one_line(pair, delay):
 def test_html_into_a_missing_directory_is_refused_before_the_run(pair, tmp_path):
     assert_one_line_error(run("hi", *pair, "--html", str(tmp_path / "nowhere" / "run.html")), "does not exist", code=2)
     assert_one_line_error(run("hi", *pair, "--html", str(tmp_path)), "is a directory", code=2)
+
+
+def test_a_tokenizer_that_is_not_the_models_is_one_line(tmp_path, tiny_dirs):
+    # A model whose vocabulary is smaller than its tokenizer's: refused at load, not a KeyError mid-output.
+    small = make_model_dir(tmp_path / "small", vocab_size=200)
+    r = run("the cat", "--draft", small, "--oracle", small, "-n", "4")
+    assert_one_line_error(r, "vocab_size 200")
