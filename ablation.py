@@ -13,15 +13,17 @@ staged, n-gram drafts (NASD), and SpS at a temperature against sampling.
 """
 
 import csv
-import os
+import functools
+import io
 import sys
 import time
 
 from tqdm import tqdm
 
+import atomic
 import errors
 import runner
-from decoding import Stats, check_pair, check_room
+from decoding import Stats
 from download_weights import DEFAULT_MODELS_DIR
 from processors import Processor
 
@@ -90,23 +92,21 @@ def table(rows, columns=COLUMNS):
 
 
 def write_csv(path, rows, columns=COLUMNS):
-    """Written under a temporary name and renamed: a reader never sees half a file."""
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, "w", newline="", encoding="utf-8") as f:
-            writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
-            writer.writeheader()
-            writer.writerows(rows)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    """The rows as CSV, written atomically: a reader never sees half a file."""
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=columns, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic.write_text(path, text.getvalue())
 
 
 def read_prompts(path):
     """One prompt per line; blank lines are skipped; a line may contain \\n for a newline."""
-    with open(path, encoding="utf-8") as f:
-        prompts = [line.rstrip("\n").replace("\\n", "\n") for line in f if line.strip()]
+    try:
+        with open(path, encoding="utf-8") as f:
+            prompts = [line.rstrip("\n").replace("\\n", "\n") for line in f if line.strip()]
+    except UnicodeDecodeError as e:
+        raise errors.UserError(f"{path}: not UTF-8 text (byte {e.start}); save it as UTF-8") from None
     if not prompts:
         raise errors.UserError(f"{path}: no prompts in it (one per line)")
     return prompts
@@ -131,6 +131,9 @@ def parse_args(argv):
             parser.error(f"--{name.replace('_', '-')} must be at least {low}")
     if not 0 <= args.temperature < float("inf"):
         parser.error("--temperature must be a finite number >= 0")
+    problem = atomic.why_not_writable(args.out)
+    if problem:
+        parser.error(f"--out {problem}")
     return args
 
 
@@ -138,13 +141,11 @@ def main(argv=None):
     args = parse_args(argv)
     prompts = list(args.prompts) + (read_prompts(args.prompts_file) if args.prompts_file else [])
     prompts = prompts or ["The meaning of life is", "Once upon a time, in a small village at the edge of the forest,"]
-    draft, draft_dir = runner.load_model(args.draft, args.models_dir)
-    oracle, oracle_dir = runner.load_model(args.oracle, args.models_dir)
-    check_pair(draft, oracle)
-    enc = runner.load_shared_tokenizer(draft_dir, oracle_dir, draft, oracle)
-    prompts_ids = [runner.prompt_ids(enc, p) for p in prompts]
-    for ids in prompts_ids:
-        check_room(ids, args.max_new_tokens, draft, oracle)
+    names = {"draft": args.draft, "oracle": args.oracle}
+    load = functools.lru_cache(maxsize=None)(lambda role: runner.load_model(names[role], args.models_dir))
+    run = runner.prepare(load, "speculative", prompts[0], args.max_new_tokens)
+    prompts_ids = [runner.prepare(load, "speculative", p, args.max_new_tokens).ids for p in prompts]
+    draft, oracle = run.draft, run.oracle
     rows = run_ablations(draft, oracle, prompts_ids, args.max_new_tokens, args.gamma, args.temperature, args.seed)
     print(f"{args.draft} -> {args.oracle}, {len(prompts)} prompt(s), {args.max_new_tokens} new tokens each")
     print(table(rows))

@@ -3,7 +3,9 @@
 Greedy decoding keeps the single most likely next token at every step. Beam
 search keeps the n_beams best partial continuations ("beams"), each scored by
 the sum of its tokens' log-probabilities, and extends all of them by every
-possible token at each step. With n_beams = 1 it is greedy decoding. The source
+possible token at each step. With n_beams = 1 it is greedy decoding (but at a
+float32 near-tie: two logits a hair apart can give equal float32 scores, and
+then the lower token id wins where argmax picks the larger logit). The source
 document's project (romsto/Speculative-Decoding, sampling/base_decoding.py)
 has it as a baseline beside autoregressive decoding.
 
@@ -28,11 +30,12 @@ when no candidate is ever dropped: n_beams >= V ** (n_new - 1).
 """
 
 import copy
+import os
 from dataclasses import dataclass
 
 import numpy as np
 
-from decoding import Stats, check_lengths, check_room, feed
+from decoding import GenerationError, Stats, check_lengths, check_room, feed
 from kvcache import KVCache
 
 
@@ -48,6 +51,7 @@ def beam_search(model, ids, n_new, n_beams=4, length_penalty=1.0, stats=None):
     stats = Stats() if stats is None else stats
     check_room(ids, n_new, model)
     check_lengths(n_beams=n_beams)
+    check_memory(model, n_beams, len(ids) + n_new)
     if n_new == 0:
         return
     beams = [Beam([], np.float32(0), KVCache())]
@@ -61,6 +65,24 @@ def beam_search(model, ids, n_new, n_beams=4, length_penalty=1.0, stats=None):
         stats.add_round(beams[0].tokens[-1:])  # one step: len(beams) one-token forwards
     best = max(beams, key=lambda beam: beam_score(beam.score, n_new, length_penalty))
     yield from best.tokens
+
+
+def check_memory(model, n_beams, n_tokens):
+    """Every beam keeps a KV cache of its own: refuse, before any work, a search that would not fit in memory."""
+    per_token = 2 * model.n_layer * model.n_embd * 4  # a float32 key and value per layer
+    need = 2 * n_beams * n_tokens * per_token  # 2: a cache grows by doubling
+    budget = memory_budget()
+    if need > budget:
+        raise GenerationError(f"{n_beams} beams of {n_tokens} tokens need about {need / 1e9:.1f} GB of KV caches, "
+                              f"more than the {budget / 1e9:.1f} GB this machine can give them: use fewer beams")
+
+
+def memory_budget():
+    """Half the machine's physical memory (where the system says it; else 8 GB)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
+    except (AttributeError, ValueError, OSError):  # Windows has no sysconf
+        return 8 << 30
 
 
 def extend(beams, parents, tokens, scores):

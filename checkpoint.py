@@ -32,13 +32,13 @@ import math
 import mmap
 import os
 import re
-import secrets
 import sys
 import time
 
 import numpy as np
 from tqdm import tqdm
 
+import atomic
 from errors import UserError
 from matmul import BLOCK, Rows, blocked_shape, to_blocks
 
@@ -453,7 +453,7 @@ def save_safetensors(path, shapes, tensor, metadata=None, progress=None):
     header_bytes = json.dumps(header).encode()
     header_bytes += b" " * (-len(header_bytes) % 8)  # data starts 8-byte aligned
     remove_stale_temps(path)
-    f, tmp = new_temp_file(path)
+    f, tmp = atomic.temp_file(path)
     try:
         with f, tqdm(total=offset, unit="B", unit_scale=True, desc=progress,
                      disable=progress is None or offset < 100_000_000) as bar:
@@ -472,15 +472,6 @@ def save_safetensors(path, shapes, tensor, metadata=None, progress=None):
         with contextlib.suppress(OSError):
             os.remove(tmp)
         raise
-
-
-def new_temp_file(path):
-    """(an open file, its name) beside path, for one writer alone: the process id
-    and random letters make the name unique, and O_EXCL refuses an existing file,
-    so two writers never write into one file."""
-    name = f"{path}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
-    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
-    return os.fdopen(fd, "wb"), name
 
 
 def remove_stale_temps(path):

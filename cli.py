@@ -9,17 +9,17 @@ user can cause is one line on stderr (errors.py).
 
 import argparse
 import math
-import os
 import sys
 import time
 
+import atomic
 import display
 import errors
 import report
 import runner
 import session
 import speculative
-from decoding import Stats, check_pair, check_room
+from decoding import Stats
 from download_weights import DEFAULT_MODELS_DIR
 from processors import Processor
 from runner import DEFAULT_N_DRAFT, METHODS, SAMPLING, VERIFYING
@@ -29,41 +29,41 @@ def main(argv=None):
     args = parse_args(argv)
     settings = settings_from(args)
     models_dir = args.models_dir or DEFAULT_MODELS_DIR
+    display.utf8_output(sys.stdout)
     if args.interactive:
+        display.utf8_input(sys.stdin)
         return session.Session(args.draft, args.oracle, models_dir, settings, trace=args.trace, html=args.html,
                                compare=args.compare, color=args.color).loop()
     color = display.use_color(args.color, sys.stdout)
-    display.utf8_output(sys.stdout)
-
-    oracle, oracle_dir = runner.load_model(args.oracle, models_dir)
-    draft = draft_dir = None
-    if runner.needs_draft_model(args.method):
-        draft, draft_dir = runner.load_model(args.draft, models_dir)
-        check_pair(draft, oracle)
-    enc = runner.load_shared_tokenizer(draft_dir, oracle_dir, draft, oracle)
-    ids = runner.prompt_ids(enc, args.prompt)
-    check_room(ids, args.max_new_tokens, *[m for m in (draft, oracle) if m])
+    names = {"draft": args.draft, "oracle": args.oracle}
+    run = runner.prepare(lambda role: runner.load_model(names[role], models_dir), args.method, args.prompt,
+                         args.max_new_tokens)
 
     if color and args.method in VERIFYING:
         print(f"{display.GREEN}green{display.RESET}: proposed by the draft and accepted; plain: chosen by the oracle",
               file=sys.stderr)
     sys.stdout.write(args.prompt)
-    stats = Stats(trace=[] if args.trace or args.html else None)
+    stats = Stats(trace=[] if args.trace or args.html is not None else None)
     start = time.perf_counter()
-    generated = display.stream(runner.generator(settings, draft, oracle, ids, stats), enc.decode_single_token_bytes,
-                               stats.from_draft, color, sys.stdout)
+    try:
+        generated = display.stream(runner.generator(settings, run.draft, run.oracle, run.ids, stats),
+                                   run.enc.decode_single_token_bytes, stats.from_draft, color, sys.stdout)
+    except errors.UserError:
+        print(file=sys.stdout, flush=True)  # a check a generator makes on its first step: its line starts afresh
+        raise
     elapsed = time.perf_counter() - start
     print(file=sys.stdout, flush=True)
     if args.trace:
-        print("\n" + "\n".join(display.format_trace(stats.trace, enc.decode_single_token_bytes, len(ids))), file=sys.stderr)
+        print("\n" + "\n".join(display.format_trace(stats.trace, run.enc.decode_single_token_bytes, len(run.ids))),
+              file=sys.stderr)
     print(display.summary(args.method, stats, elapsed), file=sys.stderr)
     if args.compare:
-        print(compare(settings, oracle, ids, generated, elapsed), file=sys.stderr)
-    if args.html:
+        print(runner.compare(settings, run, generated, elapsed), file=sys.stderr)
+    if args.html is not None:
         report.write_page(args.html, report.Run(
-            prompt=args.prompt, prompt_ids=ids, tokens=generated, stats=stats, method=args.method,
-            settings=describe_settings(settings), models=describe_models(args, draft, oracle), elapsed=elapsed,
-            token_bytes=enc.decode_single_token_bytes))
+            prompt=args.prompt, prompt_ids=run.ids, tokens=generated, stats=stats, method=args.method,
+            settings=runner.describe_settings(settings), models=runner.describe_models(names, run), elapsed=elapsed,
+            token_bytes=run.enc.decode_single_token_bytes))
         print(f"wrote {args.html}: open it in a browser", file=sys.stderr)
 
 
@@ -90,7 +90,8 @@ def parse_args(argv):
                         help="sample only from the smallest set of most likely tokens with this much mass (sps/sample/drafter)")
     parser.add_argument("--seed", type=non_negative_int, default=None, help="random seed for sps/sample/drafter, a whole number "
                         ">= 0: the same seed gives the same text")
-    parser.add_argument("--n-beams", type=positive_int, default=4, help="beams for --method beam (default: 4; 1 is greedy)")
+    parser.add_argument("--n-beams", type=positive_int, default=None,
+                        help="beams for --method beam (default: 4; 1 is greedy decoding, but for float32 near-ties)")
     parser.add_argument("--models-dir", default=None, help="where named models are stored and downloaded (default: models/ beside this file)")
     parser.add_argument("--compare", action="store_true", help="also run the oracle alone on the same prompt and report the speedup")
     parser.add_argument("--trace", action="store_true", help="print every round: drafted, the oracle's choices (for sps: p(x), "
@@ -107,15 +108,17 @@ def parse_args(argv):
                 parser.error(f"--{flag.replace('_', '-')} applies to --method sps, sample or drafter, not {args.method}")
     if args.n_draft is not None and args.method not in runner.DEFAULT_N_DRAFT and not args.interactive:
         parser.error(f"--n-draft applies to the speculative methods, not {args.method}")
-    if (args.trace or args.html) and args.method not in VERIFYING and not args.interactive:
+    if args.n_beams is not None and args.method != "beam" and not args.interactive:
+        parser.error(f"--n-beams applies to --method beam, not {args.method}")
+    if (args.trace or args.html is not None) and args.method not in VERIFYING and not args.interactive:
         flag = "--trace" if args.trace else "--html"
         parser.error(f"{flag} shows verification rounds; --method {args.method} has none")
     if args.interactive and args.prompt:
         parser.error("--interactive reads its prompts from the session: give no prompt")
-    if args.html and not os.path.isdir(os.path.dirname(os.path.abspath(args.html))):  # say so now, not after the run
-        parser.error(f"--html {args.html}: its directory does not exist")
-    if args.html and os.path.isdir(args.html):
-        parser.error(f"--html {args.html} is a directory: give a file name")
+    if args.html is not None:
+        problem = atomic.why_not_writable(args.html)
+        if problem:
+            parser.error(f"--html {problem}")
     return args
 
 
@@ -125,22 +128,7 @@ def settings_from(args):
         greedy_default = args.method == "drafter" or args.interactive
         temperature = 0.0 if greedy_default and args.top_k is None and args.top_p is None else 1.0
     return runner.Settings(method=args.method, max_new_tokens=args.max_new_tokens, n_draft=args.n_draft,
-                           processor=Processor(temperature, args.top_k, args.top_p), seed=args.seed, n_beams=args.n_beams)
-
-
-def describe_settings(settings):
-    """The settings a page shows for this method."""
-    shown = {"n_draft": settings.k}
-    if settings.method in SAMPLING:
-        shown.update(processor=str(settings.processor), seed=settings.seed)
-    return shown
-
-
-def describe_models(args, draft, oracle):
-    shown = {"oracle": f"{args.oracle} ({oracle.n_layer} layers of width {oracle.n_embd})"}
-    if draft is not None:
-        shown["draft"] = f"{args.draft} ({draft.n_layer} layers of width {draft.n_embd})"
-    return shown
+                           processor=Processor(temperature, args.top_k, args.top_p), seed=args.seed, n_beams=args.n_beams or 4)
 
 
 def positive_int(text):
@@ -167,20 +155,6 @@ def _number(text, kind, ok, what):
     if value is None or not ok(value):
         raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
     return value
-
-
-def compare(settings, oracle, ids, generated, elapsed):
-    """Run the oracle alone (its greedy or sampling baseline) and report the speedup."""
-    baseline = runner.baseline_method(settings.method)
-    stats = Stats()
-    start = time.perf_counter()
-    alone = list(runner.generator(runner.Settings(**{**vars(settings), "method": baseline}), None, oracle, ids, stats))
-    alone_time = time.perf_counter() - start
-    line = (f"oracle alone ({baseline}): {len(alone)} tokens in {alone_time:.2f} s, "
-            f"{len(alone) / max(alone_time, 1e-9):.1f} tokens/s; speedup {alone_time / max(elapsed, 1e-9):.2f}x")
-    if baseline == "greedy" and settings.method not in ("beam", "drafter"):
-        line += "; identical output" if alone == generated else "; OUTPUT DIFFERS (see README: near-ties)"
-    return line
 
 
 def main_entry(argv=None):

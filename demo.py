@@ -167,7 +167,9 @@ def write_model(model_dir, shape, tensor):
 def build_pair(models_dir):
     """Write models_dir/demo-draft and models_dir/demo-oracle unless they are there; return their paths."""
     draft_dir, oracle_dir = (os.path.join(models_dir, name) for name in DEMO_NAMES)
-    draft = draft_tensors()
+    if os.path.isdir(draft_dir) and os.path.isdir(oracle_dir):
+        return draft_dir, oracle_dir
+    draft = draft_tensors()  # the oracle is made from them too
     if not os.path.isdir(draft_dir):
         write_model(draft_dir, DRAFT, draft.__getitem__)
     if not os.path.isdir(oracle_dir):

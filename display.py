@@ -45,6 +45,18 @@ def utf8_output(out):
         out.reconfigure(encoding="utf-8", errors="replace")
 
 
+def utf8_input(inp):
+    """Lines piped in are read as UTF-8 (typed ones in the terminal's encoding); bytes that do not
+    decode arrive as lone surrogates, which the prompt's check names in one line, never as a
+    UnicodeDecodeError."""
+    if not hasattr(inp, "reconfigure"):
+        return
+    if inp.isatty():
+        inp.reconfigure(errors="surrogateescape")
+    else:
+        inp.reconfigure(encoding="utf-8", errors="surrogateescape")
+
+
 def stream(tokens, token_bytes, from_draft, color, out):
     """Write each token's text as it arrives; return the list of tokens.
 
@@ -72,8 +84,9 @@ def stream(tokens, token_bytes, from_draft, color, out):
 
 def summary(method, stats, elapsed):
     """The statistics line: tokens/s, oracle passes, tokens per pass, acceptance, where the time went."""
+    passes = {"drafter": "draft model passes", "beam": "steps"}.get(method, "oracle passes")  # what Stats.rounds counts
     line = (f"{method}: {stats.n_tokens} new tokens in {elapsed:.2f} s, {stats.n_tokens / max(elapsed, 1e-9):.1f} tokens/s; "
-            f"{stats.rounds} oracle passes, {stats.tokens_per_round:.2f} tokens per pass")
+            f"{stats.rounds} {passes}, {stats.tokens_per_round:.2f} tokens per pass")
     if stats.drafted:
         line += (f"; acceptance {stats.acceptance_rate:.1%} ({stats.accepted}/{stats.drafted} drafts); "
                  f"time in draft {stats.draft_time:.2f} s, oracle {stats.oracle_time:.2f} s")

@@ -41,7 +41,7 @@ import numpy as np
 
 from decoding import GenerationError, Stats, cache_lengths, check_args, check_lengths, check_room, feed
 from kvcache import KVCache
-from speculative import accepted_prefix_length, rollback, verify
+from speculative import accept, rollback, verify
 
 STORAGES = ("basic", "onelevel")
 
@@ -136,9 +136,8 @@ def verify_with_top_k(oracle, oracle_cache, tokens, drafted, stats, top_k):
     position it verified (after each accepted draft prefix, k + 1 at most): what the
     top-k filler counts. -> (n accepted, new tokens, the oracle's choices, top tokens)"""
     logits = feed(oracle, oracle_cache, tokens + drafted, stats, "oracle", n_logits=len(drafted) + 1)
-    oracle_choice = np.argmax(logits, axis=-1).tolist()  # [k + 1]
-    n = accepted_prefix_length(drafted, oracle_choice)
-    return n, drafted[:n] + [oracle_choice[n]], oracle_choice, top_tokens(logits[:n + 1], top_k)
+    n, new_tokens, oracle_choice = accept(drafted, logits)
+    return n, new_tokens, oracle_choice, top_tokens(logits[:n + 1], top_k)
 
 
 def top_tokens(logits, k):  # [n, V] -> n lists of k token ids, most likely first, tied ones by id

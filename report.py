@@ -20,18 +20,17 @@ is escaped, and bytes that are not (yet) a whole character show as \\xNN.
 
 import codecs
 import html
-import os
-import secrets
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 
+import atomic
 from errors import UserError
 
 MAX_ROUNDS = 200   # rounds shown; the histogram and the numbers at the top still count every round
 OPEN_ROUNDS = 20   # a run with at most this many rounds shows them all open, a longer one its first OPEN_FIRST
 OPEN_FIRST = 5
-SAMPLING = ("sps",)
+SPS_METHODS = ("sps",)  # the methods whose rounds are shown as SpS steps
 
 
 class ReportError(UserError):
@@ -44,9 +43,9 @@ class Run:
     prompt: str               # the prompt text as the user gave it
     prompt_ids: list          # its token ids
     tokens: list              # the generated token ids
-    stats: "decoding.Stats"   # with stats.trace = a list of decoding.Round, one per oracle pass
+    stats: object             # a decoding.Stats, with stats.trace = a list of decoding.Round, one per oracle pass
     method: str               # "speculative", "threshold", "sps", "tree", "ngram", "staged", "adaptive", "adaptive-hf"
-    settings: dict            # e.g. {"n_draft": 4} or {"K": 4, "temperature": 1.0, "top_k": None, "seed": 0}
+    settings: dict            # e.g. {"n_draft": 4} or {"n_draft": 4, "processor": "topk 20, temperature 0.8", "seed": 0}
     models: dict              # {"draft": "gpt2 (12 layers, width 768)", "oracle": "..."}; no draft for ngram
     elapsed: float            # seconds of generation
     token_bytes: callable     # token id -> bytes (tiktoken's enc.decode_single_token_bytes)
@@ -56,22 +55,12 @@ def write_page(path, run):
     """Write page(run) to path atomically: a reader never sees half a page, and a failed write
     leaves no temporary file and an older page at path as it was.
 
-    The temporary file sits beside path (os.replace cannot cross file systems)
-    and its name carries the process id and a random part, so that two runs
-    writing the same page never share it.
+    (atomic.write_text: a temporary file of this writer's own beside path, then a rename.)
     """
     text = page(run)
-    directory = os.path.dirname(os.path.abspath(path))
-    temporary = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:
-        with open(temporary, "x", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(temporary, path)
+        atomic.write_text(path, text)
     except OSError as e:
-        try:
-            os.remove(temporary)
-        except OSError:
-            pass
         raise ReportError(f"cannot write the page to {path}: {e.strerror or e}") from None
 
 
@@ -209,8 +198,8 @@ def header(run):
 
 
 def legend(method, kinds):
-    texts = {**KINDS, **(SAMPLING_KINDS if method in SAMPLING else {})}
-    letters = f"<li>{html.escape(LETTERS)}</li>" if method in SAMPLING else ""
+    texts = {**KINDS, **(SAMPLING_KINDS if method in SPS_METHODS else {})}
+    letters = f"<li>{html.escape(LETTERS)}</li>" if method in SPS_METHODS else ""
     return ('<ul class="legend">' + "".join(f'<li><span class="{kind}">{texts[kind][0]}</span> {html.escape(texts[kind][1])}</li>'
                                             for kind in KINDS if kind in kinds) + letters + "</ul>")
 
@@ -337,7 +326,7 @@ def histogram_section(method, trace):
                f"prediction uses its own k, averaging to {mean_predicted:.2f} tokens per pass." if len(ks) > 1 else "")
     letters = (" In SpS a draft x ~ p is kept with probability min(1, q(x)/p(x)), so &alpha; estimates its mean "
                "(q the target, p the draft, as in Chen et al.)."
-               if method in SAMPLING else "")
+               if method in SPS_METHODS else "")
     return (head + '<p class="key"><span class="swatch measured"></span> measured '
             '<span class="swatch predicted"></span> predicted</p>\n' + histogram_svg(measured, predicted) +
             f"<p>{plural(n_counted, 'round')}{note}. The prediction assumes that every checked draft is kept with the same "
@@ -368,7 +357,7 @@ def rounds_section(run, trace):
     head = "<h2>Rounds</h2>\n"
     if not trace:
         return head + "<p>This run kept no record of its rounds (Stats(trace=[]) keeps one).</p>"
-    style = "tree" if run.method == "tree" else "sps" if run.method in SAMPLING else "greedy"
+    style = "tree" if run.method == "tree" else "sps" if run.method in SPS_METHODS else "greedy"
     shown = trace[:MAX_ROUNDS]
     n_open = len(shown) if len(trace) <= OPEN_ROUNDS else OPEN_FIRST
     rows = [round_row(run, r, i, style, i <= n_open) for i, r in enumerate(shown, 1)]

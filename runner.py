@@ -11,7 +11,7 @@ import numpy as np
 
 from adaptive import adaptive_generate
 from beam import beam_search
-from decoding import GenerationError
+from decoding import GenerationError, Stats, check_pair, check_room
 from gpt2 import GPT2
 from kvcache import Recompute
 from models import resolve_model_dir
@@ -105,6 +105,55 @@ def prompt_ids(enc, prompt):
     except UnicodeEncodeError:  # bytes the locale could not decode arrive as lone surrogates
         raise GenerationError("the prompt is not valid UTF-8 text (is the terminal's locale UTF-8? try LANG=C.UTF-8)") from None
     return encode(enc, prompt) if prompt else [endoftext_id(enc)]
+
+
+@dataclass
+class Loaded:
+    """Everything a generation needs besides its settings: the models, the tokenizer, the prompt's ids."""
+    draft: object       # None for the methods without a draft model
+    oracle: object
+    enc: object
+    ids: list
+
+
+def prepare(load, method, prompt, n_new):
+    """Load what `method` needs (load(role) -> (model, directory)), check that the pair and the prompt fit."""
+    oracle, oracle_dir = load("oracle")
+    draft = draft_dir = None
+    if needs_draft_model(method):
+        draft, draft_dir = load("draft")
+        check_pair(draft, oracle)
+    enc = load_shared_tokenizer(draft_dir, oracle_dir, draft, oracle)
+    ids = prompt_ids(enc, prompt)
+    check_room(ids, n_new, *[m for m in (draft, oracle) if m is not None])
+    return Loaded(draft, oracle, enc, ids)
+
+
+def describe_settings(settings):
+    """The settings a page shows for a method."""
+    shown = {"n_draft": settings.k}
+    if settings.method in SAMPLING:
+        shown.update(processor=str(settings.processor), seed=settings.seed)
+    return shown
+
+
+def describe_models(names, loaded):
+    """{"draft": "NAME (L layers of width D)", "oracle": ...} for the models a run used."""
+    return {role: f"{names[role]} ({model.n_layer} layers of width {model.n_embd})"
+            for role, model in (("draft", loaded.draft), ("oracle", loaded.oracle)) if model is not None}
+
+
+def compare(settings, loaded, generated, elapsed):
+    """Run the oracle alone (its greedy or sampling baseline) on the same prompt; the line that reports it."""
+    baseline = baseline_method(settings.method)
+    start = time.perf_counter()
+    alone = list(generator(Settings(**{**vars(settings), "method": baseline}), None, loaded.oracle, loaded.ids, Stats()))
+    alone_time = time.perf_counter() - start
+    line = (f"oracle alone ({baseline}): {len(alone)} tokens in {alone_time:.2f} s, "
+            f"{len(alone) / max(alone_time, 1e-9):.1f} tokens/s; speedup {alone_time / max(elapsed, 1e-9):.2f}x")
+    if baseline == "greedy" and settings.method in VERIFYING + ("greedy",):
+        line += "; identical output" if alone == generated else "; OUTPUT DIFFERS (see README: near-ties)"
+    return line
 
 
 def generator(settings, draft, oracle, ids, stats, rng=None, drafter=None):

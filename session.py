@@ -15,11 +15,12 @@ import time
 import numpy as np
 
 import ablation
+import atomic
 import display
 import errors
 import report
 import runner
-from decoding import GenerationError, Stats, check_pair, check_room
+from decoding import GenerationError, Stats
 from ngram import STORAGES, NGramDrafter
 from processors import KINDS, Processor, parse_processor
 
@@ -81,7 +82,7 @@ class Session:
         return True
 
     def command(self, line):
-        name, *values = line[1:].split()
+        name, *values = line[1:].split() or [""]
         if name in ("quit", "exit"):
             return False
         if name not in self.commands:
@@ -111,6 +112,7 @@ class Session:
     # -- generating ------------------------------------------------------------
 
     def model(self, role):
+        """(model, directory) of the draft or the oracle, loaded on first use and kept."""
         name = self.names[role]
         if name not in self.loaded:
             self.loaded[name] = runner.load_model(name, self.models_dir, log=self.out)
@@ -127,27 +129,20 @@ class Session:
 
     def generate(self, prompt):
         method = self.method()
-        oracle, oracle_dir = self.model("oracle")
-        draft = draft_dir = None
-        if runner.needs_draft_model(method):
-            draft, draft_dir = self.model("draft")
-            check_pair(draft, oracle)
-        enc = runner.load_shared_tokenizer(draft_dir, oracle_dir, draft, oracle)
-        ids = runner.prompt_ids(enc, prompt)
-        check_room(ids, self.settings.max_new_tokens, *[m for m in (draft, oracle) if m])
+        run = runner.prepare(self.model, method, prompt, self.settings.max_new_tokens)
         settings = runner.Settings(**{**vars(self.settings), "method": method})
         if self.rng is None:
             self.rng = np.random.default_rng(self.settings.seed)
-        if self.drafter is None or self.settings.reset_in_between:
+        if self.drafter is None:
             self.drafter = NGramDrafter(n=settings.ngram_n, storage=settings.storage, top_k_filler=settings.top_k_filler,
                                         reset_in_between=settings.reset_in_between)
         stats = Stats(trace=[] if (self.trace or self.html) and method in runner.VERIFYING else None)
-        tokens = runner.generator(settings, draft, oracle, ids, stats, self.rng, self.drafter)
+        tokens = runner.generator(settings, run.draft, run.oracle, run.ids, stats, self.rng, self.drafter)
         self.last_prompt = prompt
         self.out.write(prompt)
         start = time.perf_counter()
         try:
-            tokens = display.stream(tokens, enc.decode_single_token_bytes, stats.from_draft, self.color, self.out)
+            tokens = display.stream(tokens, run.enc.decode_single_token_bytes, stats.from_draft, self.color, self.out)
         except KeyboardInterrupt:
             self.say(f"\n(stopped after {stats.n_tokens} tokens)")
             return
@@ -157,33 +152,18 @@ class Session:
         elapsed = time.perf_counter() - start
         self.say("")
         if stats.trace is not None and self.trace:
-            self.say("\n".join(display.format_trace(stats.trace, enc.decode_single_token_bytes, len(ids))))
+            self.say("\n".join(display.format_trace(stats.trace, run.enc.decode_single_token_bytes, len(run.ids))))
         self.say(display.summary(method, stats, elapsed))
         if self.compare and method not in ("greedy", "sample"):
-            self.say(self.compared(settings, oracle, ids, tokens, elapsed))
-        if self.html and stats.trace is not None:
+            self.say(runner.compare(settings, run, tokens, elapsed))
+        if self.html and stats.trace is None:
+            self.say(f"no page: method {method} has no rounds to show")
+        elif self.html:
             report.write_page(self.html, report.Run(
-                prompt=prompt, prompt_ids=ids, tokens=tokens, stats=stats, method=method,
-                settings={"n_draft": settings.k}, models=self.models_shown(draft, oracle), elapsed=elapsed,
-                token_bytes=enc.decode_single_token_bytes))
+                prompt=prompt, prompt_ids=run.ids, tokens=tokens, stats=stats, method=method,
+                settings=runner.describe_settings(settings), models=runner.describe_models(self.names, run),
+                elapsed=elapsed, token_bytes=run.enc.decode_single_token_bytes))
             self.say(f"wrote {self.html}")
-
-    def compared(self, settings, oracle, ids, tokens, elapsed):
-        baseline = runner.baseline_method(settings.method)
-        alone_settings = runner.Settings(**{**vars(settings), "method": baseline})
-        start = time.perf_counter()
-        alone = list(runner.generator(alone_settings, None, oracle, ids, Stats(), np.random.default_rng(settings.seed)))
-        alone_time = time.perf_counter() - start
-        line = f"oracle alone ({baseline}): {alone_time:.2f} s; speedup {alone_time / max(elapsed, 1e-9):.2f}x"
-        if baseline == "greedy" and settings.method in runner.VERIFYING:
-            line += "; identical output" if alone == tokens else "; OUTPUT DIFFERS (see README: near-ties)"
-        return line
-
-    def models_shown(self, draft, oracle):
-        shown = {"oracle": f"{self.names['oracle']} ({oracle.n_layer} layers of width {oracle.n_embd})"}
-        if draft is not None:
-            shown["draft"] = f"{self.names['draft']} ({draft.n_layer} layers of width {draft.n_embd})"
-        return shown
 
     # -- the commands ----------------------------------------------------------
 
@@ -261,6 +241,8 @@ class Session:
             setattr(self.settings, name, new)
         else:
             setattr(self, name, new)
+        if name == "reset_in_between":
+            self.drafter = None  # the next generation's drafter follows the new setting
         if name == "cache" and not new:
             self.say("cache off: every forward recomputes the whole prefix (tree and beam need the cache)")
         self.say(f"{name} {on_off(new)}")
@@ -268,20 +250,22 @@ class Session:
     def set_html(self, path=None):
         if path is None:
             raise GenerationError("/html takes a file name (the page of each generation) or off")
+        if path != "off":
+            problem = atomic.why_not_writable(path)
+            if problem:
+                raise GenerationError(f"/html {problem}")
         self.html = None if path == "off" else path
         self.say(f"html {self.html or 'off'}")
 
     def run_ablations(self, path="ablation.csv"):
         if self.last_prompt is None:
             raise GenerationError("/ablation runs on the last prompt: type a prompt first")
-        draft, draft_dir = self.model("draft")
-        oracle, oracle_dir = self.model("oracle")
-        check_pair(draft, oracle)
-        enc = runner.load_shared_tokenizer(draft_dir, oracle_dir, draft, oracle)
-        ids = runner.prompt_ids(enc, self.last_prompt)
-        check_room(ids, self.settings.max_new_tokens, draft, oracle)
+        problem = atomic.why_not_writable(path)
+        if problem:
+            raise GenerationError(f"/ablation {problem}")
+        run = runner.prepare(self.model, "speculative", self.last_prompt, self.settings.max_new_tokens)
         temperature = self.settings.processor.temperature or 1.0
-        rows = ablation.run_ablations(draft, oracle, [ids], self.settings.max_new_tokens, self.settings.k,
+        rows = ablation.run_ablations(run.draft, run.oracle, [run.ids], self.settings.max_new_tokens, self.settings.k,
                                       temperature, self.settings.seed or 0)
         self.say(ablation.table(rows))
         ablation.write_csv(path, rows)

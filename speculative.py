@@ -64,9 +64,13 @@ def verify(oracle, oracle_cache, tokens, drafted, stats, role="oracle"):
     # 2. One pass over [last token, d_1 .. d_k]: row i is the oracle's next-token
     #    logits after d_1 .. d_i, so k drafts give k + 1 choices.
     logits = feed(oracle, oracle_cache, tokens + drafted, stats, role, n_logits=len(drafted) + 1)
+    return accept(drafted, logits)
+
+
+def accept(drafted, logits):  # drafted: k ids, logits [k + 1, vocab_size]
+    """Step 3: keep the drafts up to the first disagreement, then the oracle's own token: its
+    correction at the disagreement, or a bonus token if all k matched."""
     oracle_choice = np.argmax(logits, axis=-1).tolist()  # [k + 1]
-    # 3. Keep the drafts up to the first disagreement, then the oracle's own token:
-    #    its correction at the disagreement, or a bonus token if all k matched.
     n = accepted_prefix_length(drafted, oracle_choice)
     return n, drafted[:n] + [oracle_choice[n]], oracle_choice
 

@@ -484,7 +484,8 @@ def check_probabilities(f):
     plain = softmax(logits)
     cases = [(logits, 1.0, None), (logits, 0.5, None), (logits, 2.0, None), (logits, 0, None),
              (np.array([1.0, 3.0, 3.0, 0.0], np.float32), 0, None), (logits * np.float32(30), 1e-40, None),
-             (logits, 1.0, 2), (logits, 0.5, 3), (logits, 1.0, 6), (logits, 1.0, 10)]
+             (logits, 1.0, 2), (logits, 0.5, 3), (logits, 1.0, 6), (logits, 1.0, 10),
+             (logits, 1e-50, None)]  # below the smallest float32: last, the subtlest
     reference = EXERCISES["09"].reference()
     for x, temperature, top_k in cases:
         call = f"probabilities({show(x, 3)}, temperature={temperature}, top_k={top_k})"
@@ -504,6 +505,9 @@ def check_probabilities(f):
             if temperature == 0:
                 raise wrong(f"{what}: temperature 0 means greedy, all the mass on the argmax",
                             "temperature 0 needs its own case: dividing by it is not defined")
+            if np.float32(temperature) == 0:
+                raise wrong(f"{what}: {temperature} is below the smallest float32, so np.float32({temperature}) is 0, "
+                            "and 0 / 0 is NaN", "divide by at least np.finfo(np.float32).smallest_subnormal")
             raise wrong(f"{what}: logits / {temperature} overflow float32 to +inf, and softmax of inf is NaN",
                         "softmax does not change when you subtract the largest logit: do that before dividing")
         if temperature == 0:

@@ -40,3 +40,13 @@ def test_bad_input_is_one_line(tmp_path, tiny_dirs):
         r = run("--draft", tiny_dirs["related"], "--oracle", tiny_dirs["oracle"], *args)
         assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr
         assert r.stderr.strip().splitlines()[-1].startswith("error:") and fragment in r.stderr, r.stderr
+
+
+def test_an_unwritable_out_or_prompts_file_is_refused_before_the_run(tmp_path, tiny_dirs):
+    latin1 = tmp_path / "prompts.txt"
+    latin1.write_bytes(b"caf\xe9\n")
+    for args, fragment in [(["--out", tmp_path / "missing" / "a.csv"], "does not exist"), (["--out", tmp_path], "is a directory"),
+                           (["--prompts", latin1], "not UTF-8")]:
+        r = run("--draft", tiny_dirs["related"], "--oracle", tiny_dirs["oracle"], *args)
+        assert r.returncode != 0 and "Traceback" not in r.stderr and fragment in r.stderr, r.stderr
+        assert "loaded" not in r.stderr or fragment == "not UTF-8"  # the --out checks come before any model is loaded

@@ -705,9 +705,9 @@ def test_a_read_only_model_directory_converts_in_memory_with_one_note(tmp_path, 
             pytest.skip("root writes into read-only directories")
         os.chmod(model_dir, 0o555)
     else:
-        def refuse(path):
+        def refuse(path, mode="wb"):
             raise PermissionError(13, "Permission denied", path)
-        monkeypatch.setattr(checkpoint, "new_temp_file", refuse)
+        monkeypatch.setattr(checkpoint.atomic, "temp_file", refuse)
     notes(capfd)
     try:
         model = GPT2.from_pretrained(model_dir)

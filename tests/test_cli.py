@@ -247,3 +247,23 @@ def test_a_tokenizer_that_is_not_the_models_is_one_line(tmp_path, tiny_dirs):
     small = make_model_dir(tmp_path / "small", vocab_size=200)
     r = run("the cat", "--draft", small, "--oracle", small, "-n", "4")
     assert_one_line_error(r, "vocab_size 200")
+
+
+def test_flags_for_other_methods_and_empty_html_are_refused(pair):
+    assert_one_line_error(run("hi", *pair, "--n-beams", "3"), "--n-beams applies to --method beam", code=2)
+    assert_one_line_error(run("hi", *pair, "--html", ""), "needs a file name", code=2)
+
+
+def test_too_many_beams_for_memory_is_one_line(pair):
+    r = run("hi", *pair, "--method", "beam", "--n-beams", "100000000", "-n", "4")
+    assert_one_line_error(r, "of KV caches, more than")
+
+
+def test_the_session_through_a_pipe_under_an_ascii_locale(pair):
+    # A Windows pipe or a C locale: the session's output is UTF-8, and an undecodable line is one line.
+    lines = "/length 4\n中文 🙂\n".encode("utf-8") + b"caf\xe9\n/quit\n"
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "speculative.py"), "-i", *pair], input=lines,
+                       capture_output=True, timeout=120, env={**os.environ, "PYTHONIOENCODING": "ascii", "LC_ALL": "C"})
+    out = r.stdout.decode("utf-8")
+    assert r.returncode == 0 and "Traceback" not in r.stderr.decode("utf-8", "replace"), r.stderr
+    assert "中文 🙂" in out and "speculative: 4 new tokens" in out and "error: the prompt is not valid UTF-8" in out

@@ -263,6 +263,11 @@ def test_top_k_not_renormalised():
           r"top_k=2\) returned .* add up to 0.\d+, not 1", "renormalise")
 
 
+def test_a_temperature_below_the_smallest_float32():
+    fails("09", processed(scale=lambda logits, t: (logits - logits.max()) / np.float32(t)),
+          r"temperature=1e-50.*np.float32\(1e-50\) is 0", "smallest_subnormal")
+
+
 def test_greedy_in_float64():
     fails("09", processed(scale=lambda logits, t: (logits - logits.max()) / np.float32(t), greedy_dtype=np.float64),
           "returned float64 values, expected float32")

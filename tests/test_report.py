@@ -379,7 +379,7 @@ def test_writing_is_atomic_and_errors_are_one_line(tmp_path, monkeypatch):
     def full_disk(src, dst):
         raise OSError(28, "No space left on device")
     path.write_text("old page")
-    monkeypatch.setattr(report.os, "replace", full_disk)
+    monkeypatch.setattr(report.atomic.os, "replace", full_disk)
     with pytest.raises(report.ReportError, match="No space left on device"):
         report.write_page(str(path), run)
     assert path.read_text() == "old page" and sorted(os.listdir(tmp_path)) == ["a directory", "page.html"]

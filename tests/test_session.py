@@ -127,11 +127,23 @@ def test_bad_commands_are_one_line_and_the_session_goes_on(terminal):
                           ("/gamma", "usage: /gamma N"), ("/gamma 0", "gamma must be >= 1"), ("/method magic", "unknown method"),
                           ("/processor beam", "unknown processor"), ("/egag maybe", "expected on or off"),
                           ("/egag_gamma_min 99", "need egag_gamma_min <= egag_gamma_max"), ("/length -1", "length must be >= 0"),
-                          ("/temperature nan", "temperature must be"), ("/set_ngramstorage fancy", "/set_ngramstorage takes")]:
+                          ("/temperature nan", "temperature must be"), ("/set_ngramstorage fancy", "/set_ngramstorage takes"),
+                          ("/", "unknown command /"), ("/html /nonexistent/dir/x.html", "does not exist")]:
         out = terminal.command(line)
         errors = [l for l in out.splitlines() if l.startswith("error:")]
         assert len(errors) == 1 and message in errors[0] and "Traceback" not in out, (line, out)
     assert "speculative: 64 new tokens" in terminal.command("still alive")
+
+
+def test_reset_in_between_off_keeps_the_table(terminal):
+    # Off: the n-gram table of one generation is still there for the next (the drafter is kept).
+    terminal.command("/ngram on")
+    terminal.command("/length 12")
+    terminal.command("/reset_in_between off")
+    first = terminal.command("the cat sat on the mat")
+    second = terminal.command("the cat sat on the mat")
+    accepted = [int(re.search(r"acceptance [\d.]+% \((\d+)/", out).group(1)) for out in (first, second)]
+    assert accepted[1] > accepted[0], accepted  # the second run drafts from what the first one taught
 
 
 def test_a_missing_model_is_one_line(terminal, tmp_path):
