@@ -62,6 +62,7 @@ def test_enough_beams_find_the_best_continuation(tiny, n_new, n_beams, length_pe
 class Bigram:
     """A stand-in for a model whose next token depends on the last token only: probabilities table[last]."""
     n_positions = 16
+    n_layer, n_embd = 1, 1  # what beam_search's memory check reads
 
     def __init__(self, table):
         self.vocab_size = len(table)
