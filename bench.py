@@ -5,30 +5,32 @@
 
 1. machine:    memory bandwidth, the bound on decoding speed.
 2. cost curve: time of a forward of k = 1..16 new tokens on a warm KV cache
-               (best of 5), over the time of 1 token, for each GPT-2 size;
-               ms per token, GB/s of weights streamed, share of the bandwidth
-               (read by a probe taking turns with the forwards, as many bytes
-               as the weights); and one token's weight products alone, back to
-               back, to show what the NumPy code between them adds.
+               (best of 5, median beside it), over the time of 1 token, for
+               each GPT-2 size; ms per token, GB/s of weights streamed, share
+               of the bandwidth (read by a probe taking turns with the
+               forwards, as many bytes as the weights); and one token's weight
+               products alone, back to back: forward / products alone is what
+               the NumPy code between them adds.
 3. loading:    gpt2-xl + gpt2 loaded in a fresh process: seconds and peak RSS.
 4. end to end: greedy, speculative, threshold, SpS, tree, n-gram, staged and
                adaptive decoding on fixed prompts:
                tokens/s, acceptance, tokens per oracle pass, speedup over the
-               oracle alone, next to Leviathan et al.'s prediction.
+               oracle alone, next to Leviathan et al.'s prediction and one from
+               the measured costs.
 
 Real weights are used when models/NAME holds them (python download_weights.py
 NAME). Otherwise: random weights of the real shapes in models/random-NAME (a
 forward's cost does not depend on the values), and for the end-to-end runs a
 SYNTHETIC draft that pays the real draft model's compute but proposes the
-oracle's token with a chosen probability alpha. Every table says which.
-Results: a table on screen, CSV and JSON in bench_results/, and a plot of the
-cost curve when matplotlib is installed.
-"""
+oracle's token at exactly round(alpha * n) of the n new positions (the
+realised rate, beside every row). Every table says which.
+Results: a table on screen; bench_results/summary.md (the tables in markdown,
+with the command, date and how busy the machine was), CSV and JSON; a plot of
+the cost curve when matplotlib is installed."""
 
 import csv
 import json
 import os
-import resource
 import subprocess
 import sys
 import threading
@@ -36,6 +38,7 @@ import time
 
 import gpt2
 import numpy as np
+import threadpoolctl
 
 import checkpoint
 import errors
@@ -140,22 +143,33 @@ def memory_bandwidth(data, repeats=5):
 # 2. The verification-cost curve
 # ---------------------------------------------------------------------------
 
-def best_seconds(runs, repeats):
-    """{name: seconds of the fastest call of run} for runs = {name: run}.
+def timings(runs, repeats):
+    """{name: the seconds of each call of run, fastest first} for runs = {name: run}.
 
     The runs take turns, `repeats` rounds of one call each, rather than all
     repeats of one run and then the next: a bandwidth probe and the forward it
     bounds then get the same chances at a quiet moment of the shared host.
-    The fastest, because on a shared host other tenants only ever add time, so
-    it is the closest to the cost itself.
     """
-    best = dict.fromkeys(runs, float("inf"))
+    seconds = {name: [] for name in runs}
     for _ in range(repeats):
         for name, run in runs.items():
             start = time.perf_counter()
             run()
-            best[name] = min(best[name], time.perf_counter() - start)
-    return best
+            seconds[name].append(time.perf_counter() - start)
+    return {name: sorted(s) for name, s in seconds.items()}
+
+
+def best_seconds(runs, repeats):
+    """{name: seconds of the fastest call of run}, the runs taking turns (timings).
+
+    The fastest, because on a shared host other tenants only ever add time, so
+    it is the closest to the cost itself.
+    """
+    return {name: s[0] for name, s in timings(runs, repeats).items()}
+
+
+def median(seconds):
+    return seconds[len(seconds) // 2]
 
 
 def forward_run(model, cache, context, k):
@@ -183,19 +197,20 @@ def products_run(model):
     weights.append(model.params["wte"].T)  # the LM head
     x = {n_in: np.ones((1, n_in), dtype=np.float32) for n_in in {w.shape[0] for w in weights}}
 
-    @matmul.owns_the_threads  # as forward() runs them
     def run():
-        for w in weights:
-            x[w.shape[0]] @ w
+        with matmul.threads_for(1):  # as a single-token forward() runs them
+            for w in weights:
+                x[w.shape[0]] @ w
 
     return run
 
 
 def cost_curve(model, ks, context, probe_data, repeats):
-    """Best seconds of a forward of each k in ks, of one token's products alone,
-    and of the bandwidth probe beside them. The probe reads as many bytes as the
-    weights, just before T(1) in every round, so its time is the bound: the
-    weights streamed once at the measured bandwidth."""
+    """timings() of a forward of each k in ks (keys 1, 2, ...), of one token's
+    products alone ("products") and of the bandwidth probe beside them ("probe").
+    The probe reads as many bytes as the weights, just before T(1) in every
+    round, so its time is the bound: the weights streamed once at the measured
+    bandwidth."""
     cache = KVCache()
     model.forward(np.arange(context) % model.vocab_size, cache, n_logits=1)
     run_1 = forward_run(model, cache, context, 1)
@@ -203,8 +218,7 @@ def cost_curve(model, ks, context, probe_data, repeats):
     n_bytes = weight_bytes(model)
     runs = {"probe": stream(probe_data, n_bytes), 1: run_1, "products": products_run(model)}
     runs.update({k: forward_run(model, cache, context, k) for k in ks if k != 1})
-    best = best_seconds(runs, repeats)
-    return {k: best[k] for k in ks}, best["products"], best["probe"]
+    return timings(runs, repeats)
 
 
 # ---------------------------------------------------------------------------
@@ -228,7 +242,19 @@ def peak_rss():
         with open("/proc/self/status") as f:
             return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
     except (OSError, StopIteration):
+        pass
+    try:  # macOS and other Unixes
+        import resource
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
+    except ImportError:  # Windows: not measured
+        return None
+
+
+def peak_rss_text(loading):
+    rss = loading["peak_rss_bytes"]
+    if rss is None:
+        return "peak RSS not measured on this system"
+    return f"peak RSS {rss / 1e9:.2f} GB = {rss / loading['files_bytes']:.2f}x the checkpoint files"
 
 
 def measure_loading(dirs):
@@ -244,21 +270,28 @@ def measure_loading(dirs):
 # ---------------------------------------------------------------------------
 
 class SyntheticDraft:
-    """A draft that pays the real draft model's compute but is right with probability alpha.
+    """A draft that pays the real draft model's compute but is right a chosen share alpha of the time.
 
-    It knows the oracle's greedy continuation (measured beforehand) and, at each
-    position, is right with probability alpha, independently: exactly Leviathan
-    et al.'s model. Which positions are right is drawn once from the seed, so
-    every method and draft length meets the same luck and they compare fairly.
-    It gives its proposal the probability alpha (calibrated, as threshold
-    drafting assumes).
+    It knows the oracle's greedy continuation (measured beforehand), and which
+    of the new positions it gets right is drawn once from the seed: exactly
+    round(alpha * n) of the n new positions, in random order. So the rate it
+    realises is alpha up to rounding (independent draws per position would
+    realise anything from 0.6 to 0.9 at 0.8 over 64 tokens), and every method
+    and draft length meets the same luck and they compare fairly. Each
+    position on its own is right with probability alpha, Leviathan et al.'s
+    model. It gives its proposal the probability alpha (calibrated, as
+    threshold drafting assumes).
     """
 
-    def __init__(self, model, reference, alpha, seed=0):
+    def __init__(self, model, reference, alpha, start, seed=0):
+        """reference: prompt and continuation; the new positions are reference[start:]."""
         self.model, self.reference, self.alpha = model, list(reference), alpha
         self.vocab_size, self.n_positions = model.vocab_size, model.n_positions
         self.rng = np.random.default_rng(seed)
-        self.right = self.rng.random(len(reference)) < alpha  # right[i]: the guess for token i is the oracle's
+        n_new = len(reference) - start
+        self.right = np.ones(len(reference), dtype=bool)  # right[i]: the guess for token i is the oracle's
+        self.right[start:] = self.rng.permutation(np.arange(n_new) < round(alpha * n_new))
+        self.realised = float(self.right[start:].mean()) if n_new else alpha
         # logit L on one token, 0 elsewhere: softmax gives it e^L / (e^L + V - 1) = alpha
         self.confidence = np.float32(np.log(alpha * (self.vocab_size - 1) / (1 - alpha)))
 
@@ -275,13 +308,39 @@ class SyntheticDraft:
         return logits
 
 
+def expected_tokens(alpha, gamma):
+    """Leviathan et al. 2023: tokens a round of gamma drafts yields on average, 1 + alpha + ... + alpha^gamma."""
+    return sum(alpha ** i for i in range(gamma + 1))
+
+
 def predicted_speedup(alpha, gamma, c, verify_ratio=1.0):
     """Leviathan et al. 2023: expected tokens per round over the cost of a round, in oracle passes.
 
     verify_ratio = T_oracle(gamma + 1) / T_oracle(1); the paper assumes 1.
     """
-    expected_tokens = (1 - alpha ** (gamma + 1)) / (1 - alpha)
-    return expected_tokens / (gamma * c + verify_ratio)
+    return expected_tokens(alpha, gamma) / (gamma * c + verify_ratio)
+
+
+def predicted_seconds(alpha, gamma, n_new, draft, oracle, round_seconds=None):
+    """(oracle alone, speculative) seconds for n_new tokens after a prompt, from measured costs.
+
+    draft and oracle: {n_tokens: seconds of a forward}, the cost curve (k new
+    tokens on a warm cache) plus "prompt", the first forward over the prompt,
+    and for the oracle ("prompt", gamma), the prompt with the first drafts.
+    The oracle alone: the prompt pass gives the first token, then one pass per
+    token. Speculative: n_new / expected_tokens rounds, each gamma draft passes
+    (the first of them over 2 tokens after a round that accepted everything,
+    which happens with probability alpha^gamma) and one oracle pass of gamma + 1;
+    the first round's passes include the prompt instead. round_seconds, when
+    given, is a round's draft and oracle passes measured as decoding runs them,
+    one right after the other (round_costs), instead of from the cost curves.
+    """
+    alone = oracle["prompt"] + (n_new - 1) * oracle[1]
+    drafting = (gamma - 1) * draft[1] + alpha ** gamma * draft[2] + (1 - alpha ** gamma) * draft[1]
+    a_round = drafting + oracle[gamma + 1] if round_seconds is None else round_seconds + alpha ** gamma * (draft[2] - draft[1])
+    rounds = n_new / expected_tokens(alpha, gamma)
+    first = draft["prompt"] + (gamma - 1) * draft[1] + oracle["prompt", gamma]
+    return alone, first + (rounds - 1) * a_round
 
 
 def timed(generator_fn):
@@ -296,7 +355,8 @@ def row(pair, method, setting, tokens, elapsed, stats, baseline_time, **extra):
             "tokens_per_s": round(len(tokens) / elapsed, 2),
             "acceptance": round(stats.acceptance_rate, 3) if stats.drafted else "",
             "tokens_per_pass": round(stats.tokens_per_round, 2),
-            "speedup": round(baseline_time / elapsed, 2), "seconds": elapsed, **extra}
+            "speedup": round(baseline_time / elapsed, 2), "seconds": elapsed,
+            "draft_seconds": stats.draft_time, "oracle_seconds": stats.oracle_time, **extra}
 
 
 def end_to_end_real(draft, oracle, pair, enc, n_new, ks, log):
@@ -326,13 +386,24 @@ def end_to_end_real(draft, oracle, pair, enc, n_new, ks, log):
     return rows
 
 
-def end_to_end_synthetic(draft_model, oracle, pair, n_new, alphas, gammas, c, curve, log, beyond_alphas=(0.7, 0.9)):
-    """Speculative, threshold and SpS (T=0) with synthetic drafts of known alpha."""
+def end_to_end_synthetic(draft_model, oracle, pair, n_new, alphas, gammas, draft_curve, oracle_curve, log,
+                         beyond_alphas=(0.7, 0.9)):
+    """Speculative, threshold, SpS (T=0) and the methods beyond, with synthetic drafts of known alpha.
+
+    Each speculative row (the faster of two runs) carries three predictions at
+    the rate the draft realised: the paper's (verification free, no prompt),
+    one from the cost curves (predicted_seconds: drafting and the prompt passes
+    both sides make included), and the same with a round's passes timed as
+    decoding runs them (round_costs), with the measured speedup's gap to the last.
+    """
     ids = (np.arange(48) * 7919 % oracle.vocab_size).tolist()  # a fixed 48-token prompt
+    draft_costs, oracle_costs = prompt_costs(draft_model, oracle, ids, gammas, draft_curve, oracle_curve)
+    measured_rounds = round_costs(draft_model, oracle, ids, gammas)
+    c = draft_curve[1] / oracle_curve[1]
 
     def oracle_alone():  # the baseline row, its own speedup 1
         tokens, t, s = timed(lambda s: greedy_generate(oracle, ids, n_new, stats=s))
-        return row(pair, "greedy (oracle alone)", "", tokens, t, s, t, alpha="", predicted=""), tokens
+        return row(pair, "greedy (oracle alone)", "", tokens, t, s, t), tokens
 
     first, reference = oracle_alone()
     rows, base = [first], first["seconds"]
@@ -341,12 +412,20 @@ def end_to_end_synthetic(draft_model, oracle, pair, n_new, alphas, gammas, c, cu
         for gamma in gammas:
             if gamma >= 8 and alpha < 0.8:  # long drafts lose even at 0.8: skip the slowest runs
                 continue
-            draft = SyntheticDraft(draft_model, reference, alpha)
-            out, t, s = timed(lambda s: speculative_generate(draft, oracle, ids, n_new, n_draft=gamma, stats=s))
-            assert out == reference[len(ids):]
+            # Twice, the faster counting, as for the oracle alone: these rows carry the predictions.
+            runs = [timed(lambda s: speculative_generate(SyntheticDraft(draft_model, reference, alpha, start=len(ids)),
+                                                         oracle, ids, n_new, n_draft=gamma, stats=s)) for _ in range(2)]
+            assert all(tokens == reference[len(ids):] for tokens, _, _ in runs)
+            out, t, s = min(runs, key=lambda run: run[1])
+            realised = SyntheticDraft(draft_model, reference, alpha, start=len(ids)).realised  # the same draw
+            alone, from_curve = predicted_seconds(realised, gamma, n_new, draft_costs, oracle_costs)
+            _, speculative = predicted_seconds(realised, gamma, n_new, draft_costs, oracle_costs, measured_rounds[gamma])
             rows.append(row(pair, "speculative", f"n_draft={gamma}", out, t, s, base, alpha=alpha,
-                            predicted=round(predicted_speedup(alpha, gamma, c), 2),
-                            predicted_with_cost_curve=round(predicted_speedup(alpha, gamma, c, curve[gamma + 1] / curve[1]), 2)))
+                            realised=round(realised, 3), predicted=round(predicted_speedup(realised, gamma, c), 2),
+                            predicted_with_cost_curve=round(alone / from_curve, 2),
+                            predicted_with_costs=round(alone / speculative, 2),
+                            predicted_seconds=speculative, predicted_alone_seconds=alone,
+                            seconds_of_both_runs=", ".join(f"{seconds:.2f}" for _, seconds, _ in runs)))
         methods = [("threshold", "max_draft=16", lambda d, s: threshold_generate(d, oracle, ids, n_new, stats=s))]
         if alpha >= 0.8:
             methods.append(("sps (T=0)", "K=4", lambda d, s: speculative_sample(
@@ -354,21 +433,62 @@ def end_to_end_synthetic(draft_model, oracle, pair, n_new, alphas, gammas, c, cu
         if alpha in beyond_alphas:
             methods += beyond_methods(oracle, ids, n_new)
         for method, setting, generate in methods:
-            draft = SyntheticDraft(draft_model, reference, alpha)
+            draft = SyntheticDraft(draft_model, reference, alpha, start=len(ids))
             out, t, s = timed(lambda s: generate(draft, s))
             assert out == reference[len(ids):], method
-            rows.append(row(pair, method, setting, out, t, s, base, alpha=alpha, predicted=""))
+            rows.append(row(pair, method, setting, out, t, s, base, alpha=alpha, realised=round(draft.realised, 3)))
         log(f"  alpha {alpha} done")
     out, t, s = timed(lambda s: ngram_generate(oracle, ids, n_new, stats=s))
-    rows.append(row(pair.split(" -> ")[-1], "ngram (no draft model)", "n_draft=8", out, t, s, base, alpha="", predicted=""))
+    rows.append(row(pair.split(" -> ")[-1], "ngram (no draft model)", "n_draft=8", out, t, s, base))
     # The oracle alone once more: a baseline run caught in another tenant's burst
     # would inflate every speedup, so the faster of the two counts.
     again, _ = oracle_alone()
+    both = f"{base:.2f}, {again['seconds']:.2f}"
     if again["seconds"] < base:
         rows[0] = again
         for r in rows[1:]:
             r["speedup"] = round(again["seconds"] / r["seconds"], 2)
+    rows[0]["seconds_of_both_runs"] = both
+    for r in rows:
+        if r.get("predicted_with_costs"):
+            r["gap"] = f"{r['speedup'] / r['predicted_with_costs'] - 1:+.0%}"
     return rows
+
+
+def prompt_costs(draft_model, oracle, ids, gammas, draft_curve, oracle_curve, repeats=3):
+    """The cost curves plus the first passes over the prompt (best of `repeats`), for predicted_seconds."""
+    runs = {"draft": lambda: draft_model.forward(ids, KVCache(), n_logits=1),
+            "oracle": lambda: oracle.forward(ids, KVCache(), n_logits=1)}
+    for gamma in gammas:  # the first verification: the prompt and gamma drafts
+        runs[gamma] = lambda gamma=gamma: oracle.forward(ids + [0] * gamma, KVCache(), n_logits=gamma + 1)
+    best = best_seconds(runs, repeats)
+    return ({**draft_curve, "prompt": best["draft"]},
+            {**oracle_curve, "prompt": best["oracle"], **{("prompt", gamma): best[gamma] for gamma in gammas}})
+
+
+def round_costs(draft_model, oracle, ids, gammas, repeats=3):
+    """{gamma: best seconds of a round's passes, run as decoding runs them}, after the prompt.
+
+    gamma single-token draft passes, then at once the oracle's pass over gamma
+    + 1 tokens: what a round costs with whatever one pass leaves running for
+    the next (the BLAS's threads still spinning after the draft's products, or
+    asleep after the oracle's), which the cost curve, timing each kind of pass
+    after its own kind, does not see.
+    """
+    draft_cache, oracle_cache = KVCache(), KVCache()
+    draft_model.forward(ids, draft_cache, n_logits=1)
+    oracle.forward(ids, oracle_cache, n_logits=1)
+
+    def a_round(gamma):
+        def run():
+            for i in range(gamma):
+                draft_model.forward([i], draft_cache)
+            oracle.forward(list(range(gamma + 1)), oracle_cache)
+            draft_cache.truncate(len(ids))
+            oracle_cache.truncate(len(ids))
+        return run
+
+    return best_seconds({gamma: a_round(gamma) for gamma in gammas}, repeats)
 
 
 def beyond_methods(oracle, ids, n_new):
@@ -399,6 +519,78 @@ def save(out_dir, name, rows):
         writer = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
         writer.writeheader()
         writer.writerows(rows)
+
+
+def cpu_snapshot():
+    """(wall seconds, CPU seconds of the whole machine, CPU seconds of this process and its children); Linux."""
+    own = os.times()
+    try:
+        with open("/proc/stat") as f:
+            ticks = [int(v) for v in f.readline().split()[1:]]
+        busy = (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")  # all but idle and iowait
+    except (OSError, ValueError):
+        busy = None
+    return time.time(), busy, own.user + own.system + own.children_user + own.children_system
+
+
+def blas_description():
+    """Which BLAS NumPy uses, as threadpoolctl sees it: 'openblas 0.3.31 (SkylakeX)'."""
+    libraries = [i for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+    return ", ".join(f"{i['internal_api']} {i['version']} ({i.get('architecture', '?')})" for i in libraries) or "unknown"
+
+
+def others_load(start, end):
+    """Cores' worth of CPU that other processes used between two cpu_snapshot()s, or None."""
+    if start[1] is None or end[1] is None:
+        return None
+    return max(0.0, (end[1] - start[1]) - (end[2] - start[2])) / (end[0] - start[0])
+
+
+def write_summary(path, results):
+    """The run's tables in markdown, for PERFORMANCE.md to copy from."""
+    run, lines = results["run"], []
+    others = "unknown" if run["others_load"] is None else f"{run['others_load']:.2f} cores"
+    lines += [f"# `{run['command']}`", "",
+              f"{run['date']}, {run['minutes']:.1f} min; {results['machine']['cores']} cores, NumPy "
+              f"{results['machine']['numpy']}, {results['machine']['blas']}; memory bandwidth "
+              f"{results['machine']['bandwidth_gb_s']} GB/s; load average before the run {run['load_before']}; "
+              f"other processes used {others} on average during the run. Weights: {run['weights']}.", "",
+              f"Cost of a forward of k new tokens after {run['context']} cached: best of 5 rounds "
+              "(median in parentheses); products alone = one token's weight products back to back.", "",
+              "| model | T(1) ms | T(2)/T(1) | T(4)/T(1) | T(8)/T(1) | T(16)/T(1) | products alone ms "
+              "| forward / products alone | share of bandwidth: products, forward |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for one in results["one_token"]:
+        ratio = {int(r["k"]): r["T(k)/T(1)"] for r in results["cost_curve"] if r["model"] == one["model"]}
+        lines.append(f"| {one['model']} | {one['T(1)_ms']} ({one['T(1)_median_ms']}) | "
+                     + " | ".join(str(ratio.get(k, "")) for k in (2, 4, 8, 16))
+                     + f" | {one['products_alone_ms']} ({one['products_median_ms']}) | {one['forward/products']:.2f}"
+                     f" | {one['products_share']}, {one['forward_share']} |")
+    loading = results["loading"]
+    lines += ["", f"Loading {' + '.join(loading['models'])} in a fresh process: {loading['load_s']:.2f} s, first "
+              f"forward of each {loading['first_forward_s']:.2f} s, {peak_rss_text(loading)}.", ""]
+    e2e = results["end_to_end"]
+    if any("alpha" in r for r in e2e):
+        base = e2e[0]
+        lines += [f"End to end, {e2e[0]['pair']}, synthetic draft, {base['tokens']} new tokens after a 48-token prompt; "
+                  f"the oracle alone: {base['tokens_per_s']} tokens/s (runs of {base['seconds_of_both_runs']} s). "
+                  "Predictions at the realised rate: the paper's (verification free); from the cost curves, "
+                  "drafting and the prompt passes; and the same with a round's passes measured one right after "
+                  "the other (round_costs); gap = measured / that last prediction - 1. Speculative rows: the faster "
+                  "of two runs; the other methods: one run.", "",
+                  "| alpha | realised | method | setting | tokens/s | acceptance | tokens per pass | speedup "
+                  "| predicted (paper) | predicted (cost curve) | predicted (measured rounds) | gap |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        columns = ["alpha", "realised", "method", "setting", "tokens_per_s", "acceptance", "tokens_per_pass", "speedup",
+                   "predicted", "predicted_with_cost_curve", "predicted_with_costs", "gap"]
+    else:
+        lines += [f"End to end, {e2e[0]['pair']}, real weights, {len(PROMPTS)} prompts.", "",
+                  "| prompt | method | setting | tokens/s | acceptance | tokens per pass | speedup |", "|---|---|---|---|---|---|---|"]
+        columns = ["prompt", "method", "setting", "tokens_per_s", "acceptance", "tokens_per_pass", "speedup"]
+    for r in e2e:
+        lines.append("| " + " | ".join(str(r.get(c, "")) for c in columns) + " |")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
 
 
 def plot(out_dir, curves):
@@ -448,7 +640,11 @@ def main(argv=None):
     if all(has_checkpoint(os.path.join(args.models_dir, name)) for name in (args.draft, args.oracle)):
         enc = load_tokenizer(os.path.join(args.models_dir, args.draft))
 
-    results = {"machine": {"cores": matmul.N_THREADS, "numpy": np.__version__}}
+    start = cpu_snapshot()
+    command = " ".join(["python bench.py", *(sys.argv[1:] if argv is None else map(str, argv))])
+    results = {"machine": {"cores": matmul.N_THREADS, "numpy": np.__version__, "blas": blas_description()},
+               "run": {"command": command, "date": time.strftime("%Y-%m-%d %H:%M %Z"), "context": args.context,
+                       "load_before": " ".join(f"{x:.2f}" for x in os.getloadavg())}}
     log("1. memory bandwidth")
     probe_data = probe_array()
     bandwidth = memory_bandwidth(probe_data)
@@ -459,8 +655,9 @@ def main(argv=None):
     curves, curve_rows, one_token_rows, real = {}, [], [], {}
     for name in sorted(set(sizes) | {args.draft, args.oracle}, key=list(SHAPES).index):
         model, _, real[name] = bench_model(name, args.models_dir)
-        curve, products, bound = cost_curve(model, ks, args.context, probe_data, repeats=5)
-        curves[name] = curve
+        seconds = cost_curve(model, ks, args.context, probe_data, repeats=5)
+        curve = curves[name] = {k: seconds[k][0] for k in ks}
+        products, bound = seconds["products"][0], seconds["probe"][0]
         n_bytes = weight_bytes(model)
         bandwidth = n_bytes / bound / 1e9
 
@@ -470,13 +667,17 @@ def main(argv=None):
         one_token_rows.append({"model": name, "T(1)_ms": round(curve[1] * 1000, 1),
                                "products_alone_ms": round(products * 1000, 1),
                                "between_products_ms": round((curve[1] - products) * 1000, 1),
+                               "forward/products": round(curve[1] / products, 3),
                                "bound_ms": round(bound * 1000, 1),
-                               "products_share": share(products), "forward_share": share(curve[1])})
+                               "products_share": share(products), "forward_share": share(curve[1]),
+                               "T(1)_median_ms": round(median(seconds[1]) * 1000, 1),
+                               "products_median_ms": round(median(seconds["products"]) * 1000, 1)})
         for k, t in curve.items():
             curve_rows.append({"model": name, "weights": "real" if real[name] else "random", "k": k,
                                "ms": round(t * 1000, 1), "T(k)/T(1)": round(t / curve[1], 2),
                                "ms_per_token": round(t * 1000 / k, 1), "GB/s": round(n_bytes / t / 1e9, 1),
-                               "bandwidth_GB/s": round(bandwidth, 1), "share_of_bandwidth": share(t)})
+                               "bandwidth_GB/s": round(bandwidth, 1), "share_of_bandwidth": share(t),
+                               "median_ms": round(median(seconds[k]) * 1000, 1)})
         log(f"  {name}: T(1) {curve[1] * 1000:.0f} ms, T(8)/T(1) {curve[8] / curve[1]:.2f}, "
             f"{share(curve[1])} of {bandwidth:.1f} GB/s")
         del model
@@ -487,7 +688,8 @@ def main(argv=None):
                 ["model", "k", "ms", "T(k)/T(1)", "ms_per_token", "GB/s", "bandwidth_GB/s", "share_of_bandwidth"])
     print_table("one token: the weight products alone, back to back, against the whole forward "
                 "(bound = weight bytes / bandwidth; share = bound / time)", one_token_rows,
-                ["model", "T(1)_ms", "products_alone_ms", "between_products_ms", "bound_ms", "products_share", "forward_share"])
+                ["model", "T(1)_ms", "products_alone_ms", "between_products_ms", "forward/products", "bound_ms",
+                 "products_share", "forward_share"])
     results["cost_curve"] = curve_rows
     results["one_token"] = one_token_rows
 
@@ -498,7 +700,7 @@ def main(argv=None):
     results["loading"] = {"models": [args.oracle, args.draft], **loading}
     print(f"\nloading {args.oracle} + {args.draft} ({loading['files_bytes'] / 1e9:.2f} GB of checkpoints) in a fresh process: "
           f"{loading['load_s']:.2f} s, first forward of each {loading['first_forward_s']:.2f} s, "
-          f"peak RSS {loading['peak_rss_bytes'] / 1e9:.2f} GB = {loading['peak_rss_bytes'] / loading['files_bytes']:.2f}x the files")
+          f"{peak_rss_text(loading)}")
 
     log("4. end to end")
     pair = f"{args.draft} -> {args.oracle}"
@@ -509,21 +711,25 @@ def main(argv=None):
         print_table(f"end to end, real weights, {len(PROMPTS)} prompts, {args.new_tokens} new tokens each (c = {c:.3f})",
                     e2e, ["prompt"] + columns)
     else:
-        e2e = end_to_end_synthetic(draft_model, oracle, pair, args.new_tokens, alphas, gammas, c, curves[args.oracle], log,
-                                   beyond_alphas=alphas[-1:] if args.quick else (0.7, 0.9))
-        print_table(f"end to end, SYNTHETIC draft (real {args.draft} compute, proposals right with probability alpha), "
+        e2e = end_to_end_synthetic(draft_model, oracle, pair, args.new_tokens, alphas, gammas, curves[args.draft],
+                                   curves[args.oracle], log, beyond_alphas=alphas[-1:] if args.quick else (0.7, 0.9))
+        print_table(f"end to end, SYNTHETIC draft (real {args.draft} compute, proposals right at a realised rate alpha), "
                     f"random weights of the real shapes, {args.new_tokens} new tokens; c = T_draft(1)/T_oracle(1) = {c:.3f}",
-                    e2e, ["alpha"] + columns + ["predicted", "predicted_with_cost_curve"])
+                    e2e, ["alpha", "realised"] + columns + ["predicted", "predicted_with_cost_curve", "predicted_with_costs", "gap"])
     results["end_to_end"] = e2e
 
+    end = cpu_snapshot()
+    results["run"].update(minutes=(end[0] - start[0]) / 60, others_load=others_load(start, end),
+                          weights=", ".join(f"{n} {'real' if r else 'random, of the real shape'}" for n, r in real.items()))
     save(args.out, "cost_curve", curve_rows)
     save(args.out, "one_token", one_token_rows)
     save(args.out, "end_to_end", e2e)
     with open(os.path.join(args.out, "bench.json"), "w") as f:
         json.dump(results, f, indent=2)
+    write_summary(os.path.join(args.out, "summary.md"), results)
     png = plot(args.out, curves)
-    print(f"\nwrote {args.out}/cost_curve.csv, one_token.csv, end_to_end.csv, bench.json" + (f", {os.path.basename(png)}" if png else
-          " (pip install matplotlib for a plot)"))
+    print(f"\nwrote {args.out}/summary.md, cost_curve.csv, one_token.csv, end_to_end.csv, bench.json"
+          + (f", {os.path.basename(png)}" if png else " (pip install matplotlib for a plot)"))
 
 
 if __name__ == "__main__":

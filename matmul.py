@@ -4,23 +4,32 @@ Decoding multiplies a few rows x by big weight matrices W, so its time is the
 time to stream W from memory, and checking k draft tokens should cost about
 what one token costs. With the checkpoint's own [n_in, n_out] layout it does
 not: a general matrix product of a few rows first packs all of W. So every
-weight is stored transposed, [n_out, n_in], and cut into blocks of BLOCK
-output rows, [n_out / BLOCK, BLOCK, n_in], zero-padded:
-  1 row:   one matrix-vector product over all of W, which streams it;
-  k rows:  each block is a small [BLOCK, n_in] @ [n_in, k] product whose
-           operands stay in cache, shared out over the cores;
-  a prompt (GEMM_MIN_ROWS rows or more): one ordinary matrix product, where
-           the time is arithmetic and BLAS's big kernels are best.
-PERFORMANCE.md has the measurements behind BLOCK and GEMM_MIN_ROWS.
+weight is stored transposed, W.T [n_out, n_in], in blocks of BLOCK rows
+(zero-padded), and
+  1 row:   one matrix-vector product over W, which streams it, shared out
+           by the BLAS's own threads: they wait spinning between products,
+           and a thread that sleeps instead wakes late, on a busy core;
+  k rows:  small [rows, n_in] @ [n_in, k] products, each as many rows as
+           OpenBLAS's small-matrix kernel takes (rows_per_call): it needs no
+           packing, so W is read once, and the calls are few. The BLAS runs
+           single-threaded (its threads would spin beside ours) and each
+           core takes a share of the blocks, on threads this module owns;
+  a prompt (GEMM_MIN_ROWS rows or more): one ordinary matrix product per
+           share, where the time is arithmetic and BLAS's big kernels are best.
+owns_the_threads sets the BLAS's threads at run time for each forward, so
+this holds whatever the program imported first. PERFORMANCE.md has the
+measurements behind BLOCK, rows_per_call, GEMM_MIN_ROWS and the threads.
 
 gpt2.py never sees any of this: a weight is a `Weight`, and `x @ w` on it
 runs `product` below. So the model reads as the math does: `x @ w + b`, and
 the LM head `x @ wte.T`.
 """
 
+import contextlib
 import functools
 import os
-from concurrent.futures import ThreadPoolExecutor
+import queue
+import threading
 
 import numpy as np
 from threadpoolctl import ThreadpoolController
@@ -29,60 +38,144 @@ BLOCK = 16
 GEMM_MIN_ROWS = 25
 THREADED_MIN_SIZE = 1 << 20  # weights of fewer elements (4 MB) are multiplied in the calling thread
 N_THREADS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-_pool = None
-_blas = None
+# OpenBLAS multiplies [m, k] @ [k, n] without packing its operands when m * n * k
+# is at most SMALL_MNK and m * n at most SMALL_MN (its small-matrix kernel).
+SMALL_MNK, SMALL_MN = 1_000_000, 1200
+_blas = None  # threadpoolctl's handle on the BLAS, made on first use
+_blas_shares_rows = False  # True while the BLAS's own threads share out matrix-vector products
+_pool = None  # this module's worker threads, started on first use
+_tasks = queue.SimpleQueue()  # (part, share, done) for the workers
 
 
 def product(x, blocks):  # [n_seq, n_in] @ blocked W.T [n_blocks, BLOCK, n_in] -> [n_seq, n_blocks * BLOCK]
     n_blocks, block, n_in = blocks.shape
     n_seq = x.shape[0]
-    out = np.empty((n_blocks, block, n_seq), dtype=np.float32)  # W.T @ x.T, in blocks
-    if n_seq == 1:  # matrix-vector: streams W
-        def part(s):
-            np.matmul(blocks[s].reshape(-1, n_in), x[0], out=out[s].reshape(-1))
-    elif n_seq < GEMM_MIN_ROWS:  # one small product per block, its operands in cache
-        def part(s):
-            np.matmul(blocks[s], x.T, out=out[s])
-    else:  # a prompt: one big product, arithmetic-bound
-        def part(s):
-            np.matmul(blocks[s].reshape(-1, n_in), x.T, out=out[s].reshape(-1, n_seq))
+    w_t = blocks.reshape(-1, n_in)  # W.T [n_blocks * BLOCK, n_in]
+    if n_seq == 1 and _blas_shares_rows:  # one token: the BLAS's threads share W out
+        return np.matmul(w_t, x[0])[None, :]
+    out = np.empty((n_blocks * block, n_seq), dtype=np.float32)  # W.T @ x.T
+    per_call = rows_per_call(n_seq, n_in)
+
+    def part(share):  # the rows of W.T in the blocks of `share`
+        start, stop = share.start * block, share.stop * block
+        if n_seq == 1:  # matrix-vector: streams W
+            np.matmul(w_t[start:stop], x[0], out=out[start:stop, 0])
+        elif n_seq < GEMM_MIN_ROWS:  # small products, per_call rows each, in one NumPy call
+            n_calls, rest = divmod(stop - start, per_call)
+            end = start + n_calls * per_call
+            np.matmul(w_t[start:end].reshape(n_calls, per_call, n_in), x.T,
+                      out=out[start:end].reshape(n_calls, per_call, n_seq))
+            if rest:
+                np.matmul(w_t[end:stop], x.T, out=out[end:stop])
+        else:  # a prompt: one big product, arithmetic-bound
+            np.matmul(w_t[start:stop], x.T, out=out[start:stop])
+
     in_shares(part, n_blocks, blocks.size >= THREADED_MIN_SIZE)
-    return out.reshape(n_blocks * block, n_seq).T
+    return out.T
+
+
+def rows_per_call(n_seq, n_in):
+    """Rows of W.T per call for n_seq rows of x: the most, a power of two up to 256, that
+    keeps a [rows, n_in] @ [n_in, n_seq] product within OpenBLAS's small-matrix kernel."""
+    rows = 256
+    while rows > 1 and (rows * n_seq > SMALL_MN or rows * n_seq * n_in > SMALL_MNK):
+        rows //= 2
+    return rows
+
+
+# ---------------------------------------------------------------------------
+# Threads
+# ---------------------------------------------------------------------------
+
+def owns_the_threads(forward):
+    """forward(self, ids, ...) with the BLAS's threads set for its products (threads_for)."""
+    @functools.wraps(forward)
+    def wrapper(self, ids, *args, **kwargs):
+        with threads_for(np.size(ids)):
+            return forward(self, ids, *args, **kwargs)
+    return wrapper
+
+
+@contextlib.contextmanager
+def threads_for(n_rows):
+    """The BLAS's threads while products of x with n_rows rows run, the program's own setting after.
+
+    One row: the BLAS shares each matrix-vector product out itself (product).
+    More: the BLAS runs single-threaded and product shares the blocks out on
+    this module's threads. Set at run time (threadpoolctl), so it holds
+    whatever the program imported first.
+    """
+    global _blas, _blas_shares_rows
+    if _blas is None:
+        _blas = ThreadpoolController()
+    one_row, before = n_rows == 1 and N_THREADS > 1, _blas_shares_rows
+    with _blas.limit(limits=N_THREADS if one_row else 1, user_api="blas"):
+        _blas_shares_rows = one_row
+        try:
+            yield
+        finally:
+            _blas_shares_rows = before
 
 
 def in_shares(part, n_blocks, threaded):
-    """part(slice) over all the blocks: one share per core, the calling thread taking the first."""
-    global _pool
+    """part(slice) over all the blocks: one share per core, the calling thread taking the first.
+
+    The other shares go to this module's worker threads through a queue, and
+    their answers (None, or the exception raised) come back through another.
+    """
     if not threaded or N_THREADS == 1:  # a small weight: handing it to threads costs more than it saves
         return part(slice(0, n_blocks))
-    bounds = np.linspace(0, n_blocks, N_THREADS + 1).astype(int)
-    mine, *others = [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
-    if others and _pool is None:
-        _pool = ThreadPoolExecutor(N_THREADS - 1)
-    jobs = [_pool.submit(part, share) for share in others]
-    part(mine)
-    for job in jobs:
-        job.result()
+    mine, *others = shares(n_blocks, N_THREADS)
+    start_workers(len(others))
+    done = queue.SimpleQueue()
+    for share in others:
+        _tasks.put((part, share, done))
+    try:
+        part(mine)
+    finally:  # every share finished before `out` is read or the error raised
+        errors = [done.get() for _ in others]
+    for error in errors:
+        if error is not None:
+            raise error
 
 
-def owns_the_threads(f):
-    """Run f with the BLAS library single-threaded: every product shares out its work
-    itself (in_shares), on threads this module owns.
+@functools.lru_cache(maxsize=None)
+def shares(n_blocks, n_threads):  # -> up to n_threads slices of about n_blocks / n_threads blocks
+    bounds = np.linspace(0, n_blocks, n_threads + 1).astype(int)
+    return [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
 
-    Why: a threaded BLAS's own threads busy-wait after each product, and in
-    speculative decoding they would spin beside our threads right when
-    verification follows drafting. Set at run time (threadpoolctl), so it holds
-    whatever the program imported first, and only inside f.
-    """
-    @functools.wraps(f)
-    def wrapper(*args, **kwargs):
-        global _blas
-        if _blas is None:
-            _blas = ThreadpoolController()
-        with _blas.limit(limits=1, user_api="blas"):
-            return f(*args, **kwargs)
-    return wrapper
 
+def start_workers(n):
+    global _pool
+    _pool = _pool or []
+    while len(_pool) < n:
+        _pool.append(threading.Thread(target=work, daemon=True, name=f"matmul-{len(_pool) + 1}"))
+        _pool[-1].start()
+
+
+def work():  # a worker thread: run shares until the program ends
+    while True:
+        part, share, done = _tasks.get()
+        try:
+            part(share)
+        except BaseException as error:  # handed to the caller, which raises it
+            done.put(error)
+        else:
+            done.put(None)
+
+
+def forget_workers():  # in a forked child: the parent's threads do not exist there
+    global _pool, _tasks
+    _pool, _tasks = None, queue.SimpleQueue()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=forget_workers)
+
+
+# ---------------------------------------------------------------------------
+# The layout
+# ---------------------------------------------------------------------------
 
 def to_blocks(rows):  # [n_rows, n_cols] -> [ceil(n_rows / BLOCK), BLOCK, n_cols], zero rows appended
     n_rows, n_cols = rows.shape

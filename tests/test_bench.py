@@ -49,7 +49,7 @@ def test_bench_runs_and_writes_its_files(bench_run):
     assert r.returncode == 0, r.stderr
     assert "Traceback" not in r.stderr
     assert "differs from greedy" not in r.stderr  # greedy methods reproduced the oracle's tokens
-    assert {"cost_curve.csv", "end_to_end.csv", "bench.json"} <= set(os.listdir(out))
+    assert {"cost_curve.csv", "end_to_end.csv", "bench.json", "summary.md"} <= set(os.listdir(out))
     with open(out / "cost_curve.csv") as f:
         curve = list(csv.DictReader(f))
     assert {(row["model"], int(row["k"])) for row in curve} == {(m, k) for m in ("gpt2", "gpt2-xl") for k in range(1, 17)}
@@ -62,6 +62,11 @@ def test_bench_runs_and_writes_its_files(bench_run):
         t1, products, between = (float(row[c]) for c in ("T(1)_ms", "products_alone_ms", "between_products_ms"))
         assert t1 > 0 and abs(t1 - products - between) <= 0.15
         assert row["products_share"].endswith("%") and row["forward_share"].endswith("%")
+        ratio = float(row["forward/products"])  # of the unrounded times: within what rounding to 0.1 ms allows
+        assert (t1 - 0.05) / (products + 0.05) <= ratio <= (t1 + 0.05) / max(products - 0.05, 1e-9)
+    summary = (out / "summary.md").read_text()
+    assert summary.startswith("# `python bench.py --quick")
+    assert all(any(line.startswith(f"| {m} | ") for line in summary.splitlines()) for m in ("gpt2", "gpt2-xl"))
 
 
 def test_products_alone_are_the_products_of_a_single_token_forward(oracle, monkeypatch):
@@ -131,8 +136,7 @@ def test_predicted_speedup_is_leviathans_formula():
 def test_synthetic_draft_is_calibrated_and_right_at_its_fixed_positions(oracle, draft):
     ids = [3, 1, 4, 1, 5]
     reference = ids + [int(t) for t in np.random.default_rng(0).integers(oracle.vocab_size, size=200)]
-    synthetic = bench.SyntheticDraft(draft, reference, alpha=0.7, seed=1)
-    assert 0.6 < synthetic.right.mean() < 0.8
+    synthetic = bench.SyntheticDraft(draft, reference, alpha=0.7, start=len(ids), seed=1)
     logits = synthetic.forward(np.array(reference[:100]), KVCache())
     probabilities = np.exp(logits - logits.max(axis=-1, keepdims=True))
     probabilities /= probabilities.sum(axis=-1, keepdims=True)
@@ -142,10 +146,38 @@ def test_synthetic_draft_is_calibrated_and_right_at_its_fixed_positions(oracle, 
     assert np.array_equal(right, synthetic.right[1:101])  # right exactly where drawn, never by chance
 
 
+@pytest.mark.parametrize("alpha", [0.5, 0.7, 0.8, 0.9])
+@pytest.mark.parametrize("n_new", [32, 64, 200])
+def test_synthetic_draft_realises_alpha(draft, alpha, n_new):
+    # Exactly round(alpha * n_new) of the new positions are right, so the rate the
+    # end-to-end rows are measured at is alpha up to rounding, whatever the seed
+    # (independent draws realised 0.703 at alpha 0.8 over 64 tokens).
+    reference = list(range(48 + n_new))
+    for seed in range(5):
+        synthetic = bench.SyntheticDraft(draft, reference, alpha=alpha, start=48, seed=seed)
+        assert synthetic.right[48:].sum() == round(alpha * n_new)
+        assert synthetic.realised == synthetic.right[48:].mean()
+        assert abs(synthetic.realised - alpha) <= 0.5 / n_new + 1e-12
+    patterns = {tuple(bench.SyntheticDraft(draft, reference, alpha=alpha, start=48, seed=seed).right) for seed in range(5)}
+    assert len(patterns) == 5  # random order: each seed its own pattern
+
+
+def test_synthetic_draft_realised_rate_is_the_share_of_right_proposals(oracle, draft):
+    # What the realised rate claims, checked against what the draft did: among the
+    # proposals made after a correct prefix (the ones the oracle can accept), the
+    # share that equals the oracle's token.
+    ids = [3, 1, 4, 1, 5]
+    reference = ids + [int(t) for t in greedy_generate(oracle, ids, 40)]
+    synthetic = bench.SyntheticDraft(draft, reference, alpha=0.8, start=len(ids), seed=3)
+    proposals = synthetic.forward(np.array(reference[:-1]), KVCache()).argmax(axis=-1)  # row i predicts token i + 1
+    right = proposals[len(ids) - 1:] == np.array(reference[len(ids):])
+    assert right.mean() == synthetic.realised == round(0.8 * 40) / 40
+
+
 def test_synthetic_draft_speculation_reproduces_the_reference(oracle, draft):
     ids = [3, 1, 4, 1, 5]
     reference = ids + [int(t) for t in greedy_generate(oracle, ids, 12)]
-    out = list(speculative_generate(bench.SyntheticDraft(draft, reference, alpha=0.6), oracle, ids, 12, n_draft=3))
+    out = list(speculative_generate(bench.SyntheticDraft(draft, reference, alpha=0.6, start=len(ids)), oracle, ids, 12, n_draft=3))
     assert out == reference[len(ids):]
 
 
@@ -161,12 +193,66 @@ def test_synthetic_end_to_end_counts_the_faster_oracle_alone_run(monkeypatch, or
         return greedy_generate(*args, **kwargs)
 
     monkeypatch.setattr(bench, "greedy_generate", greedy)
-    rows = bench.end_to_end_synthetic(draft, oracle, "draft -> oracle", 8, [0.8], [2], 0.1, {k: 1.0 for k in range(1, 17)},
+    curve = {k: 1.0 for k in range(1, 17)}
+    rows = bench.end_to_end_synthetic(draft, oracle, "draft -> oracle", 8, [0.8], [2], curve, curve,
                                       lambda message: None, beyond_alphas=())
     assert len(calls) == 2 and rows[0]["method"] == "greedy (oracle alone)"
     base = rows[0]["seconds"]
     assert base < 1.0  # the undisturbed run
     assert all(r["speedup"] == round(base / r["seconds"], 2) for r in rows)
+    assert rows[0]["seconds_of_both_runs"].startswith("1.")  # both runs are reported, the slow one first
+
+
+def test_synthetic_rows_carry_the_realised_rate_and_both_predictions(oracle, draft, tmp_path):
+    curve = {k: 0.01 * (1 + k / 16) for k in range(1, 17)}
+    rows = bench.end_to_end_synthetic(draft, oracle, "draft -> oracle", 16, [0.5, 0.8], [2, 4], curve, curve,
+                                      lambda message: None, beyond_alphas=())
+    drafted = [r for r in rows if r.get("alpha")]
+    assert {r["method"] for r in drafted} == {"speculative", "threshold", "sps (T=0)"}
+    assert all(r["realised"] == round(round(r["alpha"] * 16) / 16, 3) for r in drafted)
+    for r in (r for r in drafted if r["method"] == "speculative"):
+        gamma = int(r["setting"].split("=")[1])
+        assert r["predicted"] == round(bench.predicted_speedup(r["realised"], gamma, 1.0), 2)
+        assert r["predicted_with_costs"] == round(r["predicted_alone_seconds"] / r["predicted_seconds"], 2)
+        assert r["predicted_with_cost_curve"] > 0
+        assert r["gap"] == f"{r['speedup'] / r['predicted_with_costs'] - 1:+.0%}"
+    # The summary PERFORMANCE.md copies from: one table row per end-to-end row.
+    results = {"run": {"command": "python bench.py", "date": "today", "minutes": 1.0, "load_before": "0.00 0.00 0.00",
+                       "others_load": 0.1, "weights": "random", "context": 16},
+               "machine": {"cores": 2, "numpy": np.__version__, "blas": "openblas", "bandwidth_gb_s": 1.0},
+               "one_token": [], "cost_curve": [],
+               "loading": {"models": ["oracle", "draft"], "load_s": 0.1, "first_forward_s": 0.1, "peak_rss_bytes": 2, "files_bytes": 1},
+               "end_to_end": rows}
+    bench.write_summary(tmp_path / "summary.md", results)
+    table = [line for line in (tmp_path / "summary.md").read_text().splitlines() if line.startswith("| ")]
+    assert table[-len(rows):] == ["| " + " | ".join(str(r.get(c, "")) for c in (
+        "alpha", "realised", "method", "setting", "tokens_per_s", "acceptance", "tokens_per_pass", "speedup",
+        "predicted", "predicted_with_cost_curve", "predicted_with_costs", "gap")) + " |" for r in rows]
+
+
+def test_predicted_seconds_count_the_prompt_and_every_pass():
+    draft = {1: 1.0, 2: 1.5, "prompt": 4.0}
+    oracle = {1: 10.0, 5: 12.0, "prompt": 30.0, ("prompt", 4): 33.0}
+    alpha, gamma, n_new = 0.8, 4, 40
+    alone, speculative = bench.predicted_seconds(alpha, gamma, n_new, draft, oracle)
+    assert alone == pytest.approx(30.0 + 39 * 10.0)  # the prompt pass gives the first token
+    rounds = n_new / (1 + 0.8 + 0.8 ** 2 + 0.8 ** 3 + 0.8 ** 4)
+    drafting = 3 * 1.0 + 0.8 ** 4 * 1.5 + (1 - 0.8 ** 4) * 1.0  # 2 tokens after a round that kept all 4
+    assert speculative == pytest.approx(4.0 + 3 * 1.0 + 33.0 + (rounds - 1) * (drafting + 12.0))
+    # A round measured as decoding runs it replaces the cost curve's passes; a round
+    # after one that accepted everything still starts with a 2-token draft pass.
+    _, measured = bench.predicted_seconds(alpha, gamma, n_new, draft, oracle, round_seconds=20.0)
+    assert measured == pytest.approx(4.0 + 3 * 1.0 + 33.0 + (rounds - 1) * (20.0 + 0.8 ** 4 * 0.5))
+
+
+def test_round_costs_time_draft_passes_then_the_verification(oracle, draft, monkeypatch):
+    calls = []
+    for model, name in ((draft, "draft"), (oracle, "oracle")):
+        real = model.forward
+        monkeypatch.setattr(model, "forward", lambda ids, cache, real=real, name=name, **kw: calls.append((name, len(ids))) or real(ids, cache, **kw))
+    costs = bench.round_costs(draft, oracle, [3, 1, 4, 1, 5], [2, 4], repeats=1)
+    assert set(costs) == {2, 4} and all(s > 0 for s in costs.values())
+    assert calls == [("draft", 5), ("oracle", 5)] + [("draft", 1)] * 2 + [("oracle", 3)] + [("draft", 1)] * 4 + [("oracle", 5)]
 
 
 def test_bench_help_and_bad_flag():

@@ -1,0 +1,196 @@
+"""matmul.py: every regime of the one product strategy against a plain product, on 1, 2 and 3
+threads; the threads it owns (whatever the program imported first); errors and concurrent callers.
+
+No timing is asserted here: PERFORMANCE.md has the measurements, from bench.py.
+"""
+
+import json
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+from conftest import ROOT
+import matmul
+
+
+@pytest.fixture
+def threads(monkeypatch):
+    """threads(n): make every product share its work over n threads, however small the weight."""
+    def use(n):
+        monkeypatch.setattr(matmul, "THREADED_MIN_SIZE", 0)
+        monkeypatch.setattr(matmul, "N_THREADS", n)
+    return use
+
+
+def blocked(w):  # checkpoint layout [n_in, n_out] -> the blocks product() multiplies
+    return matmul.to_blocks(w.T)
+
+
+@pytest.mark.parametrize("n_seq", [1, 2, 3, 8, 16, 24, 25, 40])
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+@pytest.mark.parametrize("n_in, n_out", [(96, 37), (64, 16), (33, 200), (2000, 200)])
+def test_every_regime_matches_a_plain_product(threads, n_seq, n_threads, n_in, n_out):
+    # 1 row (matrix-vector), 2..24 rows (small products, rows_per_call rows each, and
+    # the rest of a share in one more), 25 and more (one big product); widths that
+    # need padding and one that does not; more shares than blocks (3 threads, 1 block).
+    threads(n_threads)
+    rng = np.random.default_rng(n_seq * 1000 + n_in)
+    w = rng.standard_normal((n_in, n_out), dtype=np.float32) / np.float32(np.sqrt(n_in))  # outputs of about 1
+    x = rng.standard_normal((n_seq, n_in), dtype=np.float32)
+    got = matmul.product(x, blocked(w))
+    assert got.dtype == np.float32 and got.shape == (n_seq, -(-n_out // matmul.BLOCK) * matmul.BLOCK)
+    np.testing.assert_allclose(got[:, :n_out], x.astype(np.float64) @ w, rtol=1e-5, atol=1e-5)
+    assert not got[:, n_out:].any()  # the padding rows of W.T are zero
+
+
+@pytest.mark.parametrize("n_seq", range(1, 25))
+@pytest.mark.parametrize("n_in", [64, 768, 1600, 6400])
+def test_rows_per_call_is_the_most_the_small_kernel_takes(n_seq, n_in):
+    rows = matmul.rows_per_call(n_seq, n_in)
+    assert rows in (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+    def fits(r):
+        return r * n_seq <= matmul.SMALL_MN and r * n_seq * n_in <= matmul.SMALL_MNK
+
+    assert fits(rows) or rows == 1
+    assert rows == 256 or not fits(2 * rows)
+
+
+@pytest.mark.parametrize("n_seq", [1, 5, 30])
+def test_weight_and_rows_read_as_the_math(n_seq):
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal((48, 21), dtype=np.float32)
+    x = rng.standard_normal((n_seq, 48), dtype=np.float32)
+    weight = matmul.Rows(blocked(w), 21).T  # W for x @ W
+    np.testing.assert_allclose(x @ weight, x @ w, rtol=1e-5, atol=1e-5)
+    assert weight.shape == w.shape and np.array_equal(np.asarray(weight), w)
+    wte = matmul.Rows(matmul.to_blocks(w), 48)  # an embedding: rows looked up, and x @ wte.T
+    assert np.array_equal(wte[[0, 47, 3]], w[[0, 47, 3]])
+    h = rng.standard_normal((n_seq, 21), dtype=np.float32)
+    np.testing.assert_allclose(h @ wte.T, h @ w.T, rtol=1e-5, atol=1e-5)
+
+
+def test_an_error_in_a_share_reaches_the_caller_and_the_threads_keep_working(threads):
+    threads(2)
+    failed = []
+
+    def part(share):
+        if share.start > 0:  # the share another thread runs
+            failed.append(share)
+            raise RuntimeError("share failed")
+
+    with pytest.raises(RuntimeError, match="share failed"):
+        matmul.in_shares(part, 10, True)
+    assert failed
+    w = np.arange(64 * 40, dtype=np.float32).reshape(64, 40) / 1000
+    x = np.ones((4, 64), dtype=np.float32)
+    np.testing.assert_allclose(matmul.product(x, blocked(w))[:, :40], x @ w, rtol=1e-5)
+
+
+def test_threads_calling_at_once_each_get_their_own_product(threads):
+    # A program may run forwards from several threads (a server, a notebook): the
+    # shares of different products must never mix.
+    threads(2)
+    rng = np.random.default_rng(2)
+    weights = [rng.standard_normal((128, 96), dtype=np.float32) for _ in range(4)]
+    xs = [rng.standard_normal((n, 128), dtype=np.float32) for n in (1, 3, 8, 30)]
+    expected = [[x.astype(np.float64) @ w for w in weights] for x in xs]
+    mismatches = []
+
+    def caller(i):
+        for _ in range(20):
+            for j, w in enumerate(weights):
+                got = matmul.product(xs[i], blocked(w))[:, :96]
+                if not np.allclose(got, expected[i][j], rtol=1e-4, atol=1e-4):
+                    mismatches.append((i, j))
+
+    callers = [threading.Thread(target=caller, args=(i,)) for i in range(len(xs))]
+    for t in callers:
+        t.start()
+    for t in callers:
+        t.join()
+    assert not mismatches
+
+
+IMPORT_ORDER_PROBE = """
+import json, sys
+if sys.argv[2] == "numpy first":
+    import numpy
+    numpy.ones((300, 300)) @ numpy.ones((300, 300))  # the BLAS's own threads are started
+import threadpoolctl
+import gpt2, matmul
+from kvcache import KVCache
+seen = set()
+real = matmul.product
+def watched(x, w):
+    seen.add((threadpoolctl.threadpool_info()[0]["num_threads"], x.shape[0]))
+    return real(x, w)
+matmul.product = watched
+matmul.THREADED_MIN_SIZE = 0  # the tiny model's weights shared out too
+before = threadpoolctl.threadpool_info()[0]["num_threads"]
+model = gpt2.GPT2.from_pretrained(sys.argv[1])
+cache = KVCache()
+prompt = model.forward([1, 2, 3], cache, n_logits=1)  # the LM head with one row, the rest with three
+verification = model.forward([4, 5, 6, 7], cache)  # k rows right after it
+one = model.forward([8], cache)  # a single token
+try:
+    model.forward([10 ** 9], cache)  # an error inside forward: the program's setting must still come back
+except ValueError:
+    pass
+after = threadpoolctl.threadpool_info()[0]["num_threads"]
+print(json.dumps({"threads": sorted(seen), "restored": before == after,
+                  "logits": [a.tobytes().hex() for a in (prompt, verification, one)]}))
+"""
+
+
+def test_importing_numpy_first_changes_nothing(tiny_dirs):
+    # matmul sets the BLAS's threads at run time, inside forward only, so a program
+    # that imported NumPy (and started the BLAS's own threads) before gpt2 gets the
+    # same threads in every regime (the BLAS's for a single token, one BLAS thread and
+    # this module's for several), the same logits bit for bit, and its own setting
+    # back afterwards, even when forward raises.
+    outputs = {}
+    for order in ("numpy first", "gpt2 first"):
+        r = subprocess.run([sys.executable, "-c", IMPORT_ORDER_PROBE, tiny_dirs["oracle"], order], cwd=ROOT,
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        outputs[order] = r.stdout
+    assert outputs["numpy first"] == outputs["gpt2 first"]
+    probe = json.loads(outputs["numpy first"])
+    assert probe["restored"]
+    assert probe["threads"] == [list(t) for t in sorted({(matmul.N_THREADS, 1), (1, 1), (1, 3), (1, 4)})]
+
+
+def test_threads_for_one_row_lets_the_blas_share_out_and_restores_the_setting():
+    import threadpoolctl
+    before = threadpoolctl.threadpool_info()[0]["num_threads"]
+    with matmul.threads_for(1):
+        assert matmul._blas_shares_rows == (matmul.N_THREADS > 1)
+        assert threadpoolctl.threadpool_info()[0]["num_threads"] == matmul.N_THREADS
+        with matmul.threads_for(5):  # nested: a verification inside a single-token context
+            assert not matmul._blas_shares_rows and threadpoolctl.threadpool_info()[0]["num_threads"] == 1
+        assert matmul._blas_shares_rows == (matmul.N_THREADS > 1)
+    assert not matmul._blas_shares_rows and threadpoolctl.threadpool_info()[0]["num_threads"] == before
+    w = np.arange(64 * 40, dtype=np.float32).reshape(64, 40) / 1000
+    x = np.ones((1, 64), dtype=np.float32)
+    with matmul.threads_for(1):
+        shared_by_blas = matmul.product(x, blocked(w))
+    np.testing.assert_allclose(shared_by_blas, matmul.product(x, blocked(w)), rtol=1e-6)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
+def test_a_forked_child_starts_its_own_threads(threads):
+    # After a fork only the forking thread exists in the child: a child that handed
+    # shares to its parent's workers would wait forever (multiprocessing's default
+    # start method on Linux forks).
+    import multiprocessing
+    threads(2)
+    w = np.arange(64 * 40, dtype=np.float32).reshape(64, 40) / 1000
+    x = np.ones((3, 64), dtype=np.float32)
+    expected = matmul.product(x, blocked(w))  # the parent's workers are running now
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        got = pool.apply_async(matmul.product, (x, blocked(w))).get(timeout=60)
+    np.testing.assert_array_equal(got, expected)
