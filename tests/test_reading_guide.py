@@ -64,6 +64,5 @@ def fix():
 
 
 if __name__ == "__main__":
-    import sys
     if sys.argv[1:] == ["--fix"]:
         fix()

@@ -3,7 +3,6 @@
 import os
 import re
 import unicodedata
-from collections import Counter
 from html.parser import HTMLParser
 
 import numpy as np
