@@ -115,7 +115,7 @@ def read_prompts(path):
 def parse_args(argv):
     parser = errors.Parser(prog="ablation.py", description=__doc__.split("\n\n")[0],
                            epilog="Models are names or directories, as in speculative.py.")
-    parser.add_argument("prompts", nargs="*", help="prompts to run (default: the README's)")
+    parser.add_argument("prompts", nargs="*", help="prompts to run (default: two short English prompts)")
     parser.add_argument("--prompts", dest="prompts_file", metavar="FILE", help="a file of prompts, one per line")
     parser.add_argument("--draft", default="gpt2", help="draft model (default: gpt2)")
     parser.add_argument("--oracle", default="gpt2-large", help="oracle model (default: gpt2-large)")
