@@ -71,3 +71,35 @@ def test_demo_names_resolve_and_build_on_first_use(tmp_path, monkeypatch):
     monkeypatch.setattr(demo, "build_pair", lambda d: built.append(d) or (d + "/demo-draft", d + "/demo-oracle"))
     assert models.resolve_model_dir("demo-oracle", str(tmp_path)) == str(tmp_path) + "/demo-oracle"
     assert built == [str(tmp_path)]
+
+
+def readme_block(starting):
+    """The README's code block whose first line is `starting`, as a list of lines."""
+    from conftest import ROOT
+    text = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    for block in text.split("```")[1::2]:
+        lines = block.split("\n")[1:]  # after the opening fence's language tag
+        if lines and lines[0] == starting:
+            return lines
+    raise AssertionError(f"README.md has no code block starting with {starting!r}")
+
+
+def without_timings(line):
+    import re
+    return re.sub(r" in [\d.]+ s, [\d.]+ tokens/s|; time in draft .*|; speedup [\d.]+x", "", line)
+
+
+def test_the_readme_demo_session_is_what_the_demo_prints(demo_dirs):
+    # The README's `python demo.py` session, word for word but for the timings.
+    import subprocess
+    import sys
+    from conftest import ROOT
+    lines = readme_block("$ python demo.py")
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "speculative.py"), "The meaning of life is",
+                          "--draft", demo_dirs["draft"], "--oracle", demo_dirs["oracle"], "-n", "48", "-K", "4",
+                          "--compare"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    text = next(line for line in lines if line.startswith("The meaning of life is"))
+    assert out.stdout.rstrip("\n") == text
+    stats = [without_timings(line) for line in out.stderr.splitlines() if line.startswith(("speculative:", "oracle alone"))]
+    assert stats == [without_timings(line) for line in lines if line.startswith(("speculative:", "oracle alone"))]
