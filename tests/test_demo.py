@@ -103,3 +103,25 @@ def test_the_readme_demo_session_is_what_the_demo_prints(demo_dirs):
     assert out.stdout.rstrip("\n") == text
     stats = [without_timings(line) for line in out.stderr.splitlines() if line.startswith(("speculative:", "oracle alone"))]
     assert stats == [without_timings(line) for line in lines if line.startswith(("speculative:", "oracle alone"))]
+
+
+def test_the_readme_workbench_session_is_what_the_workbench_prints(demo_dirs):
+    # The README's short session: the lines typed after "> " go in; every reply but the
+    # timings and the loading lines comes out as shown (sampling is seeded with /seed).
+    import subprocess
+    import sys
+    from conftest import ROOT
+    lines = readme_block("$ python speculative.py -i --draft demo-draft --oracle demo-oracle")
+    typed = [line[2:] for line in lines if line.startswith("> ")]
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "speculative.py"), "-i", "--draft", "demo-draft",
+                          "--oracle", "demo-oracle", "--models-dir", os.path.dirname(demo_dirs["draft"])],
+                         input="\n".join(typed) + "\n", capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+
+    def replies(text_lines):
+        return [without_timings(line) for line in text_lines
+                if line and not line.startswith(("loaded ", "$ ")) and line not in typed]
+    # Through a pipe the typed lines are not echoed: each prompt "> " is followed by the reply.
+    got = [line.removeprefix("> ") for line in (out.stdout + out.stderr).replace("> ", "\n").splitlines()]
+    shown = [line for line in lines if not line.startswith("> ")]
+    assert sorted(replies(got)) == sorted(replies(shown))
