@@ -102,7 +102,8 @@ def check_room(ids, n_new, *models):
     if n_new < 0:
         raise GenerationError(f"cannot generate {n_new} tokens")
     if len(ids) + n_new > window:
-        raise GenerationError(f"a prompt of {len(ids)} tokens plus {n_new} new tokens does not fit "
+        prompt = f"{len(ids)} token" + ("s" if len(ids) != 1 else "")
+        raise GenerationError(f"a prompt of {prompt} plus {n_new} new tokens does not fit "
                               f"the context window of {window} tokens")
 
 

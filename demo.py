@@ -173,7 +173,7 @@ def build_pair(models_dir):
     if not os.path.isdir(draft_dir):
         write_model(draft_dir, DRAFT, draft.__getitem__)
     if not os.path.isdir(oracle_dir):
-        print("writing the offline demo pair (random weights, about 0.9 GB; once)", file=sys.stderr)
+        print("writing the offline demo pair (random weights, 0.9 GB, and as much again for its fast-layout copy; once)", file=sys.stderr)
         q = embedding(DRAFT["n_embd"], ORACLE["n_embd"])
         write_model(oracle_dir, ORACLE, lambda key: oracle_tensor(key, draft, q))
     return draft_dir, oracle_dir

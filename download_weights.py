@@ -82,6 +82,14 @@ class ServerProblem(DownloadError):
         super().__init__(f"{message}; {mirror_hint()}")
 
 
+class Unreachable(ServerProblem):
+    """No answer at all: perhaps no network, where the offline demo still works."""
+
+    def __init__(self, message):
+        DownloadError.__init__(self, f"{message}; {mirror_hint()}; no network at all? "
+                                     "python demo.py makes an offline demo pair")
+
+
 class NotTheFile(ServerProblem):
     """What arrived is not the file announced: its partial download is removed, not resumed."""
 
@@ -421,7 +429,7 @@ def send(session, method, url, headers, stream):
     except (requests.ConnectionError, requests.Timeout) as e:
         if stream:
             raise Interrupted(f"cannot reach the server ({type(e).__name__})") from None
-        raise ServerProblem(f"cannot reach {urlsplit(url).netloc} ({type(e).__name__}); check the network") from None
+        raise Unreachable(f"cannot reach {urlsplit(url).netloc} ({type(e).__name__}); check the network") from None
 
 
 def check_status(r):

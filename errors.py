@@ -45,7 +45,12 @@ def run(main):
     """Call main(); turn the expected exceptions into one line on stderr."""
     signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C is a KeyboardInterrupt again
     try:
-        return main()
+        try:
+            return main()
+        finally:
+            # main() is over, however it ended: a Ctrl-C while the error is reported or the
+            # interpreter shuts down would kill it by the signal, with no message; let it finish.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
     except KeyboardInterrupt:
         fail("interrupted", code=130)
     except BrokenPipeError:  # `... | head`: the reader has gone, stop quietly

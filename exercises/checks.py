@@ -208,7 +208,8 @@ def check_rollback(f):
         what = f"{call} left {', '.join(map(str, got))}; expected {', '.join(map(str, expected))}"
         if got[i] < expected[i]:
             raise wrong(f"{what}: cache {i + 1} was cut too short. It had {lengths[i]} positions and must keep "
-                        f"{expected[i]}; {span(got[i], expected[i] - 1)} belong(s) to tokens that stay in the text, "
+                        f"{expected[i]}; {span(got[i], expected[i] - 1)} "
+                        f"{'belongs' if got[i] == expected[i] - 1 else 'belong'} to tokens that stay in the text, "
                         "and their keys and values are gone",
                         "how many positions truncate(n) keeps, and how many tokens n_kept counts")
         raise wrong(f"{what}: cache {i + 1} still holds {got[i] - expected[i]} position(s) past the first {expected[i]}: "

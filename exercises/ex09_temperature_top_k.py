@@ -5,7 +5,7 @@ probabilities(logits, temperature=1.0, top_k=None) -> float32 probabilities [V]:
 
   - temperature T: softmax(logits / T). T < 1 sharpens the distribution,
     T > 1 flattens it. T = 0 means greedy: all the mass on the argmax (the
-    first one on a tie). A tiny T, such as 1e-40, must not give NaN.
+    first one on a tie). A tiny T, even 1e-50 (below the smallest float32), must not give NaN.
   - top_k k: only the k largest logits keep any probability, renormalised;
     k >= V keeps everything. Temperature first, then top-k.
 
