@@ -42,12 +42,12 @@ def main(argv=None):
     if color and args.method in VERIFYING:
         print(f"{display.GREEN}green{display.RESET}: proposed by the draft and accepted; plain: chosen by the oracle",
               file=sys.stderr)
-    sys.stdout.write(args.prompt)
     stats = Stats(trace=[] if args.trace or args.html is not None else None)
+    tokens = runner.generator(settings, run.draft, run.oracle, run.ids, stats)  # its eager checks: before any output
+    sys.stdout.write(args.prompt)
     start = time.perf_counter()
     try:
-        generated = display.stream(runner.generator(settings, run.draft, run.oracle, run.ids, stats),
-                                   run.enc.decode_single_token_bytes, stats.from_draft, color, sys.stdout)
+        generated = display.stream(tokens, run.enc.decode_single_token_bytes, stats.from_draft, color, sys.stdout)
     except errors.UserError:
         print(file=sys.stdout, flush=True)  # a check a generator makes on its first step: its line starts afresh
         raise

@@ -257,6 +257,7 @@ def test_flags_for_other_methods_and_empty_html_are_refused(pair):
 def test_too_many_beams_for_memory_is_one_line(pair):
     r = run("hi", *pair, "--method", "beam", "--n-beams", "100000000", "-n", "4")
     assert_one_line_error(r, "of KV caches, more than")
+    assert r.stdout == ""  # refused before the prompt is printed
 
 
 def test_the_session_through_a_pipe_under_an_ascii_locale(pair):
