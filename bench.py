@@ -539,6 +539,14 @@ def blas_description():
     return ", ".join(f"{i['internal_api']} {i['version']} ({i.get('architecture', '?')})" for i in libraries) or "unknown"
 
 
+def load_average():
+    """The system's 1, 5 and 15 minute load averages, as text; 'unknown' where there are none (Windows)."""
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except (AttributeError, OSError):
+        return "unknown"
+
+
 def others_load(start, end):
     """Cores' worth of CPU that other processes used between two cpu_snapshot()s, or None."""
     if start[1] is None or end[1] is None:
@@ -644,7 +652,7 @@ def main(argv=None):
     command = " ".join(["python bench.py", *(sys.argv[1:] if argv is None else map(str, argv))])
     results = {"machine": {"cores": matmul.N_THREADS, "numpy": np.__version__, "blas": blas_description()},
                "run": {"command": command, "date": time.strftime("%Y-%m-%d %H:%M %Z"), "context": args.context,
-                       "load_before": " ".join(f"{x:.2f}" for x in os.getloadavg())}}
+                       "load_before": load_average()}}
     log("1. memory bandwidth")
     probe_data = probe_array()
     bandwidth = memory_bandwidth(probe_data)

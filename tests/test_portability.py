@@ -49,3 +49,33 @@ def test_ctrl_c_handling_needs_only_sigint():
         with open(os.path.join(ROOT, name), encoding="utf-8") as f:
             source = f.read()
         assert "SIGPIPE" not in source and "signal.alarm" not in source and "SIGALRM" not in source, name
+
+
+def test_matmul_without_register_at_fork():
+    # Windows has no fork: the workers need no forgetting there, and products still run on them.
+    code = ("import os; del os.register_at_fork; import numpy as np, matmul; matmul.N_THREADS = 2; "
+            "matmul.THREADED_MIN_SIZE = 0; w = np.arange(64 * 40, dtype=np.float32).reshape(64, 40) / 1000; "
+            "x = np.ones((3, 64), np.float32); "
+            "print(np.allclose(matmul.product(x, matmul.to_blocks(w.T))[:, :40], x @ w, rtol=1e-5))")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert r.stdout.strip() == "True", r.stderr
+
+
+def test_bench_without_proc_or_resource(monkeypatch):
+    # Windows has neither /proc nor the resource module: bench.py says what it could not measure.
+    import builtins
+    import bench
+    real_open = builtins.open
+
+    def no_proc(path, *args, **kwargs):
+        if str(path).startswith("/proc/"):
+            raise FileNotFoundError(2, "No such file or directory", str(path))
+        return real_open(path, *args, **kwargs)
+    monkeypatch.setattr(builtins, "open", no_proc)
+    monkeypatch.setitem(sys.modules, "resource", None)  # `import resource` raises ImportError
+    assert bench.peak_rss() is None
+    assert bench.peak_rss_text({"peak_rss_bytes": None, "files_bytes": 1}) == "peak RSS not measured on this system"
+    snapshot = bench.cpu_snapshot()
+    assert snapshot[1] is None and bench.others_load(snapshot, snapshot) is None
+    monkeypatch.delattr(os, "getloadavg")
+    assert bench.load_average() == "unknown"
