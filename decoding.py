@@ -102,8 +102,8 @@ def check_room(ids, n_new, *models):
     if n_new < 0:
         raise GenerationError(f"cannot generate {n_new} tokens")
     if len(ids) + n_new > window:
-        prompt = f"{len(ids)} token" + ("s" if len(ids) != 1 else "")
-        raise GenerationError(f"a prompt of {prompt} plus {n_new} new tokens does not fit "
+        prompt, new = (f"{n} token" + ("s" if n != 1 else "") for n in (len(ids), n_new))
+        raise GenerationError(f"a prompt of {prompt} plus {new} new does not fit "
                               f"the context window of {window} tokens")
 
 

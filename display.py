@@ -137,9 +137,9 @@ def sps_lines(r, show):
     lines = [f"  drafted  {show(r.drafted)}   (sampled from the draft's p)"]
     for t, step in enumerate(r.details["steps"], 1):
         verdict = "accept" if step["accepted"] else "REJECT"
-        # .3g: probabilities of rare tokens stay readable (5.5e-04, not 0.001 beside 0.000)
+        # .3g: rare tokens' probabilities stay readable (0.00055, not 0.001 beside 0.000)
         lines.append(f"  x~{t} {show([step['token']]):14s} p(x) {step['p']:.3g}  q(x) {step['q']:.3g}  "
-                     f"min(1, q/p) {step['accept_prob']:.3g}  r {step['r']:.3f}  -> {verdict}")
+                     f"min(1, q/p) {step['accept_prob']:.3g}  r {step['r']:.3g}  -> {verdict}")
     if "resampled" in r.details:
         res = r.details["resampled"]
         drawn = next((e["residual"] for e in res["top"] if e["token"] == res["token"]), None)
@@ -147,7 +147,7 @@ def sps_lines(r, show):
         top = "  ".join(f"{show([e['token']])} {e['residual']:.3g}" for e in largest)
         chance = f", where it had {drawn:.3g}" if drawn is not None else ""
         lines.append(f"  resample {show([res['token']])} from (q - p)+ renormalised{chance}; "
-                     f"its largest entries: {top or '(none)'}")
+                     f"there, among the likeliest tokens: {top or '(none)'}")
     else:
         bonus = r.details["bonus"]
         lines.append(f"  bonus    {show([bonus['token']])} sampled from q (q(x) {bonus['q']:.3g}): all {len(r.drafted)} accepted")

@@ -42,7 +42,10 @@ def interrupt_quietly():
 
 
 def run(main):
-    """Call main(); turn the expected exceptions into one line on stderr."""
+    """Call main(); turn the expected exceptions into one line on stderr.
+
+    A script's last statement: once main() is over, Ctrl-C is ignored while the process exits.
+    """
     signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C is a KeyboardInterrupt again
     try:
         try:

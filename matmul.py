@@ -7,8 +7,8 @@ not: a general matrix product of a few rows first packs all of W. So every
 weight is stored transposed, W.T [n_out, n_in], in blocks of BLOCK rows
 (zero-padded), and
   1 row:   one matrix-vector product over W, which streams it, shared out
-           by the BLAS's own threads: they wait spinning between products,
-           and a thread that sleeps instead wakes late, on a busy core;
+           by the BLAS's own threads: they spin between products and start
+           at once, where this module's threads sleep on a queue and wake late;
   k rows:  small [rows, n_in] @ [n_in, k] products, each as many rows as
            OpenBLAS's small-matrix kernel takes (rows_per_call): it needs no
            packing, so W is read once, and the calls are few. The BLAS runs
@@ -45,11 +45,14 @@ _blas = None  # threadpoolctl's handle on the BLAS, made on first use
 _blas_shares_rows = False  # True while the BLAS's own threads share out matrix-vector products
 _pool = None  # this module's worker threads, started on first use
 _tasks = queue.SimpleQueue()  # (part, share, done) for the workers
+_starting = threading.Lock()  # one caller at a time starts workers
+_setting = threading.RLock()  # one forward at a time sets the BLAS's threads: the setting is the process's
 
 
 def product(x, blocks):  # [n_seq, n_in] @ blocked W.T [n_blocks, BLOCK, n_in] -> [n_seq, n_blocks * BLOCK]
     n_blocks, block, n_in = blocks.shape
     n_seq = x.shape[0]
+    assert x.dtype == np.float32, f"x is {x.dtype}: the model computes in float32"
     w_t = blocks.reshape(-1, n_in)  # W.T [n_blocks * BLOCK, n_in]
     if n_seq == 1 and _blas_shares_rows:  # one token: the BLAS's threads share W out
         return np.matmul(w_t, x[0])[None, :]
@@ -103,18 +106,20 @@ def threads_for(n_rows):
     One row: the BLAS shares each matrix-vector product out itself (product).
     More: the BLAS runs single-threaded and product shares the blocks out on
     this module's threads. Set at run time (threadpoolctl), so it holds
-    whatever the program imported first.
+    whatever the program imported first. Forwards from several threads take
+    turns: the setting belongs to the whole process.
     """
     global _blas, _blas_shares_rows
-    if _blas is None:
-        _blas = ThreadpoolController()
-    one_row, before = n_rows == 1 and N_THREADS > 1, _blas_shares_rows
-    with _blas.limit(limits=N_THREADS if one_row else 1, user_api="blas"):
-        _blas_shares_rows = one_row
-        try:
-            yield
-        finally:
-            _blas_shares_rows = before
+    with _setting:
+        if _blas is None:
+            _blas = ThreadpoolController()
+        one_row, before = n_rows == 1 and N_THREADS > 1, _blas_shares_rows
+        with _blas.limit(limits=N_THREADS if one_row else 1, user_api="blas"):
+            _blas_shares_rows = one_row
+            try:
+                yield
+            finally:
+                _blas_shares_rows = before
 
 
 def in_shares(part, n_blocks, threaded):
@@ -133,24 +138,39 @@ def in_shares(part, n_blocks, threaded):
     try:
         part(mine)
     finally:  # every share finished before `out` is read or the error raised
-        errors = [done.get() for _ in others]
+        errors = answers(done, len(others))
     for error in errors:
         if error is not None:
             raise error
 
 
+def answers(done, n):
+    """The n answers of the other shares. A Ctrl-C meanwhile is raised once all are in:
+    no worker may still be writing into the product's output when the caller moves on."""
+    got, interrupted = [], None
+    while len(got) < n:
+        try:
+            got.append(done.get())
+        except KeyboardInterrupt as e:
+            interrupted = e
+    if interrupted is not None:
+        raise interrupted
+    return got
+
+
 @functools.lru_cache(maxsize=None)
 def shares(n_blocks, n_threads):  # -> up to n_threads slices of about n_blocks / n_threads blocks
     bounds = np.linspace(0, n_blocks, n_threads + 1).astype(int)
-    return [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+    return tuple(slice(a, b) for a, b in zip(bounds[:-1], bounds[1:]) if b > a)
 
 
 def start_workers(n):
     global _pool
-    _pool = _pool or []
-    while len(_pool) < n:
-        _pool.append(threading.Thread(target=work, daemon=True, name=f"matmul-{len(_pool) + 1}"))
-        _pool[-1].start()
+    with _starting:
+        _pool = _pool or []
+        while len(_pool) < n:
+            _pool.append(threading.Thread(target=work, daemon=True, name=f"matmul-{len(_pool) + 1}"))
+            _pool[-1].start()
 
 
 def work():  # a worker thread: run shares until the program ends
@@ -164,9 +184,10 @@ def work():  # a worker thread: run shares until the program ends
             done.put(None)
 
 
-def forget_workers():  # in a forked child: the parent's threads do not exist there
-    global _pool, _tasks
+def forget_workers():  # in a forked child: the parent's threads, and the locks they held, do not exist there
+    global _pool, _tasks, _starting, _setting
     _pool, _tasks = None, queue.SimpleQueue()
+    _starting, _setting = threading.Lock(), threading.RLock()
 
 
 if hasattr(os, "register_at_fork"):

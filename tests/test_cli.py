@@ -155,7 +155,7 @@ def test_bad_options_are_one_line(pair, args, fragment):
 def test_missing_model_without_network(tmp_path):
     r = run("hi", "--oracle", "gpt2-medium", "--method", "greedy", "--models-dir", str(tmp_path),
             env={"HF_ENDPOINT": "http://127.0.0.1:9"})
-    assert_one_line_error(r, "cannot reach", "HF_ENDPOINT", code=1)
+    assert_one_line_error(r, "cannot reach", "python demo.py", "HF_ENDPOINT", code=1)  # the offline demo, named
 
 
 def test_unknown_model(pair):

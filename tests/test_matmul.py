@@ -194,3 +194,42 @@ def test_a_forked_child_starts_its_own_threads(threads):
     with multiprocessing.get_context("fork").Pool(1) as pool:
         got = pool.apply_async(matmul.product, (x, blocked(w))).get(timeout=60)
     np.testing.assert_array_equal(got, expected)
+
+
+def test_forwards_from_two_threads_take_turns_and_leave_the_setting_as_it_was():
+    # The BLAS's thread count is the whole process's: two forwards at once must not restore
+    # each other's setting in the wrong order.
+    import threadpoolctl
+
+    class Model:
+        weight = matmul.Rows(np.ones((256, matmul.BLOCK, 64), np.float32), 256 * matmul.BLOCK).T  # shared out
+
+        @matmul.owns_the_threads
+        def forward(self, ids):
+            return np.ones((len(ids), 64), np.float32) @ self.weight
+
+    before = threadpoolctl.threadpool_info()[0]["num_threads"]
+    callers = [threading.Thread(target=lambda ids=ids: [Model().forward(ids) for _ in range(300)])
+               for ids in ([1], [1, 2, 3])]
+    for t in callers:
+        t.start()
+    for t in callers:
+        t.join()
+    assert not matmul._blas_shares_rows and threadpoolctl.threadpool_info()[0]["num_threads"] == before
+
+
+def test_a_ctrl_c_while_waiting_for_the_shares_waits_for_all_of_them():
+    # No worker may still be writing into a product's output once the caller has moved on.
+    class Answers:
+        def __init__(self):
+            self.asked = 0
+
+        def get(self):
+            self.asked += 1
+            if self.asked == 1:
+                raise KeyboardInterrupt  # Ctrl-C while the first share is still running
+            return None
+    done = Answers()
+    with pytest.raises(KeyboardInterrupt):
+        matmul.answers(done, 3)
+    assert done.asked == 4  # the interrupted wait, then all three answers
