@@ -29,9 +29,9 @@ def main(argv=None):
     args = parse_args(argv)
     settings = settings_from(args)
     models_dir = args.models_dir or DEFAULT_MODELS_DIR
-    display.utf8_output(sys.stdout)
+    display.as_utf8(sys.stdout, errors="replace")
     if args.interactive:
-        display.utf8_input(sys.stdin)
+        display.as_utf8(sys.stdin, errors="surrogateescape")
         return session.Session(args.draft, args.oracle, models_dir, settings, trace=args.trace, html=args.html,
                                compare=args.compare, color=args.color).loop()
     color = display.use_color(args.color, sys.stdout)

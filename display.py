@@ -34,27 +34,17 @@ def ansi_works():
         return False
 
 
-def utf8_output(out):
-    """Text for `out` as UTF-8 when it is a pipe or a file (whatever the locale says); on a
-    terminal its own encoding, with what it cannot show replaced rather than an error."""
-    if not hasattr(out, "reconfigure"):
+def as_utf8(text_io, errors):
+    """A pipe or a file as UTF-8, whatever the locale says; a terminal keeps its own encoding.
+    errors: what a character that cannot be encoded or decoded becomes. Output uses
+    "replace" (shown as ?, never an error); input "surrogateescape" (bytes that do not decode
+    arrive as lone surrogates, which the prompt's check names in one line)."""
+    if not hasattr(text_io, "reconfigure"):
         return
-    if out.isatty():
-        out.reconfigure(errors="replace")
+    if text_io.isatty():
+        text_io.reconfigure(errors=errors)
     else:
-        out.reconfigure(encoding="utf-8", errors="replace")
-
-
-def utf8_input(inp):
-    """Lines piped in are read as UTF-8 (typed ones in the terminal's encoding); bytes that do not
-    decode arrive as lone surrogates, which the prompt's check names in one line, never as a
-    UnicodeDecodeError."""
-    if not hasattr(inp, "reconfigure"):
-        return
-    if inp.isatty():
-        inp.reconfigure(errors="surrogateescape")
-    else:
-        inp.reconfigure(encoding="utf-8", errors="surrogateescape")
+        text_io.reconfigure(encoding="utf-8", errors=errors)
 
 
 def stream(tokens, token_bytes, from_draft, color, out):
