@@ -78,15 +78,8 @@ class DownloadError(errors.UserError):
 class ServerProblem(DownloadError):
     """A failure the server or the network may cause: the message ends with how to use a mirror."""
 
-    def __init__(self, message, hint=""):
-        super().__init__(f"{message}{hint}; {mirror_hint()}")
-
-
-class Unreachable(ServerProblem):
-    """No answer at all: perhaps no network, where the offline demo still works."""
-
     def __init__(self, message):
-        super().__init__(message, hint=": no network? python demo.py makes an offline demo pair")
+        super().__init__(f"{message}; {mirror_hint()}")
 
 
 class NotTheFile(ServerProblem):
@@ -428,7 +421,8 @@ def send(session, method, url, headers, stream):
     except (requests.ConnectionError, requests.Timeout) as e:
         if stream:
             raise Interrupted(f"cannot reach the server ({type(e).__name__})") from None
-        raise Unreachable(f"cannot reach {urlsplit(url).netloc} ({type(e).__name__})") from None
+        raise ServerProblem(f"cannot reach {urlsplit(url).netloc} ({type(e).__name__}): "
+                            "no network? python demo.py makes an offline demo pair") from None
 
 
 def check_status(r):

@@ -43,13 +43,13 @@ def bytes_to_unicode():
 
 def load_tokenizer(model_dir):
     """A tiktoken Encoding from model_dir/vocab.json and model_dir/merges.txt."""
-    vocab_path, merges_path = os.path.join(model_dir, "vocab.json"), os.path.join(model_dir, "merges.txt")
+    vocab_file, merges_file = os.path.join(model_dir, "vocab.json"), os.path.join(model_dir, "merges.txt")
     try:
-        vocab = json.loads(read_text(vocab_path, model_dir))
+        vocab = json.loads(read_text(vocab_file, model_dir))
     except (ValueError, RecursionError) as e:
-        raise TokenizerError(f"{vocab_path}: not valid JSON ({e})") from None
-    validate_vocab(vocab_path, vocab)
-    validate_merges(merges_path, read_text(merges_path, model_dir), vocab)
+        raise TokenizerError(f"{vocab_file}: not valid JSON ({e})") from None
+    validate_vocab(vocab_file, vocab)
+    validate_merges(merges_file, read_text(merges_file, model_dir), vocab)
     byte_of = {c: b for b, c in bytes_to_unicode().items()}
     ranks = {bytes(byte_of[c] for c in tok): i for tok, i in vocab.items() if tok != ENDOFTEXT}
     special = {ENDOFTEXT: vocab[ENDOFTEXT]} if ENDOFTEXT in vocab else {}
