@@ -393,7 +393,8 @@ def diagnose_drafting(draft, context, k_max, threshold, expected, got, where):
 # ---------------------------------------------------------------------------
 
 def clamp(threshold):
-    return min(max(threshold, 0.05), 0.95)
+    from threshold import THRESHOLD_MAX, THRESHOLD_MIN
+    return min(max(threshold, THRESHOLD_MIN), THRESHOLD_MAX)
 
 
 def check_next_threshold(f):
@@ -532,6 +533,7 @@ def check_probabilities(f):
 # ---------------------------------------------------------------------------
 
 def check_residual(f):
+    from sps import residual
     rng = np.random.default_rng(0)
     pairs = [tuple(rng.dirichlet(np.ones(12)).astype(np.float32) for _ in range(2)) for _ in range(20)]
     pairs.insert(0, (np.array([0.2, 0.5, 0.3], np.float32), np.array([0.4, 0.2, 0.4], np.float32)))
@@ -539,7 +541,7 @@ def check_residual(f):
         call = f"residual(q={show(q)}, p={show(p)})"
         with np.errstate(all="ignore"):
             r = np.asarray(attempt(call, f, q.copy(), p.copy()))
-        expected = np.maximum(q - p, 0) / np.maximum(q - p, 0).sum()
+        expected = residual(q, p)
         if r.shape == expected.shape and np.allclose(r, expected, atol=1e-6):
             continue
         what = f"{call} returned {show(r)}, expected {show(expected)}"
@@ -570,6 +572,7 @@ def emitted(p, q, keep):
 
 def check_keep_draft(f):
     """keep_draft(p, q, x, r): p the draft's distribution, q the target's, r ~ U[0, 1)."""
+    from sps import acceptance_probability
     cases = [(np.array([0.6, 0.3, 0.1], np.float32), np.array([0.3, 0.3, 0.4], np.float32)),
              (np.array([0.5, 0.5, 0.0], np.float32), np.array([0.0, 0.2, 0.8], np.float32))]
     grid = (np.arange(400) + 0.5) / 400  # r spread evenly over [0, 1): the share kept is P(keep)
@@ -586,7 +589,7 @@ def check_keep_draft(f):
     inverted = all(abs(k - min(1.0, p[x] / q[x] if q[x] > 0 else math.inf)) < 0.01
                    for p, q, xs, kept in seen for x, k in zip(xs, kept))
     for p, q, xs, kept in seen:
-        expected = [min(1.0, float(q[x] / p[x])) for x in xs]
+        expected = [acceptance_probability(q, p, x) for x in xs]
         bad = next((i for i, (k, e) in enumerate(zip(kept, expected)) if abs(k - e) > 0.01), None)
         if bad is None:
             continue
@@ -681,6 +684,7 @@ def sps_rounds(f, p_model, q_model, ids, K):
 
 
 def check_sps_round(f, n_rounds=300, n_runs=500, K=2, n_new=3):
+    from sps import acceptance_rate
     p_model, q_model = sampling_pair()
     ids, V = [1, 4], SAMPLING_V
     rng = np.random.default_rng(1234)
@@ -688,7 +692,7 @@ def check_sps_round(f, n_rounds=300, n_runs=500, K=2, n_new=3):
     # 1. The shape of a round: P(its first draft is kept) = alpha; P(all K kept), both exact.
     lengths = Counter(len(sps_rounds(f, p_model, q_model, ids, K)(rng)) for _ in range(n_rounds))
     p1, q1 = softmax(p_model.forward(ids)[-1]), softmax(q_model.forward(ids)[-1])
-    alpha = float(np.minimum(p1, q1).sum())
+    alpha = acceptance_rate(q1, p1)
     inverted = float(sum(p1[x] * min(1.0, p1[x] / q1[x]) for x in range(V)))
     all_kept = alpha if K == 1 else sum(float(min(p1[x], q1[x])) * float(np.minimum(
         softmax(p_model.forward(ids + [x])[-1]), softmax(q_model.forward(ids + [x])[-1])).sum()) for x in range(V))
