@@ -23,7 +23,7 @@ from tqdm import tqdm
 import atomic
 import errors
 import runner
-from decoding import Stats
+from decoding import Stats, check_room
 from download_weights import DEFAULT_MODELS_DIR
 from processors import Processor
 
@@ -69,7 +69,7 @@ def run_ablations(draft, oracle, prompts_ids, n_new, gamma=4, temperature=1.0, s
             totals[method] = seconds
             rows.append(row(method, setting, stats, seconds, matches, sampling=method in runner.SAMPLING))
     for r in rows:  # speedups against the matching baseline: sampling methods against sampling
-        base = totals[SAMPLING_BASELINE if r["method"] in ("sps", SAMPLING_BASELINE) else GREEDY_BASELINE]
+        base = totals[runner.baseline_method(r["method"])]
         r["speedup"] = round(base / r["seconds"], 2) if r["seconds"] else ""
     return rows
 
@@ -143,9 +143,11 @@ def main(argv=None):
     prompts = prompts or ["The meaning of life is", "Once upon a time, in a small village at the edge of the forest,"]
     names = {"draft": args.draft, "oracle": args.oracle}
     load = functools.lru_cache(maxsize=None)(lambda role: runner.load_model(names[role], args.models_dir))
-    run = runner.prepare(load, "speculative", prompts[0], args.max_new_tokens)
-    prompts_ids = [runner.prepare(load, "speculative", p, args.max_new_tokens).ids for p in prompts]
+    run = runner.prepare(load, "speculative", prompts[0], args.max_new_tokens)  # the models, the tokenizer, prompt 1
+    prompts_ids = [run.ids] + [runner.prompt_ids(run.enc, p) for p in prompts[1:]]
     draft, oracle = run.draft, run.oracle
+    for ids in prompts_ids[1:]:
+        check_room(ids, args.max_new_tokens, draft, oracle)
     rows = run_ablations(draft, oracle, prompts_ids, args.max_new_tokens, args.gamma, args.temperature, args.seed)
     print(f"{args.draft} -> {args.oracle}, {len(prompts)} prompt(s), {args.max_new_tokens} new tokens each")
     print(table(rows))
