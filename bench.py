@@ -28,7 +28,6 @@ Results: a table on screen; bench_results/summary.md (the tables in markdown,
 with the command, date and how busy the machine was), CSV and JSON; a plot of
 the cost curve when matplotlib is installed."""
 
-import csv
 import json
 import os
 import subprocess
@@ -40,11 +39,14 @@ import gpt2
 import numpy as np
 import threadpoolctl
 
+import ablation
+import atomic
 import checkpoint
 import errors
 import matmul
 from download_weights import DEFAULT_MODELS_DIR
 from kvcache import KVCache
+from report import expected_tokens_per_round
 from adaptive import adaptive_generate
 from ngram import ngram_generate, staged_generate
 from sps import autoregressive_sample, speculative_sample
@@ -308,17 +310,12 @@ class SyntheticDraft:
         return logits
 
 
-def expected_tokens(alpha, gamma):
-    """Leviathan et al. 2023: tokens a round of gamma drafts yields on average, 1 + alpha + ... + alpha^gamma."""
-    return sum(alpha ** i for i in range(gamma + 1))
-
-
 def predicted_speedup(alpha, gamma, c, verify_ratio=1.0):
     """Leviathan et al. 2023: expected tokens per round over the cost of a round, in oracle passes.
 
     verify_ratio = T_oracle(gamma + 1) / T_oracle(1); the paper assumes 1.
     """
-    return expected_tokens(alpha, gamma) / (gamma * c + verify_ratio)
+    return expected_tokens_per_round(alpha, gamma) / (gamma * c + verify_ratio)
 
 
 def predicted_seconds(alpha, gamma, n_new, draft, oracle, round_seconds=None):
@@ -328,7 +325,7 @@ def predicted_seconds(alpha, gamma, n_new, draft, oracle, round_seconds=None):
     tokens on a warm cache) plus "prompt", the first forward over the prompt,
     and for the oracle ("prompt", gamma), the prompt with the first drafts.
     The oracle alone: the prompt pass gives the first token, then one pass per
-    token. Speculative: n_new / expected_tokens rounds, each gamma draft passes
+    token. Speculative: n_new / expected_tokens_per_round rounds, each gamma draft passes
     (the first of them over 2 tokens after a round that accepted everything,
     which happens with probability alpha^gamma) and one oracle pass of gamma + 1;
     the first round's passes include the prompt instead. round_seconds, when
@@ -338,7 +335,7 @@ def predicted_seconds(alpha, gamma, n_new, draft, oracle, round_seconds=None):
     alone = oracle["prompt"] + (n_new - 1) * oracle[1]
     drafting = (gamma - 1) * draft[1] + alpha ** gamma * draft[2] + (1 - alpha ** gamma) * draft[1]
     a_round = drafting + oracle[gamma + 1] if round_seconds is None else round_seconds + alpha ** gamma * (draft[2] - draft[1])
-    rounds = n_new / expected_tokens(alpha, gamma)
+    rounds = n_new / expected_tokens_per_round(alpha, gamma)
     first = draft["prompt"] + (gamma - 1) * draft[1] + oracle["prompt", gamma]
     return alone, first + (rounds - 1) * a_round
 
@@ -413,11 +410,12 @@ def end_to_end_synthetic(draft_model, oracle, pair, n_new, alphas, gammas, draft
             if gamma >= 8 and alpha < 0.8:  # long drafts lose even at 0.8: skip the slowest runs
                 continue
             # Twice, the faster counting, as for the oracle alone: these rows carry the predictions.
-            runs = [timed(lambda s: speculative_generate(SyntheticDraft(draft_model, reference, alpha, start=len(ids)),
-                                                         oracle, ids, n_new, n_draft=gamma, stats=s)) for _ in range(2)]
+            # A fresh draft for each run: its wrong guesses come from its own generator.
+            drafts = [SyntheticDraft(draft_model, reference, alpha, start=len(ids)) for _ in range(2)]
+            runs = [timed(lambda s: speculative_generate(d, oracle, ids, n_new, n_draft=gamma, stats=s)) for d in drafts]
             assert all(tokens == reference[len(ids):] for tokens, _, _ in runs)
             out, t, s = min(runs, key=lambda run: run[1])
-            realised = SyntheticDraft(draft_model, reference, alpha, start=len(ids)).realised  # the same draw
+            realised = drafts[0].realised  # both drafts make the same draw
             alone, from_curve = predicted_seconds(realised, gamma, n_new, draft_costs, oracle_costs)
             _, speculative = predicted_seconds(realised, gamma, n_new, draft_costs, oracle_costs, measured_rounds[gamma])
             rows.append(row(pair, "speculative", f"n_draft={gamma}", out, t, s, base, alpha=alpha,
@@ -506,19 +504,12 @@ def beyond_methods(oracle, ids, n_new):
 # ---------------------------------------------------------------------------
 
 def print_table(title, rows, columns):
-    print(f"\n{title}")
-    widths = {c: max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in columns}
-    print("  ".join(c.ljust(widths[c]) for c in columns))
-    for r in rows:
-        print("  ".join(str(r.get(c, "")).ljust(widths[c]) for c in columns))
+    print(f"\n{title}\n{ablation.table(rows, columns)}")
 
 
-def save(out_dir, name, rows):
+def save(out_dir, name, rows):  # every key of any row is a column
     os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, f"{name}.csv"), "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
-        writer.writeheader()
-        writer.writerows(rows)
+    ablation.write_csv(os.path.join(out_dir, f"{name}.csv"), rows, columns=list(dict.fromkeys(k for r in rows for k in r)))
 
 
 def cpu_snapshot():
@@ -597,8 +588,7 @@ def write_summary(path, results):
         columns = ["prompt", "method", "setting", "tokens_per_s", "acceptance", "tokens_per_pass", "speedup"]
     for r in e2e:
         lines.append("| " + " | ".join(str(r.get(c, "")) for c in columns) + " |")
-    with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
+    atomic.write_text(path, "\n".join(lines) + "\n")
 
 
 def plot(out_dir, curves):
@@ -732,8 +722,7 @@ def main(argv=None):
     save(args.out, "cost_curve", curve_rows)
     save(args.out, "one_token", one_token_rows)
     save(args.out, "end_to_end", e2e)
-    with open(os.path.join(args.out, "bench.json"), "w") as f:
-        json.dump(results, f, indent=2)
+    atomic.write_text(os.path.join(args.out, "bench.json"), json.dumps(results, indent=2))
     write_summary(os.path.join(args.out, "summary.md"), results)
     png = plot(args.out, curves)
     print(f"\nwrote {args.out}/summary.md, cost_curve.csv, one_token.csv, end_to_end.csv, bench.json"
