@@ -59,12 +59,21 @@ def beam_search(model, ids, n_new, n_beams=4, length_penalty=1.0, stats=None):
         # Every beam's score plus the log-probability of each next token: [n_beams, V].
         scores = np.stack([beam.score + log_softmax(feed(model, beam.cache, ids + beam.tokens, stats, "oracle")[-1])
                            for beam in beams])
-        # The n_beams best (beam, token) pairs; on a tie the earlier beam, then the lower token id.
-        best = np.argsort(-scores, axis=None, kind="stable")[:n_beams]
+        best = best_pairs(scores, n_beams)
         beams = extend(beams, *np.unravel_index(best, scores.shape), scores)
         stats.add_round(beams[0].tokens[-1:])  # one step: len(beams) one-token forwards
     best = max(beams, key=lambda beam: beam_score(beam.score, n_new, length_penalty))
     yield from best.tokens
+
+
+def best_pairs(scores, n):  # [n_beams, V] -> the flat indices of the n best (beam, token) pairs, best first
+    """On a tie the earlier beam, then the lower token id: a stable sort of all scores, cut to n.
+    Only the candidates as good as the n-th best are sorted, not all n_beams * V of them."""
+    flat = -scores.ravel()
+    n = min(n, flat.size)
+    nth = np.partition(flat, n - 1)[n - 1]
+    candidates = np.flatnonzero(flat <= nth)  # the n best and all tied with the n-th, in index order
+    return candidates[np.argsort(flat[candidates], kind="stable")][:n]
 
 
 def check_memory(model, n_beams, n_tokens):

@@ -102,3 +102,16 @@ def test_context_window_and_bad_arguments(tiny):
         list(beam_search(model, [1], 3, n_beams=0))
     with pytest.raises(GenerationError, match="no tokens"):
         list(beam_search(model, [], 3))
+
+
+def test_best_pairs_is_a_stable_sort_of_all_scores_cut_to_n():
+    # Many ties and -inf scores: the tie rule (earlier beam, then lower token id) must hold exactly.
+    from beam import best_pairs
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        n_beams, V = rng.integers(1, 5), rng.integers(1, 30)
+        scores = rng.integers(-4, 1, size=(n_beams, V)).astype(np.float32)
+        scores[rng.random((n_beams, V)) < 0.2] = -np.inf
+        n = int(rng.integers(1, n_beams * V + 3))
+        expected = np.argsort(-scores, axis=None, kind="stable")[:n]
+        assert best_pairs(scores, n).tolist() == expected.tolist()
