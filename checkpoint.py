@@ -221,13 +221,31 @@ def raw_view(data, entry):  # one tensor's mapped bytes as an array of its own d
     return data[begin:end].view(SAFETENSORS_DTYPES[dtype]).reshape(shape)
 
 
-def tensor_view(path, name, data, entry):
-    """A tensor as float32: a view of the mapped bytes when stored as F32, else a widened copy."""
+def tensor_view(path, name, data, entry, sampled=False):
+    """A tensor as float32: a view of the mapped bytes when stored as F32, else a widened copy
+    (sampled: Widened, which widens only the values read)."""
     dtype = entry[0]
     if dtype not in SAFETENSORS_DTYPES:
         raise CheckpointError(f"{path}: tensor {name} has dtype {dtype}; supported: {', '.join(SAFETENSORS_DTYPES)}")
     t = raw_view(data, entry)
-    return t if dtype == "F32" else to_float32(t, dtype)
+    if dtype == "F32":
+        return t
+    return Widened(t, dtype) if sampled else to_float32(t, dtype)
+
+
+class Widened:
+    """A stored F16 or BF16 tensor, widened to float32 only where it is indexed: a sampled
+    check reads a few values, and widening all of them would read the whole file."""
+
+    def __init__(self, stored, dtype):
+        self.stored, self.dtype, self.shape = stored, dtype, stored.shape
+
+    def __getitem__(self, index):
+        return to_float32(self.stored[index], self.dtype)
+
+    @property
+    def T(self):
+        return Widened(self.stored.T, self.dtype)
 
 
 def to_float32(a, dtype_name):
@@ -289,7 +307,7 @@ def checkpoint_tensors(path, config, sampled=False):
     if unused:  # e.g. a config.json with fewer layers than the checkpoint: the model would silently lose them
         listed = ", ".join(unused[:4]) + (f" and {len(unused) - 4} more" if len(unused) > 4 else "")
         raise CheckpointError(f"{path}: has tensors config.json (n_layer={config['n_layer']}) leaves unused: {listed}")
-    tensors = {key: tensor_view(path, name, data, entries[name]) for key, name in needed.items()}
+    tensors = {key: tensor_view(path, name, data, entries[name], sampled) for key, name in needed.items()}
     if "lm_head.weight" in names:
         check_tied(path, entries[names["lm_head.weight"]], data, tensors["wte.weight"])
     return tensors

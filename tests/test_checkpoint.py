@@ -512,6 +512,14 @@ def test_half_precision_checkpoints_load_as_float32(tmp_path, template):
         assert all(t.dtype == np.float32 for t in loaded.values())
         np.testing.assert_allclose(loaded["wte.weight"], tensors["wte.weight"], rtol=1e-2)
         assert np.isfinite(GPT2.from_pretrained(model_dir).forward(IDS)).all()
+        # A load that checks the converted copy widens only the values it samples, not the whole file.
+        config = checkpoint.load_config(model_dir)
+        sampled = checkpoint.checkpoint_tensors(os.path.join(model_dir, "model.safetensors"), config, sampled=True)
+        full = checkpoint.checkpoint_tensors(os.path.join(model_dir, "model.safetensors"), config)
+        for key, t in sampled.items():
+            assert isinstance(t, checkpoint.Widened) and t.shape == full[key].shape
+            np.testing.assert_array_equal(checkpoint.sampled_values(t), checkpoint.sampled_values(full[key]))
+            np.testing.assert_array_equal(checkpoint.sampled_values(t.T), checkpoint.sampled_values(full[key].T))
 
 
 def test_truncated_checkpoint_names_the_file(tmp_path):
