@@ -5,6 +5,7 @@ never half of one. Each writer gets its own temporary name (the process id and
 random letters, created with O_EXCL), so two writers never write into one file.
 """
 
+import contextlib
 import os
 import secrets
 
@@ -16,19 +17,30 @@ def temp_file(path, mode="wb"):
     return os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8", "newline": ""})), name
 
 
-def write_text(path, text):
-    """Write text (UTF-8) to path atomically; on failure the old file stays and no temporary one is left."""
-    f, name = temp_file(path, "w")
+@contextlib.contextmanager
+def replacing(path, mode="wb", durable=False):
+    """An open file that becomes path when the block ends without an error (flushed to
+    disk first when durable: a crash then never leaves a complete-looking file with
+    missing data). On any error, Ctrl-C included, the old file stays and the
+    temporary one is removed."""
+    f, name = temp_file(path, mode)
     try:
         with f:
-            f.write(text)
+            yield f
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(name, path)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.remove(name)
-        except OSError:
-            pass
         raise
+
+
+def write_text(path, text):
+    """Write text (UTF-8) to path atomically; on failure the old file stays and no temporary one is left."""
+    with replacing(path, "w") as f:
+        f.write(text)
 
 
 def why_not_writable(path):

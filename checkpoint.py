@@ -471,25 +471,14 @@ def save_safetensors(path, shapes, tensor, metadata=None, progress=None):
     header_bytes = json.dumps(header).encode()
     header_bytes += b" " * (-len(header_bytes) % 8)  # data starts 8-byte aligned
     remove_stale_temps(path)
-    f, tmp = atomic.temp_file(path)
-    try:
-        with f, tqdm(total=offset, unit="B", unit_scale=True, desc=progress,
-                     disable=progress is None or offset < 100_000_000) as bar:
-            f.write(len(header_bytes).to_bytes(8, "little") + header_bytes)
-            for name, shape in shapes.items():
-                t = np.asarray(tensor(name), dtype=np.float32)  # tofile writes C order; 0-d stays 0-d
-                assert t.shape == tuple(shape), (name, t.shape, shape)
-                t.tofile(f)
-                bar.update(t.nbytes)
-            # On disk before the rename: a crash must never leave a complete-looking
-            # file with missing data.
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:  # Ctrl-C included: leave nothing half-written behind
-        with contextlib.suppress(OSError):
-            os.remove(tmp)
-        raise
+    with atomic.replacing(path, durable=True) as f, tqdm(total=offset, unit="B", unit_scale=True, desc=progress,
+                                                         disable=progress is None or offset < 100_000_000) as bar:
+        f.write(len(header_bytes).to_bytes(8, "little") + header_bytes)
+        for name, shape in shapes.items():
+            t = np.asarray(tensor(name), dtype=np.float32)  # tofile writes C order; 0-d stays 0-d
+            assert t.shape == tuple(shape), (name, t.shape, shape)
+            t.tofile(f)
+            bar.update(t.nbytes)
 
 
 def remove_stale_temps(path):
