@@ -1,6 +1,6 @@
 """Benchmarks: what checking k tokens costs, and what speculative decoding gains, on your machine.
 
-    python bench.py            # everything (8-10 minutes here the first time, 7-8 after)
+    python bench.py            # everything (about 13 minutes here, 2 more the first time)
     python bench.py --quick    # gpt2 and gpt2-xl shapes, a smaller sweep
 
 1. machine:    memory bandwidth, the bound on decoding speed.
@@ -10,7 +10,9 @@
                of the bandwidth (read by a probe taking turns with the
                forwards, as many bytes as the weights); and one token's weight
                products alone, back to back: forward / products alone is what
-               the NumPy code between them adds.
+               the NumPy code between them adds. The products alone of 8
+               tokens over those of 1: the least T(8)/T(1) can be with the
+               BLAS's kernels, whatever the code between them does.
 3. loading:    gpt2-xl + gpt2 loaded in a fresh process: seconds and peak RSS.
 4. end to end: greedy, speculative, threshold, SpS, tree, n-gram, staged and
                adaptive decoding on fixed prompts:
@@ -185,22 +187,23 @@ def forward_run(model, cache, context, k):
     return run
 
 
-def products_run(model):
-    """A run() of one token's weight products alone, back to back.
+def products_run(model, k=1):
+    """A run() of the weight products of a forward of k tokens alone, back to back.
 
-    The same 4 * n_layer + 1 matrix-vector products a single-token forward
-    makes (the LM head last), without the layer norms, attention and the rest
-    of the NumPy work between them: what the forward would cost if that work
-    were free. T(1) minus this is the time the code between the products adds.
+    The same 4 * n_layer + 1 products of k rows a forward makes (the LM head
+    last), without the layer norms, attention and the rest of the NumPy work
+    between them: what the forward would cost if that work were free. T(1)
+    minus this (k = 1) is the time the code between the products adds, and
+    for k = 8 over k = 1 it is the least T(8)/T(1) can be with these kernels.
     """
     h = model.params["h"]
     weights = [p["weight"] for layer in h for p in (layer["attn"]["c_attn"], layer["attn"]["c_proj"],
                                                     layer["mlp"]["c_fc"], layer["mlp"]["c_proj"])]
     weights.append(model.params["wte"].T)  # the LM head
-    x = {n_in: np.ones((1, n_in), dtype=np.float32) for n_in in {w.shape[0] for w in weights}}
+    x = {n_in: np.ones((k, n_in), dtype=np.float32) for n_in in {w.shape[0] for w in weights}}
 
     def run():
-        with matmul.threads_for(1):  # as a single-token forward() runs them
+        with matmul.threads_for(k):  # as forward() runs them
             for w in weights:
                 x[w.shape[0]] @ w
 
@@ -208,8 +211,9 @@ def products_run(model):
 
 
 def cost_curve(model, ks, context, probe_data, repeats):
-    """timings() of a forward of each k in ks (keys 1, 2, ...), of one token's
-    products alone ("products") and of the bandwidth probe beside them ("probe").
+    """timings() of a forward of each k in ks (keys 1, 2, ...), of the products
+    alone of 1 and of 8 tokens ("products", "products of 8") and of the
+    bandwidth probe beside them ("probe").
     The probe reads as many bytes as the weights, just before T(1) in every
     round, so its time is the bound: the weights streamed once at the measured
     bandwidth."""
@@ -218,7 +222,8 @@ def cost_curve(model, ks, context, probe_data, repeats):
     run_1 = forward_run(model, cache, context, 1)
     run_1()  # warm-up: page in the weights
     n_bytes = weight_bytes(model)
-    runs = {"probe": stream(probe_data, n_bytes), 1: run_1, "products": products_run(model)}
+    runs = {"probe": stream(probe_data, n_bytes), 1: run_1, "products": products_run(model),
+            "products of 8": products_run(model, 8)}
     runs.update({k: forward_run(model, cache, context, k) for k in ks if k != 1})
     return timings(runs, repeats)
 
@@ -318,7 +323,7 @@ def predicted_speedup(alpha, gamma, c, verify_ratio=1.0):
     return expected_tokens_per_round(alpha, gamma) / (gamma * c + verify_ratio)
 
 
-def predicted_seconds(alpha, gamma, n_new, draft, oracle, round_seconds=None):
+def predicted_seconds(alpha, gamma, n_new, draft, oracle, rounds=None):
     """(oracle alone, speculative) seconds for n_new tokens after a prompt, from measured costs.
 
     draft and oracle: {n_tokens: seconds of a forward}, the cost curve (k new
@@ -328,13 +333,15 @@ def predicted_seconds(alpha, gamma, n_new, draft, oracle, round_seconds=None):
     token. Speculative: n_new / expected_tokens_per_round rounds, each gamma draft passes
     (the first of them over 2 tokens after a round that accepted everything,
     which happens with probability alpha^gamma) and one oracle pass of gamma + 1;
-    the first round's passes include the prompt instead. round_seconds, when
-    given, is a round's draft and oracle passes measured as decoding runs them,
-    one right after the other (round_costs), instead of from the cost curves.
+    the first round's passes include the prompt instead. rounds, when given,
+    is round_costs(): an oracle-alone step (key 0) and a round (key gamma)
+    timed as decoding runs them, in the same turns, replacing the cost
+    curves' passes on both sides.
     """
-    alone = oracle["prompt"] + (n_new - 1) * oracle[1]
+    step = oracle[1] if rounds is None else rounds[0]
+    alone = oracle["prompt"] + (n_new - 1) * step
     drafting = (gamma - 1) * draft[1] + alpha ** gamma * draft[2] + (1 - alpha ** gamma) * draft[1]
-    a_round = drafting + oracle[gamma + 1] if round_seconds is None else round_seconds + alpha ** gamma * (draft[2] - draft[1])
+    a_round = drafting + oracle[gamma + 1] if rounds is None else rounds[gamma] + alpha ** gamma * (draft[2] - draft[1])
     rounds = n_new / expected_tokens_per_round(alpha, gamma)
     first = draft["prompt"] + (gamma - 1) * draft[1] + oracle["prompt", gamma]
     return alone, first + (rounds - 1) * a_round
@@ -390,8 +397,9 @@ def end_to_end_synthetic(draft_model, oracle, pair, n_new, alphas, gammas, draft
     Each speculative row (the faster of two runs) carries three predictions at
     the rate the draft realised: the paper's (verification free, no prompt),
     one from the cost curves (predicted_seconds: drafting and the prompt passes
-    both sides make included), and the same with a round's passes timed as
-    decoding runs them (round_costs), with the measured speedup's gap to the last.
+    both sides make included), and the same with a round's passes and the
+    oracle alone's steps timed as decoding runs them (round_costs), with the
+    measured speedup's gap to the last.
     """
     ids = (np.arange(48) * 7919 % oracle.vocab_size).tolist()  # a fixed 48-token prompt
     draft_costs, oracle_costs = prompt_costs(draft_model, oracle, ids, gammas, draft_curve, oracle_curve)
@@ -416,11 +424,11 @@ def end_to_end_synthetic(draft_model, oracle, pair, n_new, alphas, gammas, draft
             assert all(tokens == reference[len(ids):] for tokens, _, _ in runs)
             out, t, s = min(runs, key=lambda run: run[1])
             realised = drafts[0].realised  # both drafts make the same draw
-            alone, from_curve = predicted_seconds(realised, gamma, n_new, draft_costs, oracle_costs)
-            _, speculative = predicted_seconds(realised, gamma, n_new, draft_costs, oracle_costs, measured_rounds[gamma])
+            alone_from_curve, from_curve = predicted_seconds(realised, gamma, n_new, draft_costs, oracle_costs)
+            alone, speculative = predicted_seconds(realised, gamma, n_new, draft_costs, oracle_costs, measured_rounds)
             rows.append(row(pair, "speculative", f"n_draft={gamma}", out, t, s, base, alpha=alpha,
                             realised=round(realised, 3), predicted=round(predicted_speedup(realised, gamma, c), 2),
-                            predicted_with_cost_curve=round(alone / from_curve, 2),
+                            predicted_with_cost_curve=round(alone_from_curve / from_curve, 2),
                             predicted_with_costs=round(alone / speculative, 2),
                             predicted_seconds=speculative, predicted_alone_seconds=alone,
                             seconds_of_both_runs=", ".join(f"{seconds:.2f}" for _, seconds, _ in runs)))
@@ -464,14 +472,18 @@ def prompt_costs(draft_model, oracle, ids, gammas, draft_curve, oracle_curve, re
             {**oracle_curve, "prompt": best["oracle"], **{("prompt", gamma): best[gamma] for gamma in gammas}})
 
 
-def round_costs(draft_model, oracle, ids, gammas, repeats=3):
-    """{gamma: best seconds of a round's passes, run as decoding runs them}, after the prompt.
+def round_costs(draft_model, oracle, ids, gammas, repeats=5):
+    """{gamma: best seconds of a round's passes, run as decoding runs them}, after the prompt,
+    and {0: best seconds of a step of the oracle alone}, the runs taking turns.
 
-    gamma single-token draft passes, then at once the oracle's pass over gamma
-    + 1 tokens: what a round costs with whatever one pass leaves running for
-    the next (the BLAS's threads still spinning after the draft's products, or
-    asleep after the oracle's), which the cost curve, timing each kind of pass
-    after its own kind, does not see.
+    A round: gamma single-token draft passes, then at once the oracle's pass
+    over gamma + 1 tokens: what a round costs with whatever one pass leaves
+    running for the next (the BLAS's threads still spinning after the draft's
+    products, or asleep after the oracle's), which the cost curve, timing each
+    kind of pass after its own kind, does not see. A step: two single-token
+    oracle passes, greedy decoding's, halved. Both sides of the prediction
+    are timed in the same turns, so a quiet or a busy spell of the host
+    moves them together.
     """
     draft_cache, oracle_cache = KVCache(), KVCache()
     draft_model.forward(ids, draft_cache, n_logits=1)
@@ -486,7 +498,13 @@ def round_costs(draft_model, oracle, ids, gammas, repeats=3):
             oracle_cache.truncate(len(ids))
         return run
 
-    return best_seconds({gamma: a_round(gamma) for gamma in gammas}, repeats)
+    def two_steps():
+        for i in range(2):
+            oracle.forward([i], oracle_cache)
+        oracle_cache.truncate(len(ids))
+
+    best = best_seconds({0: two_steps, **{gamma: a_round(gamma) for gamma in gammas}}, repeats)
+    return {**best, 0: best[0] / 2}
 
 
 def beyond_methods(oracle, ids, n_new):
@@ -555,16 +573,17 @@ def write_summary(path, results):
               f"{results['machine']['bandwidth_gb_s']} GB/s; load average before the run {run['load_before']}; "
               f"other processes used {others} on average during the run. Weights: {run['weights']}.", "",
               f"Cost of a forward of k new tokens after {run['context']} cached: best of 5 rounds "
-              "(median in parentheses); products alone = one token's weight products back to back.", "",
+              "(median in parentheses); products alone = one token's weight products back to back; "
+              "the same for 8 tokens over 1 is the least T(8)/T(1) can be with these kernels.", "",
               "| model | T(1) ms | T(2)/T(1) | T(4)/T(1) | T(8)/T(1) | T(16)/T(1) | products alone ms "
-              "| forward / products alone | share of bandwidth: products, forward |",
-              "|---|---|---|---|---|---|---|---|---|"]
+              "| forward / products alone | share of bandwidth: products, forward | products alone: 8 tokens / 1 |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for one in results["one_token"]:
         ratio = {int(r["k"]): r["T(k)/T(1)"] for r in results["cost_curve"] if r["model"] == one["model"]}
         lines.append(f"| {one['model']} | {one['T(1)_ms']} ({one['T(1)_median_ms']}) | "
                      + " | ".join(str(ratio.get(k, "")) for k in (2, 4, 8, 16))
                      + f" | {one['products_alone_ms']} ({one['products_median_ms']}) | {one['forward/products']:.2f}"
-                     f" | {one['products_share']}, {one['forward_share']} |")
+                     f" | {one['products_share']}, {one['forward_share']} | {one['products_of_8/products']} |")
     loading = results["loading"]
     lines += ["", f"Loading {' + '.join(loading['models'])} in a fresh process: {loading['load_s']:.2f} s, first "
               f"forward of each {loading['first_forward_s']:.2f} s, {peak_rss_text(loading)}.", ""]
@@ -574,9 +593,9 @@ def write_summary(path, results):
         lines += [f"End to end, {e2e[0]['pair']}, synthetic draft, {base['tokens']} new tokens after a 48-token prompt; "
                   f"the oracle alone: {base['tokens_per_s']} tokens/s (runs of {base['seconds_of_both_runs']} s). "
                   "Predictions at the realised rate: the paper's (verification free); from the cost curves, "
-                  "drafting and the prompt passes; and the same with a round's passes measured one right after "
-                  "the other (round_costs); gap = measured / that last prediction - 1. Speculative rows: the faster "
-                  "of two runs; the other methods: one run.", "",
+                  "drafting and the prompt passes; and the same with a round's passes, and the oracle alone's "
+                  "steps, timed as decoding runs them (round_costs); gap = measured / that last prediction - 1. "
+                  "Speculative rows: the faster of two runs; the other methods: one run.", "",
                   "| alpha | realised | method | setting | tokens/s | acceptance | tokens per pass | speedup "
                   "| predicted (paper) | predicted (cost curve) | predicted (measured rounds) | gap |",
                   "|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -669,7 +688,9 @@ def main(argv=None):
                                "bound_ms": round(bound * 1000, 1),
                                "products_share": share(products), "forward_share": share(curve[1]),
                                "T(1)_median_ms": round(median(seconds[1]) * 1000, 1),
-                               "products_median_ms": round(median(seconds["products"]) * 1000, 1)})
+                               "products_median_ms": round(median(seconds["products"]) * 1000, 1),
+                               "products_of_8_ms": round(seconds["products of 8"][0] * 1000, 1),
+                               "products_of_8/products": round(seconds["products of 8"][0] / products, 2)})
         for k, t in curve.items():
             curve_rows.append({"model": name, "weights": "real" if real[name] else "random", "k": k,
                                "ms": round(t * 1000, 1), "T(k)/T(1)": round(t / curve[1], 2),
@@ -687,7 +708,7 @@ def main(argv=None):
     print_table("one token: the weight products alone, back to back, against the whole forward "
                 "(bound = weight bytes / bandwidth; share = bound / time)", one_token_rows,
                 ["model", "T(1)_ms", "products_alone_ms", "between_products_ms", "forward/products", "bound_ms",
-                 "products_share", "forward_share"])
+                 "products_share", "forward_share", "products_of_8_ms", "products_of_8/products"])
     results["cost_curve"] = curve_rows
     results["one_token"] = one_token_rows
 

@@ -12,8 +12,9 @@ weight is stored transposed, W.T [n_out, n_in], in blocks of BLOCK rows
   k rows:  small [rows, n_in] @ [n_in, k] products, each as many rows as
            OpenBLAS's small-matrix kernel takes (rows_per_call): it needs no
            packing, so W is read once, and the calls are few. The BLAS runs
-           single-threaded (its threads would spin beside ours) and each
-           core takes a share of the blocks, on threads this module owns;
+           single-threaded, its idle threads stopped (they would spin beside
+           ours), and each core takes a share of the blocks, on threads this
+           module owns;
   a prompt (GEMM_MIN_ROWS rows or more): one ordinary matrix product per
            share, where the time is arithmetic and BLAS's big kernels are best.
 owns_the_threads sets the BLAS's threads at run time for each forward, so
@@ -26,9 +27,11 @@ the LM head `x @ wte.T`.
 """
 
 import contextlib
+import ctypes
 import functools
 import os
 import queue
+import sys
 import threading
 
 import numpy as np
@@ -42,6 +45,7 @@ N_THREADS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") els
 # is at most SMALL_MNK and m * n at most SMALL_MN (its small-matrix kernel).
 SMALL_MNK, SMALL_MN = 1_000_000, 1200
 _blas = None  # threadpoolctl's handle on the BLAS, made on first use
+_stop_blas_threads = None  # OpenBLAS's own function that ends its thread pool, found on first use
 _blas_shares_rows = False  # True while the BLAS's own threads share out matrix-vector products
 _pool = None  # this module's worker threads, started on first use
 _tasks = queue.SimpleQueue()  # (part, share, done) for the workers
@@ -115,11 +119,35 @@ def threads_for(n_rows):
             _blas = ThreadpoolController()
         one_row, before = n_rows == 1 and N_THREADS > 1, _blas_shares_rows
         with _blas.limit(limits=N_THREADS if one_row else 1, user_api="blas"):
+            if not one_row:
+                stop_idle_blas_threads()
             _blas_shares_rows = one_row
             try:
                 yield
             finally:
                 _blas_shares_rows = before
+
+
+def stop_idle_blas_threads():
+    """End OpenBLAS's thread pool while the BLAS is single-threaded (threads_for).
+
+    After sharing out a product, OpenBLAS's threads spin for about 0.1 s
+    waiting for the next one, and a spinning thread takes half a core from
+    the worker beside it: a draft's single-token passes would slow the
+    verification that follows them (PERFORMANCE.md has the figures).
+    OpenBLAS starts its threads again at its next product that uses them.
+    Linux only: there its pool restarts by itself (as it does after a fork).
+    """
+    global _stop_blas_threads
+    if _stop_blas_threads is None:
+        _stop_blas_threads = []
+        if sys.platform.startswith("linux"):
+            for lib in _blas.select(internal_api="openblas").lib_controllers:
+                if getattr(lib, "threading_layer", None) == "pthreads":
+                    stop = getattr(ctypes.CDLL(lib.filepath), "blas_thread_shutdown_", None)
+                    _stop_blas_threads += [stop] if stop is not None else []
+    for stop in _stop_blas_threads:
+        stop()
 
 
 def in_shares(part, n_blocks, threaded):

@@ -64,6 +64,8 @@ def test_bench_runs_and_writes_its_files(bench_run):
         assert row["products_share"].endswith("%") and row["forward_share"].endswith("%")
         ratio = float(row["forward/products"])  # of the unrounded times: within what rounding to 0.1 ms allows
         assert (t1 - 0.05) / (products + 0.05) <= ratio <= (t1 + 0.05) / max(products - 0.05, 1e-9)
+        of_8 = float(row["products_of_8_ms"])  # the floor under T(8)/T(1), beside it in the summary
+        assert of_8 > 0 and float(row["products_of_8/products"]) > 0
     summary = (out / "summary.md").read_text()
     assert summary.startswith("# `python bench.py --quick")
     assert all(any(line.startswith(f"| {m} | ") for line in summary.splitlines()) for m in ("gpt2", "gpt2-xl"))
@@ -84,6 +86,13 @@ def test_products_alone_are_the_products_of_a_single_token_forward(oracle, monke
     bench.products_run(oracle)()
     assert seen == in_forward and len(seen) == 4 * oracle.n_layer + 1
     assert all(n_rows == 1 for n_rows, _ in seen)
+    # Of 8 tokens: the products of an 8-token forward, the floor under T(8)/T(1).
+    seen.clear()
+    oracle.forward([2, 7, 1, 8, 2, 8, 1, 8], cache)
+    in_forward = list(seen)
+    seen.clear()
+    bench.products_run(oracle, 8)()
+    assert seen == in_forward and all(n_rows == 8 for n_rows, _ in seen)
 
 
 @pytest.mark.parametrize("n_bytes", [10_000, 8_000, 1_000])
@@ -241,8 +250,10 @@ def test_predicted_seconds_count_the_prompt_and_every_pass():
     assert speculative == pytest.approx(4.0 + 3 * 1.0 + 33.0 + (rounds - 1) * (drafting + 12.0))
     # A round measured as decoding runs it replaces the cost curve's passes; a round
     # after one that accepted everything still starts with a 2-token draft pass.
-    _, measured = bench.predicted_seconds(alpha, gamma, n_new, draft, oracle, round_seconds=20.0)
+    # The oracle alone's steps, timed in the same turns, replace its cost-curve pass.
+    alone, measured = bench.predicted_seconds(alpha, gamma, n_new, draft, oracle, rounds={0: 11.0, gamma: 20.0})
     assert measured == pytest.approx(4.0 + 3 * 1.0 + 33.0 + (rounds - 1) * (20.0 + 0.8 ** 4 * 0.5))
+    assert alone == pytest.approx(30.0 + 39 * 11.0)
 
 
 def test_round_costs_time_draft_passes_then_the_verification(oracle, draft, monkeypatch):
@@ -251,8 +262,9 @@ def test_round_costs_time_draft_passes_then_the_verification(oracle, draft, monk
         real = model.forward
         monkeypatch.setattr(model, "forward", lambda ids, cache, real=real, name=name, **kw: calls.append((name, len(ids))) or real(ids, cache, **kw))
     costs = bench.round_costs(draft, oracle, [3, 1, 4, 1, 5], [2, 4], repeats=1)
-    assert set(costs) == {2, 4} and all(s > 0 for s in costs.values())
-    assert calls == [("draft", 5), ("oracle", 5)] + [("draft", 1)] * 2 + [("oracle", 3)] + [("draft", 1)] * 4 + [("oracle", 5)]
+    assert set(costs) == {0, 2, 4} and all(s > 0 for s in costs.values())
+    assert calls == ([("draft", 5), ("oracle", 5)] + [("oracle", 1)] * 2  # the prompts, two steps of the oracle alone
+                     + [("draft", 1)] * 2 + [("oracle", 3)] + [("draft", 1)] * 4 + [("oracle", 5)])  # the rounds
 
 
 def test_bench_help_and_bad_flag():

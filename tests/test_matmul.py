@@ -181,6 +181,40 @@ def test_threads_for_one_row_lets_the_blas_share_out_and_restores_the_setting():
     np.testing.assert_allclose(shared_by_blas, matmul.product(x, blocked(w)), rtol=1e-6)
 
 
+def openblas_with_its_own_threads():
+    import threadpoolctl
+    return any(i["internal_api"] == "openblas" and i.get("threading_layer") == "pthreads"
+               for i in threadpoolctl.threadpool_info())
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or matmul.N_THREADS < 2,
+                    reason="OpenBLAS's idle threads are stopped on Linux, with 2 or more cores")
+def test_products_of_several_rows_stop_the_blas_threads_spinning():
+    # After sharing out a product, OpenBLAS's threads spin for about 0.1 s waiting for the
+    # next: beside a verification that follows a draft's single-token passes they would
+    # take half a core from this module's worker. CPU used by the process while it sleeps
+    # is theirs.
+    import time
+    if not openblas_with_its_own_threads():
+        pytest.skip("the BLAS is not OpenBLAS with its own thread pool")
+    a, v = np.ones((4096, 4096), dtype=np.float32), np.ones(4096, dtype=np.float32)
+
+    def cpu_while_sleeping(n_rows):
+        with matmul.threads_for(1):
+            a @ v  # shared out by the BLAS's threads, which then spin
+        with matmul.threads_for(n_rows):
+            start = time.process_time()
+            time.sleep(0.2)
+            return time.process_time() - start
+
+    assert cpu_while_sleeping(1) > 0.03  # one row: the BLAS's threads are kept, and spin
+    assert cpu_while_sleeping(8) < 0.03  # several rows: stopped
+    with matmul.threads_for(1):  # and started again for the next single-token product
+        np.testing.assert_array_equal(a @ v, np.full(4096, 4096, dtype=np.float32))
+        import threadpoolctl
+        assert threadpoolctl.threadpool_info()[0]["num_threads"] == matmul.N_THREADS
+
+
 @pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
 def test_a_forked_child_starts_its_own_threads(threads):
     # After a fork only the forking thread exists in the child: a child that handed
