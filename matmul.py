@@ -137,6 +137,8 @@ def stop_idle_blas_threads():
     verification that follows them (PERFORMANCE.md has the figures).
     OpenBLAS starts its threads again at its next product that uses them.
     Linux only: there its pool restarts by itself (as it does after a fork).
+    Like the thread setting, this assumes no other thread of the program is
+    inside a BLAS call meanwhile: this module's forwards take turns.
     """
     global _stop_blas_threads
     if _stop_blas_threads is None:
@@ -145,7 +147,8 @@ def stop_idle_blas_threads():
             for lib in _blas.select(internal_api="openblas").lib_controllers:
                 if getattr(lib, "threading_layer", None) == "pthreads":
                     stop = getattr(ctypes.CDLL(lib.filepath), "blas_thread_shutdown_", None)
-                    _stop_blas_threads += [stop] if stop is not None else []
+                    if stop is not None:
+                        _stop_blas_threads.append(stop)
     for stop in _stop_blas_threads:
         stop()
 
