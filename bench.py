@@ -478,9 +478,9 @@ def round_costs(draft_model, oracle, ids, gammas, repeats=5):
 
     A round: gamma single-token draft passes, then at once the oracle's pass
     over gamma + 1 tokens: what a round costs with whatever one pass leaves
-    running for the next (the BLAS's threads still spinning after the draft's
-    products, or asleep after the oracle's), which the cost curve, timing each
-    kind of pass after its own kind, does not see. A step: two single-token
+    for the next (the caches full of the other model's weights, the BLAS's
+    threads stopped by the oracle's pass and restarted by the draft's), which
+    the cost curve, timing each kind of pass after its own kind, does not see. A step: two single-token
     oracle passes, greedy decoding's, halved. Both sides of the prediction
     are timed in the same turns, so a quiet or a busy spell of the host
     moves them together.
