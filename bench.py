@@ -342,9 +342,9 @@ def predicted_seconds(alpha, gamma, n_new, draft, oracle, rounds=None):
     alone = oracle["prompt"] + (n_new - 1) * step
     drafting = (gamma - 1) * draft[1] + alpha ** gamma * draft[2] + (1 - alpha ** gamma) * draft[1]
     a_round = drafting + oracle[gamma + 1] if rounds is None else rounds[gamma] + alpha ** gamma * (draft[2] - draft[1])
-    rounds = n_new / expected_tokens_per_round(alpha, gamma)
+    n_rounds = n_new / expected_tokens_per_round(alpha, gamma)
     first = draft["prompt"] + (gamma - 1) * draft[1] + oracle["prompt", gamma]
-    return alone, first + (rounds - 1) * a_round
+    return alone, first + (n_rounds - 1) * a_round
 
 
 def timed(generator_fn):
@@ -480,10 +480,10 @@ def round_costs(draft_model, oracle, ids, gammas, repeats=5):
     over gamma + 1 tokens: what a round costs with whatever one pass leaves
     for the next (the caches full of the other model's weights, the BLAS's
     threads stopped by the oracle's pass and restarted by the draft's), which
-    the cost curve, timing each kind of pass after its own kind, does not see. A step: two single-token
-    oracle passes, greedy decoding's, halved. Both sides of the prediction
-    are timed in the same turns, so a quiet or a busy spell of the host
-    moves them together.
+    the cost curve, timing each kind of pass after its own kind, does not
+    see. A step: two single-token oracle passes, greedy decoding's, halved.
+    Both sides of the prediction are timed in the same turns, so a quiet or
+    a busy spell of the host moves them together.
     """
     draft_cache, oracle_cache = KVCache(), KVCache()
     draft_model.forward(ids, draft_cache, n_logits=1)

@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -194,7 +195,6 @@ def test_products_of_several_rows_stop_the_blas_threads_spinning():
     # next: beside a verification that follows a draft's single-token passes they would
     # take half a core from this module's worker. CPU used by the process while it sleeps
     # is theirs.
-    import time
     if not openblas_with_its_own_threads():
         pytest.skip("the BLAS is not OpenBLAS with its own thread pool")
     a, v = np.ones((4096, 4096), dtype=np.float32), np.ones(4096, dtype=np.float32)
