@@ -47,11 +47,18 @@ class Beam:
 
 
 def beam_search(model, ids, n_new, n_beams=4, length_penalty=1.0, stats=None):
-    """Yields the n_new tokens of the best beam, once the search is over."""
-    stats = Stats() if stats is None else stats
+    """Yields the n_new tokens of the best beam, once the search is over.
+
+    Its checks run at the call, not at the first token: a caller that prints
+    the prompt before the tokens hears of a search that cannot run first.
+    """
     check_room(ids, n_new, model)
     check_lengths(n_beams=n_beams)
     check_memory(model, n_beams, len(ids) + n_new)
+    return search(model, ids, n_new, n_beams, length_penalty, Stats() if stats is None else stats)
+
+
+def search(model, ids, n_new, n_beams, length_penalty, stats):  # beam_search's search, once checked
     if n_new == 0:
         return
     beams = [Beam([], np.float32(0), KVCache())]

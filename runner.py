@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from adaptive import adaptive_generate
-from beam import beam_search, check_memory
+from beam import beam_search
 from decoding import GenerationError, Stats, check_pair, check_room
 from gpt2 import GPT2
 from kvcache import Recompute
@@ -192,7 +192,6 @@ def generator(settings, draft, oracle, ids, stats, rng=None, drafter=None):
     if s.method == "sample":
         return autoregressive_sample(oracle, ids, n_new, rng=rng, processor=s.processor, stats=stats)
     if s.method == "beam":
-        check_memory(oracle, s.n_beams, len(ids) + n_new)  # now, not at the first token: before any output
         return beam_search(oracle, ids, n_new, n_beams=s.n_beams, stats=stats)
     if s.method == "drafter":
         if s.processor.temperature == 0:

@@ -102,6 +102,11 @@ def test_context_window_and_bad_arguments(tiny):
         list(beam_search(model, [1], 3, n_beams=0))
     with pytest.raises(GenerationError, match="no tokens"):
         list(beam_search(model, [], 3))
+    # At the call, before any token is asked for: a caller prints nothing before the error.
+    with pytest.raises(GenerationError, match="beams of 10 tokens need about"):
+        beam_search(model, [1] * 4, 6, n_beams=10 ** 9)
+    with pytest.raises(GenerationError, match="n_beams must be at least 1"):
+        beam_search(model, [1], 3, n_beams=0)
 
 
 def test_best_pairs_is_a_stable_sort_of_all_scores_cut_to_n():
