@@ -2,10 +2,14 @@
 
 import hashlib
 import os
+import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
+from conftest import ROOT
 import demo
 from decoding import Stats
 from gpt2 import GPT2
@@ -75,7 +79,6 @@ def test_demo_names_resolve_and_build_on_first_use(tmp_path, monkeypatch):
 
 def readme_block(starting):
     """The README's code block whose first line is `starting`, as a list of lines."""
-    from conftest import ROOT
     text = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
     for block in text.split("```")[1::2]:
         lines = block.split("\n")[1:]  # after the opening fence's language tag
@@ -85,15 +88,11 @@ def readme_block(starting):
 
 
 def without_timings(line):
-    import re
     return re.sub(r" in [\d.]+ s, [\d.]+ tokens/s|; time in draft .*|; speedup [\d.]+x", "", line)
 
 
 def test_the_readme_demo_session_is_what_the_demo_prints(demo_dirs):
     # The README's `python demo.py` session, word for word but for the timings.
-    import subprocess
-    import sys
-    from conftest import ROOT
     lines = readme_block("$ python demo.py")
     out = subprocess.run([sys.executable, os.path.join(ROOT, "speculative.py"), "The meaning of life is",
                           "--draft", demo_dirs["draft"], "--oracle", demo_dirs["oracle"], "-n", "48", "-K", "4",
@@ -108,9 +107,6 @@ def test_the_readme_demo_session_is_what_the_demo_prints(demo_dirs):
 def test_the_readme_workbench_session_is_what_the_workbench_prints(demo_dirs):
     # The README's short session: the lines typed after "> " go in; every reply but the
     # timings and the loading lines comes out as shown (sampling is seeded with /seed).
-    import subprocess
-    import sys
-    from conftest import ROOT
     lines = readme_block("$ python speculative.py -i --draft demo-draft --oracle demo-oracle")
     typed = [line[2:] for line in lines if line.startswith("> ")]
     out = subprocess.run([sys.executable, os.path.join(ROOT, "speculative.py"), "-i", "--draft", "demo-draft",

@@ -12,6 +12,7 @@ import time
 
 import numpy as np
 import pytest
+import threadpoolctl
 
 from conftest import ROOT
 import matmul
@@ -166,7 +167,6 @@ def test_importing_numpy_first_changes_nothing(tiny_dirs):
 
 
 def test_threads_for_one_row_lets_the_blas_share_out_and_restores_the_setting():
-    import threadpoolctl
     before = threadpoolctl.threadpool_info()[0]["num_threads"]
     with matmul.threads_for(1):
         assert matmul._blas_shares_rows == (matmul.N_THREADS > 1)
@@ -183,7 +183,6 @@ def test_threads_for_one_row_lets_the_blas_share_out_and_restores_the_setting():
 
 
 def openblas_with_its_own_threads():
-    import threadpoolctl
     return any(i["internal_api"] == "openblas" and i.get("threading_layer") == "pthreads"
                for i in threadpoolctl.threadpool_info())
 
@@ -211,7 +210,6 @@ def test_products_of_several_rows_stop_the_blas_threads_spinning():
     assert cpu_while_sleeping(8) < 0.03  # several rows: stopped
     with matmul.threads_for(1):  # and started again for the next single-token product
         np.testing.assert_array_equal(a @ v, np.full(4096, 4096, dtype=np.float32))
-        import threadpoolctl
         assert threadpoolctl.threadpool_info()[0]["num_threads"] == matmul.N_THREADS
 
 
@@ -233,7 +231,6 @@ def test_a_forked_child_starts_its_own_threads(threads):
 def test_forwards_from_two_threads_take_turns_and_leave_the_setting_as_it_was():
     # The BLAS's thread count is the whole process's: two forwards at once must not restore
     # each other's setting in the wrong order.
-    import threadpoolctl
 
     class Model:
         weight = matmul.Rows(np.ones((256, matmul.BLOCK, 64), np.float32), 256 * matmul.BLOCK).T  # shared out
