@@ -1,76 +1,13 @@
-"""One-line errors for every script here: bad input never ends in a traceback.
+"""What counts as the user's error.
 
-A user who mistypes a flag, has no network or points at a broken file should
-see one clear line on stderr and a non-zero exit, not a usage dump or a Python
-traceback. The errors we expect are UserError (each module subclasses it:
-CheckpointError, TokenizerError, DownloadError, GenerationError) and OSError
-(a full disk, a directory where a file should be, a dead network); anything
-else is a bug and keeps its traceback.
+Bad input (a flag, a file, a server, a prompt) must end in one clear line, not
+a traceback. Every module that can meet such input raises a subclass of
+UserError: GenerationError (decoding.py), CheckpointError, TokenizerError and
+DownloadError (weights/), and the command line's own (app/program.py). The
+programs in app/ catch UserError and OSError, print one line and exit; any
+other exception is a bug and keeps its traceback.
 """
-
-import argparse
-import os
-import signal
-import sys
 
 
 class UserError(Exception):
     """An error caused by the input (a file, a flag, the network), not by a bug: one line for the user."""
-
-
-class Parser(argparse.ArgumentParser):
-    def error(self, message):  # argparse's own: usage + message; ours: one line
-        fail(f"{message} (see {self.prog} --help)", code=2)
-
-
-def fail(message, code=1):
-    print(f"error: {message}", file=sys.stderr)
-    sys.exit(code)
-
-
-def describe(error):
-    """One line for an expected error: its message, and for an OSError the file it concerns."""
-    if isinstance(error, OSError) and not isinstance(error, UserError):
-        what = error.strerror or str(error) or type(error).__name__
-        return f"{error.filename}: {what}" if error.filename else what
-    return str(error) or type(error).__name__
-
-
-def interrupt_quietly():
-    """Until run() starts main(): Ctrl-C while a script loads ends it with one line, not a traceback."""
-    signal.signal(signal.SIGINT, lambda signum, frame: fail("interrupted", code=130))
-
-
-def run(main):
-    """Call main(); turn the expected exceptions into one line on stderr.
-
-    A script's last statement: once main() is over, Ctrl-C is ignored while the process exits.
-    """
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C is a KeyboardInterrupt again
-    try:
-        try:
-            return main()
-        finally:
-            # main() is over, however it ended: a Ctrl-C while the error is reported or the
-            # interpreter shuts down would kill it by the signal, with no message; let it finish.
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-    except KeyboardInterrupt:
-        fail("interrupted", code=130)
-    except BrokenPipeError:  # `... | head`: the reader has gone, stop quietly
-        drop_stdout()
-        sys.exit(1)
-    except (UserError, OSError) as e:
-        drop_stdout()  # a full disk under stdout: its buffered text cannot be written either
-        fail(describe(e))
-
-
-def drop_stdout():
-    """Point stdout at the null device, so that Python's last flush at exit cannot fail a second time."""
-    try:
-        sys.stdout.flush()
-    except (OSError, ValueError):
-        pass
-    try:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    except (OSError, ValueError, AttributeError):  # no real stdout (an embedding, a test's StringIO)
-        pass

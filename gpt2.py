@@ -6,9 +6,13 @@ Parameter names follow the Hugging Face checkpoint keys (wte, wpe,
 h.{i}.ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj, ln_f), so
 every array can be traced back to the file.
 
-Two things are kept out of this file so that it reads as the math does:
-reading the checkpoint (checkpoint.py) and how `x @ w` is computed fast
-(matmul.py: a weight is a matmul.Weight, and `@` on it runs the blocked product).
+This file is the model and nothing else: it imports NumPy and the cache.
+`x @ w + b` below is NumPy's matrix product on the arrays the model was
+given. Reading a checkpoint is weights/checkpoint.py's job (from_pretrained
+hands over to it), and making the products fast is speed/accelerate.py's: it
+gives the same class its weights in a blocked layout, where `x @ w` runs a
+faster product for a few rows. Both give the same tokens; build the params
+yourself in NumPy (see nest) and this file runs them as they are.
 
 Sources: Radford et al. 2019, "Language Models are Unsupervised Multitask
 Learners"; OpenAI's gpt-2 model.py; jaymody/picoGPT for the style.
@@ -17,10 +21,6 @@ Learners"; OpenAI's gpt-2 model.py; jaymody/picoGPT for the style.
 import os
 
 import numpy as np
-
-import checkpoint
-import matmul
-import models
 
 GELU_C = np.float32(np.sqrt(2 / np.pi))
 MASKED = np.float32(-1e10)  # added to the scores of future positions: exp() makes it 0
@@ -109,7 +109,6 @@ class GPT2:
         self.vocab_size = config["vocab_size"]
         self.eps = np.float32(config["layer_norm_epsilon"])
 
-    @matmul.owns_the_threads  # the products share out their own work (matmul.py)
     def forward(self, ids, kvcache=None, positions=None, mask=None, n_logits=None):
         """Logits for each token of `ids`: float32 [len(ids), vocab_size].
 
@@ -150,12 +149,14 @@ class GPT2:
         directory in the Hugging Face layout (config.json + model.safetensors).
 
         A name is looked up in models_dir (default: models/ beside this file)
-        and downloaded there on first use.
+        and downloaded there on first use. The weights are the checkpoint's own
+        float32 arrays (memory-mapped, not copied); for the fast layout, see
+        speed/accelerate.py.
         """
+        from weights import checkpoint, models  # reading files is not the model's job: the weights package's
         model_dir = models.resolve_model_dir(name_or_path, models_dir)
-        config = checkpoint.load_config(model_dir)
-        params = nest(checkpoint.load_weights(model_dir, config))
-        return cls(params, config, name=os.path.basename(os.path.normpath(model_dir)))
+        config, tensors = checkpoint.load(model_dir)
+        return cls(nest(tensors), config, name=os.path.basename(os.path.normpath(model_dir)))
 
 
 def nest(tensors):

@@ -80,28 +80,3 @@ class KVCache:
             grown = np.empty((n_head, new_capacity, head_dim), dtype=np.float32)
             grown[:, :self.length] = buffers[layer][:, :self.length]
             buffers[layer] = grown
-
-
-class Recompute:
-    """A model that ignores its KV cache: every forward reruns the whole prefix, as decoding without
-    a cache does (the interactive session's /cache off, to feel what the cache saves).
-
-    The generators still hand it a KVCache, and still truncate it after a rejection: here
-    the cache only keeps the prefix's token ids, and its length.
-    """
-
-    def __init__(self, model):
-        self.model = model
-        self.name, self.vocab_size, self.n_positions = model.name, model.vocab_size, model.n_positions
-
-    def forward(self, ids, kvcache=None, positions=None, mask=None, n_logits=None):
-        if kvcache is None:
-            return self.model.forward(ids, positions=positions, mask=mask, n_logits=n_logits)
-        if positions is not None or mask is not None:
-            raise ValueError("Recompute handles plain left-to-right decoding only")
-        ids = list(np.asarray(ids).reshape(-1))
-        prefix = getattr(kvcache, "ids", [])[:kvcache.n_tokens()]
-        logits = self.model.forward(prefix + ids, n_logits=n_logits or len(ids))  # all of it, again
-        kvcache.ids = prefix + ids
-        kvcache.commit(len(ids))
-        return logits

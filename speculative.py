@@ -17,12 +17,12 @@ Each round (speculative_generate, then the steps it calls, in order):
   4. roll back: truncate both KV caches to the tokens kept.
 
 greedy_generate, at the end, is the baseline: the oracle alone, one pass per token.
-The command line is in cli.py; running this file starts it.
+The command line is app/cli.py; running this file starts it.
 """
 
 if __name__ == "__main__":  # run as a program: Ctrl-C while it loads is one line, not a traceback
-    import errors
-    errors.interrupt_quietly()
+    from app.program import interrupt_quietly
+    interrupt_quietly()
 
 import numpy as np  # noqa: E402
 
@@ -106,8 +106,6 @@ def greedy_generate(model, ids, n_new, stats=None):
         yield tokens[-1]
 
 
-if __name__ == "__main__":
-    import sys
-    sys.modules["speculative"] = sys.modules["__main__"]  # for cli.py's `import speculative`: this module, not a second copy
-    import cli
-    cli.main_entry()
+if __name__ == "__main__":  # the command line: app/cli.py
+    from app.cli import main_entry
+    main_entry()

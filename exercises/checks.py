@@ -28,7 +28,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-import checkpoint  # noqa: E402
+from weights import checkpoint  # noqa: E402
 import gpt2  # noqa: E402
 from decoding import Stats  # noqa: E402
 from gpt2 import MASKED, softmax  # noqa: E402

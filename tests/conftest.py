@@ -2,8 +2,10 @@
 
 Nothing here touches the network or needs the real weights: each checkpoint is
 written in the Hugging Face layout (config.json + model.safetensors) by
-checkpoint.random_checkpoint, and the tokenizer files (vocab.json + merges.txt) by
-write_tiny_bpe, in temporary directories of the test run.
+weights/checkpoint.random_checkpoint, and the tokenizer files (vocab.json + merges.txt) by
+write_tiny_bpe, in temporary directories of the test run. The model fixtures are the
+programs' own: the accelerated model (speed/accelerate.py); tests/test_gpt2.py tests the
+plain one, and tests/test_speed.py that the two give the same tokens.
 """
 
 import json
@@ -17,9 +19,9 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-import checkpoint  # noqa: E402
-import gpt2  # noqa: E402
-from tokenizer import ENDOFTEXT, bytes_to_unicode  # noqa: E402
+from speed.accelerate import load_fast  # noqa: E402
+from weights import checkpoint  # noqa: E402
+from weights.tokenizer import ENDOFTEXT, bytes_to_unicode  # noqa: E402
 
 # A few merges in GPT-2's notation (Ġ is the stand-in for a space).
 TINY_MERGES = ["h e", "Ġ t", "Ġt he", "i n", "Ġ a", "e r", "Ġ s", "o n", "Ġa n", "Ġan d", "r e", "Ġ o", "Ġo f", "a t", "e n"]
@@ -82,21 +84,21 @@ def tiny_dirs(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def draft(tiny_dirs):
-    return gpt2.GPT2.from_pretrained(tiny_dirs["draft"])
+    return load_fast(tiny_dirs["draft"])
 
 
 @pytest.fixture(scope="session")
 def related(tiny_dirs):
-    return gpt2.GPT2.from_pretrained(tiny_dirs["related"])
+    return load_fast(tiny_dirs["related"])
 
 
 @pytest.fixture(scope="session")
 def oracle(tiny_dirs):
-    return gpt2.GPT2.from_pretrained(tiny_dirs["oracle"])
+    return load_fast(tiny_dirs["oracle"])
 
 
 @pytest.fixture(scope="session")
 def demo_dirs(tmp_path_factory):
     """The offline demo pair (demo.py): about 0.9 GB written once per test run, in a temporary directory."""
-    import demo
-    return dict(zip(("draft", "oracle"), demo.build_pair(str(tmp_path_factory.mktemp("demo-models")))))
+    from weights import demo_pair
+    return dict(zip(("draft", "oracle"), demo_pair.build_pair(str(tmp_path_factory.mktemp("demo-models")))))

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from conftest import ROOT
-import bench
-import matmul
+from app import bench
+from speed import blocked, measure, predict
 from kvcache import KVCache
 from speculative import greedy_generate, speculative_generate
 
@@ -75,15 +75,15 @@ def test_products_alone_are_the_products_of_a_single_token_forward(oracle, monke
     # The same weights, in the same order, each multiplied by one row: so T(1)
     # minus their time is exactly the work between the products.
     seen = []
-    real_product = matmul.product
-    monkeypatch.setattr(matmul, "product", lambda x, w: seen.append((x.shape[0], id(w))) or real_product(x, w))
+    real_product = blocked.product
+    monkeypatch.setattr(blocked, "product", lambda x, w: seen.append((x.shape[0], id(w))) or real_product(x, w))
     cache = KVCache()
     oracle.forward([3, 1, 4], cache)
     seen.clear()
     oracle.forward([1], cache)
     in_forward = list(seen)
     seen.clear()
-    bench.products_run(oracle)()
+    measure.products_run(oracle)()
     assert seen == in_forward and len(seen) == 4 * oracle.n_layer + 1
     assert all(n_rows == 1 for n_rows, _ in seen)
     # Of 8 tokens: the products of an 8-token forward, the floor under T(8)/T(1).
@@ -91,7 +91,7 @@ def test_products_alone_are_the_products_of_a_single_token_forward(oracle, monke
     oracle.forward([2, 7, 1, 8, 2, 8, 1, 8], cache)
     in_forward = list(seen)
     seen.clear()
-    bench.products_run(oracle, 8)()
+    measure.products_run(oracle, 8)()
     assert seen == in_forward and all(n_rows == 8 for n_rows, _ in seen)
 
 
@@ -101,14 +101,14 @@ def test_bandwidth_probe_reads_as_many_bytes_as_asked(monkeypatch, n_bytes):
     read = []
     real_max = np.max
     monkeypatch.setattr(np, "max", lambda a: read.append(a.nbytes) or real_max(a))
-    bench.stream(np.ones(1000, dtype=np.float32), n_bytes)()
+    measure.stream(np.ones(1000, dtype=np.float32), n_bytes)()
     assert sum(read) == n_bytes
 
 
 def test_best_seconds_takes_turns():
     # Each run once per round, so a probe and the forward beside it meet the same moments of the host.
     calls = []
-    best = bench.best_seconds({"probe": lambda: calls.append("probe"), 1: lambda: calls.append(1)}, repeats=3)
+    best = measure.best_seconds({"probe": lambda: calls.append("probe"), 1: lambda: calls.append(1)}, repeats=3)
     assert calls == ["probe", 1] * 3
     assert set(best) == {"probe", 1} and all(0 < s < 1 for s in best.values())
 
@@ -134,18 +134,18 @@ def test_loading_is_measured_in_a_fresh_process(bench_run):
 
 
 def test_predicted_speedup_is_leviathans_formula():
-    assert bench.predicted_speedup(0.0, 4, 0.1) == pytest.approx(1 / (4 * 0.1 + 1))  # nothing accepted: pure overhead
-    assert bench.predicted_speedup(0.8, 0, 0.1) == pytest.approx(1.0)  # no drafts: plain decoding
+    assert predict.predicted_speedup(0.0, 4, 0.1) == pytest.approx(1 / (4 * 0.1 + 1))  # nothing accepted: pure overhead
+    assert predict.predicted_speedup(0.8, 0, 0.1) == pytest.approx(1.0)  # no drafts: plain decoding
     alpha, gamma, c = 0.8, 4, 0.05
     expected_tokens = sum(alpha ** i for i in range(gamma + 1))  # 1 + alpha + ... + alpha^gamma
-    assert bench.predicted_speedup(alpha, gamma, c) == pytest.approx(expected_tokens / (gamma * c + 1))
-    assert bench.predicted_speedup(alpha, gamma, c, verify_ratio=1.5) == pytest.approx(expected_tokens / (gamma * c + 1.5))
+    assert predict.predicted_speedup(alpha, gamma, c) == pytest.approx(expected_tokens / (gamma * c + 1))
+    assert predict.predicted_speedup(alpha, gamma, c, verify_ratio=1.5) == pytest.approx(expected_tokens / (gamma * c + 1.5))
 
 
 def test_synthetic_draft_is_calibrated_and_right_at_its_fixed_positions(oracle, draft):
     ids = [3, 1, 4, 1, 5]
     reference = ids + [int(t) for t in np.random.default_rng(0).integers(oracle.vocab_size, size=200)]
-    synthetic = bench.SyntheticDraft(draft, reference, alpha=0.7, start=len(ids), seed=1)
+    synthetic = measure.SyntheticDraft(draft, reference, alpha=0.7, start=len(ids), seed=1)
     logits = synthetic.forward(np.array(reference[:100]), KVCache())
     probabilities = np.exp(logits - logits.max(axis=-1, keepdims=True))
     probabilities /= probabilities.sum(axis=-1, keepdims=True)
@@ -163,11 +163,11 @@ def test_synthetic_draft_realises_alpha(draft, alpha, n_new):
     # (independent draws realised 0.703 at alpha 0.8 over 64 tokens).
     reference = list(range(48 + n_new))
     for seed in range(5):
-        synthetic = bench.SyntheticDraft(draft, reference, alpha=alpha, start=48, seed=seed)
+        synthetic = measure.SyntheticDraft(draft, reference, alpha=alpha, start=48, seed=seed)
         assert synthetic.right[48:].sum() == round(alpha * n_new)
         assert synthetic.realised == synthetic.right[48:].mean()
         assert abs(synthetic.realised - alpha) <= 0.5 / n_new + 1e-12
-    patterns = {tuple(bench.SyntheticDraft(draft, reference, alpha=alpha, start=48, seed=seed).right) for seed in range(5)}
+    patterns = {tuple(measure.SyntheticDraft(draft, reference, alpha=alpha, start=48, seed=seed).right) for seed in range(5)}
     assert len(patterns) == 5  # random order: each seed its own pattern
 
 
@@ -177,7 +177,7 @@ def test_synthetic_draft_realised_rate_is_the_share_of_right_proposals(oracle, d
     # share that equals the oracle's token.
     ids = [3, 1, 4, 1, 5]
     reference = ids + [int(t) for t in greedy_generate(oracle, ids, 40)]
-    synthetic = bench.SyntheticDraft(draft, reference, alpha=0.8, start=len(ids), seed=3)
+    synthetic = measure.SyntheticDraft(draft, reference, alpha=0.8, start=len(ids), seed=3)
     proposals = synthetic.forward(np.array(reference[:-1]), KVCache()).argmax(axis=-1)  # row i predicts token i + 1
     right = proposals[len(ids) - 1:] == np.array(reference[len(ids):])
     assert right.mean() == synthetic.realised == round(0.8 * 40) / 40
@@ -186,7 +186,7 @@ def test_synthetic_draft_realised_rate_is_the_share_of_right_proposals(oracle, d
 def test_synthetic_draft_speculation_reproduces_the_reference(oracle, draft):
     ids = [3, 1, 4, 1, 5]
     reference = ids + [int(t) for t in greedy_generate(oracle, ids, 12)]
-    out = list(speculative_generate(bench.SyntheticDraft(draft, reference, alpha=0.6, start=len(ids)), oracle, ids, 12, n_draft=3))
+    out = list(speculative_generate(measure.SyntheticDraft(draft, reference, alpha=0.6, start=len(ids)), oracle, ids, 12, n_draft=3))
     assert out == reference[len(ids):]
 
 
@@ -201,7 +201,7 @@ def test_synthetic_end_to_end_counts_the_faster_oracle_alone_run(monkeypatch, or
             time.sleep(1.0)  # a burst of someone else's traffic
         return greedy_generate(*args, **kwargs)
 
-    monkeypatch.setattr(bench, "greedy_generate", greedy)
+    monkeypatch.setattr(bench.methods, "greedy_generate", greedy)  # what the registry's "greedy" calls
     curve = {k: 1.0 for k in range(1, 17)}
     rows = bench.end_to_end_synthetic(draft, oracle, "draft -> oracle", 8, [0.8], [2], curve, curve,
                                       lambda message: None, beyond_alphas=())
@@ -221,7 +221,7 @@ def test_synthetic_rows_carry_the_realised_rate_and_both_predictions(oracle, dra
     assert all(r["realised"] == round(round(r["alpha"] * 16) / 16, 3) for r in drafted)
     for r in (r for r in drafted if r["method"] == "speculative"):
         gamma = int(r["setting"].split("=")[1])
-        assert r["predicted"] == round(bench.predicted_speedup(r["realised"], gamma, 1.0), 2)
+        assert r["predicted"] == round(predict.predicted_speedup(r["realised"], gamma, 1.0), 2)
         assert r["predicted_with_costs"] == round(r["predicted_alone_seconds"] / r["predicted_seconds"], 2)
         assert r["predicted_with_cost_curve"] > 0
         assert r["gap"] == f"{r['speedup'] / r['predicted_with_costs'] - 1:+.0%}"
@@ -243,7 +243,7 @@ def test_predicted_seconds_count_the_prompt_and_every_pass():
     draft = {1: 1.0, 2: 1.5, "prompt": 4.0}
     oracle = {1: 10.0, 5: 12.0, "prompt": 30.0, ("prompt", 4): 33.0}
     alpha, gamma, n_new = 0.8, 4, 40
-    alone, speculative = bench.predicted_seconds(alpha, gamma, n_new, draft, oracle)
+    alone, speculative = predict.predicted_seconds(alpha, gamma, n_new, draft, oracle)
     assert alone == pytest.approx(30.0 + 39 * 10.0)  # the prompt pass gives the first token
     rounds = n_new / (1 + 0.8 + 0.8 ** 2 + 0.8 ** 3 + 0.8 ** 4)
     drafting = 3 * 1.0 + 0.8 ** 4 * 1.5 + (1 - 0.8 ** 4) * 1.0  # 2 tokens after a round that kept all 4
@@ -251,7 +251,7 @@ def test_predicted_seconds_count_the_prompt_and_every_pass():
     # A round measured as decoding runs it replaces the cost curve's passes; a round
     # after one that accepted everything still starts with a 2-token draft pass.
     # The oracle alone's steps, timed in the same turns, replace its cost-curve pass.
-    alone, measured = bench.predicted_seconds(alpha, gamma, n_new, draft, oracle, rounds={0: 11.0, gamma: 20.0})
+    alone, measured = predict.predicted_seconds(alpha, gamma, n_new, draft, oracle, rounds={0: 11.0, gamma: 20.0})
     assert measured == pytest.approx(4.0 + 3 * 1.0 + 33.0 + (rounds - 1) * (20.0 + 0.8 ** 4 * 0.5))
     assert alone == pytest.approx(30.0 + 39 * 11.0)
 
@@ -261,7 +261,7 @@ def test_round_costs_time_draft_passes_then_the_verification(oracle, draft, monk
     for model, name in ((draft, "draft"), (oracle, "oracle")):
         real = model.forward
         monkeypatch.setattr(model, "forward", lambda ids, cache, real=real, name=name, **kw: calls.append((name, len(ids))) or real(ids, cache, **kw))
-    costs = bench.round_costs(draft, oracle, [3, 1, 4, 1, 5], [2, 4], repeats=1)
+    costs = measure.round_costs(draft, oracle, [3, 1, 4, 1, 5], [2, 4], repeats=1)
     assert set(costs) == {0, 2, 4} and all(s > 0 for s in costs.values())
     assert calls == ([("draft", 5), ("oracle", 5)] + [("oracle", 1)] * 2  # the prompts, two steps of the oracle alone
                      + [("draft", 1)] * 2 + [("oracle", 3)] + [("draft", 1)] * 4 + [("oracle", 5)])  # the rounds

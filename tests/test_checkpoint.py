@@ -19,10 +19,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import checkpoint
-from checkpoint import BLOCKED_FILE, CheckpointError
 from conftest import ROOT, make_model_dir, save_tensors
-from gpt2 import GPT2
+from speed import accelerate
+from speed.accelerate import BLOCKED_FILE, load_fast
+from weights import checkpoint
+from weights.checkpoint import CheckpointError
 
 IDS = [5, 0, 17, 200, 3, 99, 41, 7]
 
@@ -36,7 +37,7 @@ def template(tmp_path_factory):
 @pytest.fixture(scope="module")
 def pristine(template, tmp_path_factory):
     """The template's logits for IDS, from a copy converted alone."""
-    return GPT2.from_pretrained(fresh_copy(template, tmp_path_factory.mktemp("pristine"))).forward(IDS)
+    return load_fast(fresh_copy(template, tmp_path_factory.mktemp("pristine"))).forward(IDS)
 
 
 def fresh_copy(src, dest):
@@ -90,13 +91,13 @@ def temp_files(model_dir):
 # other processes' lines could split.
 ZYGOTE = f"""
 import hashlib, os, signal, sys
-import gpt2
+from speed.accelerate import load_fast
 signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the children
 for line in sys.stdin:
     pid = os.fork()
     if pid == 0:
         try:
-            logits = gpt2.GPT2.from_pretrained(line.strip()).forward({IDS})
+            logits = load_fast(line.strip()).forward({IDS})
             os.write(1, f"{{os.getpid()}} {{hashlib.sha256(logits.tobytes()).hexdigest()}}\\n".encode())
         except BaseException as e:
             os.write(1, f"{{os.getpid()}} failed:{{type(e).__name__}}\\n".encode())
@@ -169,7 +170,7 @@ def test_concurrent_first_loads_with_one_killed_never_leave_a_bad_converted_copy
         tmp_path = Path(tempfile.mkdtemp(prefix="race-", dir="/dev/shm"))
         request.addfinalizer(lambda: shutil.rmtree(tmp_path, ignore_errors=True))
     big = make_model_dir(tmp_path / "big", seed=4, n_layer=4, n_embd=256, tokenizer=False)  # a load long enough to be hit
-    expected = GPT2.from_pretrained(fresh_copy(big, tmp_path / "alone")).forward(IDS)
+    expected = load_fast(fresh_copy(big, tmp_path / "alone")).forward(IDS)
     loaders = Loaders(tmp_path / "loaders.log")
     try:
         start = time.perf_counter()
@@ -189,7 +190,7 @@ def test_concurrent_first_loads_with_one_killed_never_leave_a_bad_converted_copy
             for pid in pids:
                 assert loaders.result(pid) == expected_hash, f"round {round_}: a concurrent load gave other logits"
             notes(capfd)
-            np.testing.assert_array_equal(GPT2.from_pretrained(model_dir).forward(IDS), expected,
+            np.testing.assert_array_equal(load_fast(model_dir).forward(IDS), expected,
                                           err_msg=f"round {round_}: a later load gave other logits")
             assert notes(capfd) == [], f"round {round_}: the converted copy on disk was bad"
             leftovers = temp_files(model_dir)
@@ -220,7 +221,7 @@ def test_two_writers_of_one_file_never_share_a_temporary_file(tmp_path):
 @pytest.mark.parametrize("damage", ["zero-filled", "half-written", "truncated", "other weights", "another source"])
 def test_a_converted_copy_that_does_not_match_its_source_is_rebuilt(tmp_path, template, pristine, capfd, damage):
     model_dir = fresh_copy(template, tmp_path / "m")
-    GPT2.from_pretrained(model_dir)
+    load_fast(model_dir)
     path = os.path.join(model_dir, BLOCKED_FILE)
     header, data = read_raw(path)
     if damage == "zero-filled":
@@ -231,25 +232,25 @@ def test_a_converted_copy_that_does_not_match_its_source_is_rebuilt(tmp_path, te
         write_raw(path, header, data[:len(data) // 2])
     elif damage == "other weights":  # another model's conversion, stamped as this one's
         other = make_model_dir(tmp_path / "other", seed=9, n_layer=2, tokenizer=False)
-        GPT2.from_pretrained(other)
+        load_fast(other)
         other_header, other_data = read_raw(os.path.join(other, BLOCKED_FILE))
         write_raw(path, {**other_header, "__metadata__": header["__metadata__"]}, other_data)
     else:  # the checkpoint was replaced since
         write_raw(path, {**header, "__metadata__": {"source": "1:2:block16"}}, data)
     notes(capfd)
-    np.testing.assert_array_equal(GPT2.from_pretrained(model_dir).forward(IDS), pristine)
+    np.testing.assert_array_equal(load_fast(model_dir).forward(IDS), pristine)
     lines = notes(capfd)
     assert len(lines) == 1 and lines[0].startswith(f"note: {path}") and lines[0].endswith("; rebuilding it"), lines
-    np.testing.assert_array_equal(GPT2.from_pretrained(model_dir).forward(IDS), pristine)
+    np.testing.assert_array_equal(load_fast(model_dir).forward(IDS), pristine)
     assert notes(capfd) == []  # rebuilt once, trusted since
 
 
 def test_a_sound_converted_copy_is_used_as_it_is(tmp_path, template, capfd):
     model_dir = fresh_copy(template, tmp_path / "m")
-    GPT2.from_pretrained(model_dir)
+    load_fast(model_dir)
     before = os.stat(os.path.join(model_dir, BLOCKED_FILE))
     notes(capfd)
-    GPT2.from_pretrained(model_dir)
+    load_fast(model_dir)
     after = os.stat(os.path.join(model_dir, BLOCKED_FILE))
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
     assert notes(capfd) == []
@@ -278,7 +279,7 @@ def test_temporary_files_of_killed_writers_are_removed_after_an_hour(tmp_path, t
     hours_ago = time.time() - 2 * checkpoint.STALE_TEMP_SECONDS
     os.utime(old, (hours_ago, hours_ago))
     os.utime(other, (hours_ago, hours_ago))
-    GPT2.from_pretrained(model_dir)
+    load_fast(model_dir)
     assert not os.path.exists(old)  # a killed writer's
     assert os.path.exists(recent)  # may be a live writer's
     assert os.path.exists(other)  # not ours
@@ -292,7 +293,7 @@ def test_replacing_a_mapped_file_refused_windows_falls_back_to_memory(tmp_path, 
     model_dir = fresh_copy(template, tmp_path / "m")
     monkeypatch.setattr(checkpoint.os, "replace", refuse)
     notes(capfd)
-    np.testing.assert_array_equal(GPT2.from_pretrained(model_dir).forward(IDS), pristine)
+    np.testing.assert_array_equal(load_fast(model_dir).forward(IDS), pristine)
     lines = notes(capfd)
     assert len(lines) == 1 and "cannot write" in lines[0] and "converting in memory instead" in lines[0], lines
     assert temp_files(model_dir) == [] and not os.path.exists(os.path.join(model_dir, BLOCKED_FILE))
@@ -364,7 +365,7 @@ def test_a_bad_safetensors_header_is_a_checkpoint_error_naming_file_field_and_pr
     path = os.path.join(model_dir, "model.safetensors")
     write_raw(path, broken_header(header, change), data)
     with pytest.raises(CheckpointError) as e:
-        GPT2.from_pretrained(model_dir)
+        load_fast(model_dir)
     assert str(e.value).startswith(path) and message in str(e.value), str(e.value)
 
 
@@ -431,7 +432,7 @@ def test_a_bad_config_is_a_checkpoint_error_naming_file_field_and_problem(tmp_pa
         with open(path, "w") as f:
             json.dump(changes, f)
     with pytest.raises(CheckpointError) as e:
-        GPT2.from_pretrained(model_dir)
+        load_fast(model_dir)
     assert str(e.value).startswith(path) and message in str(e.value), str(e.value)
 
 
@@ -443,7 +444,7 @@ def test_a_config_of_a_billion_layers_fails_at_once_without_memory(tmp_path, tem
     tracemalloc.start()
     try:
         with pytest.raises(CheckpointError, match=r"tensor h\.2\.ln_1\.weight is missing \(config.json says n_layer=1000000000\)"):
-            checkpoint.load_weights(model_dir, config)
+            accelerate.converted_weights(model_dir, config)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -455,7 +456,7 @@ def test_a_config_with_fewer_layers_than_the_checkpoint_is_refused_naming_the_ex
     edit_config(model_dir, n_layer=1)
     with pytest.raises(CheckpointError, match=r"config.json \(n_layer=1\) leaves unused: h\.1\.ln_1\.weight, h\.1\.ln_1\.bias, "
                                               r"h\.1\.attn\.c_attn\.weight, h\.1\.attn\.c_attn\.bias and 8 more"):
-        GPT2.from_pretrained(model_dir)
+        load_fast(model_dir)
 
 
 def test_an_unknown_extra_tensor_is_refused(tmp_path, template):
@@ -464,7 +465,7 @@ def test_an_unknown_extra_tensor_is_refused(tmp_path, template):
     model_dir = fresh_copy(template, tmp_path)
     save_tensors(os.path.join(model_dir, "model.safetensors"), tensors)
     with pytest.raises(CheckpointError, match=r"leaves unused: h\.0\.mlp\.gate\.weight$"):
-        GPT2.from_pretrained(model_dir)
+        load_fast(model_dir)
 
 
 @pytest.mark.parametrize("lm_head", ["tied", "untied", "another shape"])
@@ -478,10 +479,10 @@ def test_known_harmless_extras_load_identically_and_an_untied_lm_head_is_refused
     model_dir = fresh_copy(template, tmp_path)
     save_tensors(os.path.join(model_dir, "model.safetensors"), extended)
     if lm_head == "tied":
-        np.testing.assert_array_equal(GPT2.from_pretrained(model_dir).forward(IDS), pristine)
+        np.testing.assert_array_equal(load_fast(model_dir).forward(IDS), pristine)
     else:
         with pytest.raises(CheckpointError, match="lm_head.weight is not wte.weight"):
-            GPT2.from_pretrained(model_dir)
+            load_fast(model_dir)
 
 
 def test_transformer_prefix_and_extra_buffers_load_identically(tmp_path, tiny_dirs, oracle):
@@ -492,7 +493,7 @@ def test_transformer_prefix_and_extra_buffers_load_identically(tmp_path, tiny_di
     shutil.copy(os.path.join(tiny_dirs["oracle"], "config.json"), tmp_path / "m")
     save_tensors(str(tmp_path / "m" / "model.safetensors"), prefixed)
     ids = [1, 2, 3, 4, 5, 6, 7, 8, 9]
-    np.testing.assert_array_equal(GPT2.from_pretrained(str(tmp_path / "m")).forward(ids), oracle.forward(ids))
+    np.testing.assert_array_equal(load_fast(str(tmp_path / "m")).forward(ids), oracle.forward(ids))
 
 
 def test_half_precision_checkpoints_load_as_float32(tmp_path, template):
@@ -511,7 +512,7 @@ def test_half_precision_checkpoints_load_as_float32(tmp_path, template):
         loaded = checkpoint.load_safetensors(os.path.join(model_dir, "model.safetensors"))
         assert all(t.dtype == np.float32 for t in loaded.values())
         np.testing.assert_allclose(loaded["wte.weight"], tensors["wte.weight"], rtol=1e-2)
-        assert np.isfinite(GPT2.from_pretrained(model_dir).forward(IDS)).all()
+        assert np.isfinite(load_fast(model_dir).forward(IDS)).all()
         # A load that checks the converted copy widens only the values it samples, not the whole file.
         config = checkpoint.load_config(model_dir)
         sampled = checkpoint.checkpoint_tensors(os.path.join(model_dir, "model.safetensors"), config, sampled=True)
@@ -528,7 +529,7 @@ def test_truncated_checkpoint_names_the_file(tmp_path):
     with open(path, "r+b") as f:
         f.truncate(os.path.getsize(path) // 2)
     with pytest.raises(CheckpointError, match="model.safetensors: truncated"):
-        GPT2.from_pretrained(d)
+        load_fast(d)
 
 
 def test_garbage_checkpoint_is_a_clear_error(tmp_path):
@@ -536,21 +537,21 @@ def test_garbage_checkpoint_is_a_clear_error(tmp_path):
     with open(os.path.join(d, "model.safetensors"), "wb") as f:
         f.write(b"<html>not found</html>")
     with pytest.raises(CheckpointError, match="not a safetensors file"):
-        GPT2.from_pretrained(d)
+        load_fast(d)
 
 
 def test_checkpoint_that_does_not_match_config(tmp_path):
     d = make_model_dir(tmp_path, tokenizer=False)
     edit_config(d, n_embd=128)
     with pytest.raises(CheckpointError, match=r"wte.weight has shape \[\d+, 64\], config.json implies \[\d+, 128\]"):
-        GPT2.from_pretrained(d)
+        load_fast(d)
 
 
 def test_checkpoint_with_a_missing_layer(tmp_path):
     d = make_model_dir(tmp_path, tokenizer=False)
     edit_config(d, n_layer=5)
     with pytest.raises(CheckpointError, match="h.2.ln_1.weight is missing"):
-        GPT2.from_pretrained(d)
+        load_fast(d)
 
 
 # ---------------------------------------------------------------------------
@@ -627,7 +628,7 @@ def load_measured(model_dir):
     tracemalloc.start()
     try:
         config = checkpoint.load_config(model_dir)
-        return checkpoint.load_weights(model_dir, config), tracemalloc.get_traced_memory()[1]
+        return accelerate.converted_weights(model_dir, config), tracemalloc.get_traced_memory()[1]
     except CheckpointError as e:
         return e, tracemalloc.get_traced_memory()[1]
     finally:
@@ -676,7 +677,7 @@ def test_an_unreadable_checkpoint_is_a_checkpoint_error_with_its_path(tmp_path, 
     model_dir = fresh_copy(template, tmp_path)
     os.chmod(os.path.join(model_dir, "model.safetensors"), 0)
     with pytest.raises(CheckpointError, match="model.safetensors: cannot read it"):
-        GPT2.from_pretrained(model_dir)
+        load_fast(model_dir)
 
 
 @pytest.mark.parametrize("name", ["model.safetensors", "config.json"])
@@ -692,14 +693,14 @@ def test_an_unreadable_file_is_a_checkpoint_error_with_its_path(tmp_path, templa
     model_dir = fresh_copy(template, tmp_path)
     monkeypatch.setattr(checkpoint, "open", deny, raising=False)
     with pytest.raises(CheckpointError, match=f"{name}: cannot read it.*Permission denied"):
-        GPT2.from_pretrained(model_dir)
+        load_fast(model_dir)
 
 
 def test_a_converted_file_that_is_a_directory_gives_a_note_and_success(tmp_path, template, pristine, capfd):
     model_dir = fresh_copy(template, tmp_path)
     os.mkdir(os.path.join(model_dir, BLOCKED_FILE))
     notes(capfd)
-    np.testing.assert_array_equal(GPT2.from_pretrained(model_dir).forward(IDS), pristine)
+    np.testing.assert_array_equal(load_fast(model_dir).forward(IDS), pristine)
     lines = notes(capfd)
     assert len(lines) == 1 and lines[0].startswith(f"note: cannot write {os.path.join(model_dir, BLOCKED_FILE)}"), lines
     assert temp_files(model_dir) == []
@@ -715,10 +716,10 @@ def test_a_read_only_model_directory_converts_in_memory_with_one_note(tmp_path, 
     else:
         def refuse(path, mode="wb"):
             raise PermissionError(13, "Permission denied", path)
-        monkeypatch.setattr(checkpoint.atomic, "temp_file", refuse)
+        monkeypatch.setattr(checkpoint.files, "temp_file", refuse)
     notes(capfd)
     try:
-        model = GPT2.from_pretrained(model_dir)
+        model = load_fast(model_dir)
     finally:
         os.chmod(model_dir, 0o755)
     np.testing.assert_array_equal(model.forward(IDS), pristine)
@@ -735,14 +736,14 @@ def test_a_read_only_model_directory_converts_in_memory_with_one_note(tmp_path, 
 def test_without_an_madvise_advice_loading_works_and_gives_the_same_logits(tmp_path, template, pristine, monkeypatch, advice):
     model_dir = fresh_copy(template, tmp_path)
     monkeypatch.delattr(mmap, advice, raising=False)  # Windows has neither, macOS no MADV_HUGEPAGE
-    np.testing.assert_array_equal(GPT2.from_pretrained(model_dir).forward(IDS), pristine)  # converted
-    np.testing.assert_array_equal(GPT2.from_pretrained(model_dir).forward(IDS), pristine)  # checked and mapped
+    np.testing.assert_array_equal(load_fast(model_dir).forward(IDS), pristine)  # converted
+    np.testing.assert_array_equal(load_fast(model_dir).forward(IDS), pristine)  # checked and mapped
 
 
 def test_without_posix_fadvise_loading_works_and_gives_the_same_logits(tmp_path, template, pristine, monkeypatch):
     model_dir = fresh_copy(template, tmp_path)
     monkeypatch.delattr(os, "posix_fadvise", raising=False)  # Windows and macOS have none
-    np.testing.assert_array_equal(GPT2.from_pretrained(model_dir).forward(IDS), pristine)
+    np.testing.assert_array_equal(load_fast(model_dir).forward(IDS), pristine)
 
 
 @pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="needs posix_fadvise")
@@ -750,8 +751,8 @@ def test_after_a_conversion_the_checkpoint_pages_are_let_go_once(tmp_path, templ
     calls = []
     monkeypatch.setattr(os, "posix_fadvise", lambda fd, offset, length, advice: calls.append(advice))
     model_dir = fresh_copy(template, tmp_path)
-    GPT2.from_pretrained(model_dir)
-    GPT2.from_pretrained(model_dir)  # no conversion: nothing to let go
+    load_fast(model_dir)
+    load_fast(model_dir)  # no conversion: nothing to let go
     assert calls == [os.POSIX_FADV_DONTNEED]
 
 

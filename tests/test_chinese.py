@@ -14,12 +14,10 @@ import sys
 import pytest
 import regex
 
-import cli
-import display
-import report
+from app import cli, display, report
 from conftest import ROOT
 from decoding import Round, Stats
-from tokenizer import GPT2_PATTERN, bytes_to_unicode, encode, load_tokenizer
+from weights.tokenizer import GPT2_PATTERN, bytes_to_unicode, encode, load_tokenizer
 
 ASSETS = os.path.join(ROOT, "assets", "gpt2-tokenizer")
 TEXTS = ["中文", "投机解码（speculative decoding）用草稿模型加速。", "验证、拒绝采样、接受率、KV 缓存",

@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from conftest import ROOT, make_model_dir
-from display import stream
-from tokenizer import encode, load_tokenizer
+from app.display import stream
+from weights.tokenizer import encode, load_tokenizer
 
 
 def run(*args, env=None, timeout=120):

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from conftest import ROOT
-import demo
 from decoding import Stats
-from gpt2 import GPT2
 from speculative import greedy_generate, speculative_generate
-from tokenizer import encode, load_tokenizer
+from speed.accelerate import load_fast
+from weights import demo_pair as demo
+from weights.tokenizer import encode, load_tokenizer
 
 
 @pytest.fixture
@@ -28,7 +28,7 @@ def small_demo(monkeypatch, tmp_path):
     def build(perturbation):
         monkeypatch.setattr(demo, "PERTURBATION", perturbation)
         base = tmp_path / f"p{perturbation}"
-        return [GPT2.from_pretrained(d) for d in demo.build_pair(str(base))]
+        return [load_fast(d) for d in demo.build_pair(str(base))]
     return build
 
 
@@ -48,7 +48,7 @@ def test_the_perturbation_makes_them_disagree_sometimes(small_demo):
 def test_the_demo_pair_is_realistic(demo_dirs):
     # The README's session: the draft costs a small fraction of the oracle (c <= 0.15, here by the
     # bytes each streams per token) and agrees with it a realistic share of the time.
-    draft, oracle = (GPT2.from_pretrained(demo_dirs[k]) for k in ("draft", "oracle"))
+    draft, oracle = (load_fast(demo_dirs[k]) for k in ("draft", "oracle"))
     size = {k: os.path.getsize(os.path.join(demo_dirs[k], "model.safetensors")) for k in demo_dirs}
     assert size["draft"] / size["oracle"] < 0.1
     enc = load_tokenizer(demo_dirs["draft"])
@@ -70,7 +70,7 @@ def test_the_construction_is_seeded(small_demo, monkeypatch, tmp_path):
 
 
 def test_demo_names_resolve_and_build_on_first_use(tmp_path, monkeypatch):
-    import models
+    from weights import models
     built = []
     monkeypatch.setattr(demo, "build_pair", lambda d: built.append(d) or (d + "/demo-draft", d + "/demo-oracle"))
     assert models.resolve_model_dir("demo-oracle", str(tmp_path)) == str(tmp_path) + "/demo-oracle"

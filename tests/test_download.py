@@ -1,4 +1,4 @@
-"""download_weights against a stand-in hub on 127.0.0.1 (tests/download_server.py).
+"""The downloader (weights/download.py, python download_weights.py) against a stand-in hub on 127.0.0.1 (tests/download_server.py).
 
 The server is reached through HF_ENDPOINT, as a mirror would be. Besides the
 happy paths, each way a server, a network, a disk or a second download can go
@@ -18,9 +18,9 @@ import pytest
 import urllib3
 
 import download_server
-import download_weights
 from conftest import ROOT
-from download_weights import DownloadError, download
+from weights import download as download_weights
+from weights.download import DownloadError, download
 
 FILES = {"config.json": b'{"n_layer": 1}', "vocab.json": b'{"a": 0}', "merges.txt": b"#version: 0.2\nh e\n",
          "model.safetensors": download_server.safetensors_bytes((3 * download_weights.CHUNK + 12345) // 4)}

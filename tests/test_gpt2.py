@@ -1,22 +1,19 @@
-"""The GPT-2 forward pass, the KV cache and loading a model, on tiny random models
-(checkpoint files themselves: tests/test_checkpoint.py)."""
+"""The GPT-2 forward pass, the KV cache and loading a model, on tiny random models: the plain model
+of gpt2.py (the accelerated one: tests/test_speed.py; checkpoint files: tests/test_checkpoint.py)."""
 
 import json
 import mmap
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-import checkpoint
 import gpt2
-import matmul
-from checkpoint import CheckpointError
-from conftest import ROOT, make_model_dir
+from conftest import make_model_dir
 from gpt2 import GPT2
 from kvcache import KVCache
+from weights import checkpoint
+from weights.checkpoint import CheckpointError
 
 
 def prompt(model, n, seed=0):
@@ -69,9 +66,9 @@ def test_matches_an_independent_float64_reference(model_dir, model):
     np.testing.assert_allclose(model.forward(ids), reference_logits(model_dir, ids), rtol=1e-5, atol=1e-5)
 
 
-def test_logits_shape_and_float32(oracle):
-    logits = oracle.forward(prompt(oracle, 7))
-    assert logits.shape == (7, oracle.vocab_size)
+def test_logits_shape_and_float32(model):
+    logits = model.forward(prompt(model, 7))
+    assert logits.shape == (7, model.vocab_size)
     assert logits.dtype == np.float32
 
 
@@ -180,81 +177,36 @@ def test_directory_without_checkpoint(tmp_path):
         GPT2.from_pretrained(str(tmp_path))
 
 
-def test_loading_is_memory_mapped(tiny_dirs):
-    # Zero-copy: the big tensors are views of the file's pages, not copies.
-    m = GPT2.from_pretrained(tiny_dirs["oracle"])
-    owner = m.params["wte"].blocks
+def mapped_file_of(array):
+    """The mmap an array is a view of, or None (a copy)."""
+    owner = array
     while isinstance(owner, (np.ndarray, memoryview)):
         owner = owner.obj if isinstance(owner, memoryview) else owner.base
-    assert isinstance(owner, mmap.mmap)
+    return owner if isinstance(owner, mmap.mmap) else None
 
 
-@pytest.mark.skipif(not hasattr(mmap, "MADV_HUGEPAGE") or not os.path.exists("/sys/kernel/mm/transparent_hugepage"),
-                    reason="needs Linux with transparent huge pages")
-def test_weights_are_mapped_with_huge_pages_requested(tiny_dirs):
-    model = GPT2.from_pretrained(tiny_dirs["oracle"])  # kept alive: its mapping must exist below
-    model.forward([1])
-    path = os.path.realpath(os.path.join(tiny_dirs["oracle"], checkpoint.BLOCKED_FILE))
-    flags, current = [], None
-    with open("/proc/self/smaps") as f:
-        for line in f:
-            if line.startswith("VmFlags:") and current == path:
-                flags.append(line.split()[1:])
-            elif "-" in line.split()[0]:  # a mapping's first line: address range ... path
-                current = line.split()[-1]
-    assert flags and "hg" in flags[0]  # hg: madvise(MADV_HUGEPAGE) is in force
+def test_loading_is_memory_mapped(tiny_dirs):
+    # Zero-copy: the big tensors are views of the checkpoint's pages, not copies.
+    m = GPT2.from_pretrained(tiny_dirs["oracle"])
+    assert mapped_file_of(m.params["wte"]) is not None
+    assert mapped_file_of(m.params["h"][0]["mlp"]["c_fc"]["weight"]) is not None
 
 
-@pytest.mark.parametrize("n_seq", [1, 2, 5, 16, 24, 25, 40])
-@pytest.mark.parametrize("n_threads", [None, 1, 2, 3])
-def test_matmul_strategy_matches_a_plain_product(monkeypatch, n_seq, n_threads):
-    # Every regime of the one matmul strategy (gemv, blocks in one call, blocks
-    # shared over 1, 2 or 3 threads, one big product), with an output width
-    # that needs padding.
-    if n_threads:
-        monkeypatch.setattr(matmul, "THREADED_MIN_SIZE", 0)
-        monkeypatch.setattr(matmul, "N_THREADS", n_threads)
-        monkeypatch.setattr(matmul, "_pool", None)  # a pool sized for n_threads
-    rng = np.random.default_rng(n_seq)
-    w = rng.standard_normal((96, 37), dtype=np.float32)  # checkpoint layout [n_in, n_out]
-    x = rng.standard_normal((n_seq, 96), dtype=np.float32)
-    got = matmul.product(x, matmul.to_blocks(w.T))
-    assert got.shape == (n_seq, 48) and got.dtype == np.float32
-    np.testing.assert_allclose(got[:, :37], x.astype(np.float64) @ w, rtol=1e-5, atol=1e-5)
-    assert not got[:, 37:].any()
-
-
-def test_threads_change_nothing(monkeypatch, model):
-    ids = prompt(model, 12)
-    single = model.forward(ids)
-    monkeypatch.setattr(matmul, "THREADED_MIN_SIZE", 0)
-    np.testing.assert_array_equal(model.forward(ids), single)
-
-
-def test_blocked_path_matches_the_float64_reference(model_dir, model):
-    ids = prompt(model, 12, seed=9)  # fewer than GEMM_MIN_ROWS: the blocked products
-    np.testing.assert_allclose(model.forward(ids), reference_logits(model_dir, ids), rtol=1e-5, atol=1e-5)
-
-
-@pytest.mark.parametrize("numpy_first", [True, False])
-def test_blas_runs_single_threaded_inside_forward_whatever_was_imported_first(tiny_dirs, numpy_first):
-    # A threaded BLAS's own threads would busy-wait beside ours (matmul.owns_the_threads).
-    # The setting is made at run time, so a program that imported NumPy first
-    # (a notebook, a test, a user's script) gets it too; outside forward() the
-    # program's own setting is back.
-    probe = f"""
-import sys
-{"import numpy; numpy.ones((300, 300)) @ numpy.ones((300, 300))" if numpy_first else ""}
-import threadpoolctl
-import gpt2, matmul
-seen = []
-real = matmul.product
-matmul.product = lambda x, w: seen.append(threadpoolctl.threadpool_info()[0]["num_threads"]) or real(x, w)
-before = threadpoolctl.threadpool_info()[0]["num_threads"]
-gpt2.GPT2.from_pretrained(sys.argv[1]).forward([1, 2, 3])
-print(before, set(seen), threadpoolctl.threadpool_info()[0]["num_threads"])
-"""
-    r = subprocess.run([sys.executable, "-c", probe, tiny_dirs["oracle"]], cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0, r.stderr
-    before, inside, after = r.stdout.split(" ", 1)[0], r.stdout.split(" ", 1)[1].rsplit(" ", 1)[0], r.stdout.split()[-1]
-    assert inside == "{1}" and after == before
+def test_the_model_runs_weights_built_in_numpy():
+    # gpt2.py needs no file: a nested dict of arrays under the checkpoint's names is a model.
+    rng = np.random.default_rng(0)
+    d, v = 16, 40
+    layer = {"ln_1": {"weight": np.ones(d, np.float32), "bias": np.zeros(d, np.float32)},
+             "attn": {"c_attn": {"weight": rng.standard_normal((d, 3 * d), dtype=np.float32) * 0.2,
+                                 "bias": np.zeros(3 * d, np.float32)},
+                      "c_proj": {"weight": rng.standard_normal((d, d), dtype=np.float32) * 0.2, "bias": np.zeros(d, np.float32)}},
+             "ln_2": {"weight": np.ones(d, np.float32), "bias": np.zeros(d, np.float32)},
+             "mlp": {"c_fc": {"weight": rng.standard_normal((d, 4 * d), dtype=np.float32) * 0.2,
+                              "bias": np.zeros(4 * d, np.float32)},
+                     "c_proj": {"weight": rng.standard_normal((4 * d, d), dtype=np.float32) * 0.2,
+                                "bias": np.zeros(d, np.float32)}}}
+    params = {"wte": rng.standard_normal((v, d), dtype=np.float32), "wpe": rng.standard_normal((8, d), dtype=np.float32),
+              "h": [layer], "ln_f": {"weight": np.ones(d, np.float32), "bias": np.zeros(d, np.float32)}}
+    config = {"n_layer": 1, "n_head": 2, "n_embd": d, "n_positions": 8, "vocab_size": v, "layer_norm_epsilon": 1e-5}
+    logits = GPT2(params, config).forward([1, 2, 3])
+    assert logits.shape == (3, v) and logits.dtype == np.float32 and np.isfinite(logits).all()

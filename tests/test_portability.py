@@ -8,9 +8,7 @@ import subprocess
 import sys
 import types
 
-import display
-import runner
-import session
+from app import display, runner, session
 from conftest import ROOT
 from processors import Processor
 
@@ -38,25 +36,25 @@ def test_the_session_works_without_readline(monkeypatch, tiny_dirs):
 
 def test_thread_count_without_sched_getaffinity():
     # Only Linux has sched_getaffinity; elsewhere the count of CPUs.
-    code = "import os; del os.sched_getaffinity; import matmul; print(matmul.N_THREADS == (os.cpu_count() or 1))"
+    code = "import os; del os.sched_getaffinity; from speed import threads; print(threads.N_THREADS == (os.cpu_count() or 1))"
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert r.stdout.strip() == "True", r.stderr
 
 
 def test_ctrl_c_handling_needs_only_sigint():
     # signal.SIGINT is the one signal Windows shares with POSIX; nothing here uses SIGPIPE, SIGTERM handlers or alarms.
-    for name in ("errors.py", "session.py", "cli.py", "speculative.py"):
+    for name in ("app/program.py", "app/session.py", "app/cli.py", "app/runner.py", "speculative.py"):
         with open(os.path.join(ROOT, name), encoding="utf-8") as f:
             source = f.read()
         assert "SIGPIPE" not in source and "signal.alarm" not in source and "SIGALRM" not in source, name
 
 
-def test_matmul_without_register_at_fork():
+def test_the_threads_without_register_at_fork():
     # Windows has no fork: the workers need no forgetting there, and products still run on them.
-    code = ("import os; del os.register_at_fork; import numpy as np, matmul; matmul.N_THREADS = 2; "
-            "matmul.THREADED_MIN_SIZE = 0; w = np.arange(64 * 40, dtype=np.float32).reshape(64, 40) / 1000; "
-            "x = np.ones((3, 64), np.float32); "
-            "print(np.allclose(matmul.product(x, matmul.to_blocks(w.T))[:, :40], x @ w, rtol=1e-5))")
+    code = ("import os; del os.register_at_fork; import numpy as np; from speed import blocked, threads; "
+            "threads.N_THREADS = 2; threads.THREADED_MIN_SIZE = 0; "
+            "w = np.arange(64 * 40, dtype=np.float32).reshape(64, 40) / 1000; x = np.ones((3, 64), np.float32); "
+            "print(np.allclose(blocked.product(x, blocked.to_blocks(w.T))[:, :40], x @ w, rtol=1e-5))")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert r.stdout.strip() == "True", r.stderr
 
@@ -64,7 +62,7 @@ def test_matmul_without_register_at_fork():
 def test_bench_without_proc_or_resource(monkeypatch):
     # Windows has neither /proc nor the resource module: bench.py says what it could not measure.
     import builtins
-    import bench
+    from speed import measure as bench
     real_open = builtins.open
 
     def no_proc(path, *args, **kwargs):

@@ -1,4 +1,4 @@
-"""report.py: one self-contained page per run, one row per round, every token escaped, and a real browser renders it."""
+"""app/report.py: one self-contained page per run, one row per round, every token escaped, and a real browser renders it."""
 
 import os
 import re
@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 
 import browser
-import report
+from app import report
 from adaptive import adaptive_generate
 from decoding import Stats
 from ngram import ngram_generate, staged_generate
 from sps import speculative_sample
 from speculative import speculative_generate
 from threshold import threshold_generate
-from tokenizer import encode, load_tokenizer
+from weights.tokenizer import encode, load_tokenizer
 from tree import tree_generate
 
 PROMPT = "the cat and the dog"
@@ -378,7 +378,7 @@ def test_writing_is_atomic_and_errors_are_one_line(tmp_path, monkeypatch):
     def full_disk(src, dst):
         raise OSError(28, "No space left on device")
     path.write_text("old page")
-    monkeypatch.setattr(report.atomic.os, "replace", full_disk)
+    monkeypatch.setattr(report.files.os, "replace", full_disk)
     with pytest.raises(report.ReportError, match="No space left on device"):
         report.write_page(str(path), run)
     assert path.read_text() == "old page" and sorted(os.listdir(tmp_path)) == ["a directory", "page.html"]

@@ -1,5 +1,6 @@
-"""The shape of the code: modules import each other without a cycle, each error class exists once,
-and no comment quotes a timing of the machine it was measured on."""
+"""The shape of the code: the teaching modules at the root, each kind of plumbing in its package,
+imports without a cycle (those inside functions counted), a model that imports no plumbing,
+thin entry scripts, each error class once, and no comment quoting a timing."""
 
 import ast
 import os
@@ -9,7 +10,23 @@ import sys
 
 from conftest import ROOT
 
-MODULES = sorted(f[:-3] for f in os.listdir(ROOT) if f.endswith(".py"))
+PACKAGES = ("app", "weights", "speed", "beyond")
+
+
+def module_files():
+    """{dotted module name: path} of every module of the project (the root's files and the packages')."""
+    found = {f[:-3]: os.path.join(ROOT, f) for f in os.listdir(ROOT) if f.endswith(".py")}
+    for package in PACKAGES:
+        folder = os.path.join(ROOT, package)
+        for f in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+            if f.endswith(".py"):
+                name = package if f == "__init__.py" else f"{package}.{f[:-3]}"
+                found[name] = os.path.join(folder, f)
+    return found
+
+
+MODULES = module_files()
+ENTRY_SCRIPTS = ("bench", "demo", "download_weights")  # a docstring and a hand-over to app/, nothing else
 
 
 def is_main_block(node):
@@ -17,22 +34,30 @@ def is_main_block(node):
             and isinstance(node.test.left, ast.Name) and node.test.left.id == "__name__")
 
 
-def local_imports(module):
+def parse(module):
+    with open(MODULES[module], encoding="utf-8") as f:
+        return ast.parse(f.read())
+
+
+def local_imports(module, tree=None):
     """Every project module that `module` imports, at the top or inside a function.
 
-    The `if __name__ == "__main__":` block is left out: it runs only when the
+    The `if __name__ == "__main__":` blocks are left out: they run only when the
     file is the program, never when another module imports it.
     """
-    with open(os.path.join(ROOT, module + ".py"), encoding="utf-8") as f:
-        tree = ast.parse(f.read())
+    tree = tree or parse(module)
     tree.body = [node for node in tree.body if not is_main_block(node)]
     found = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            found |= {alias.name.split(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found.add(node.module.split(".")[0])
-    return found & set(MODULES)
+            for alias in node.names:
+                parts = alias.name.split(".")
+                found |= {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            base = node.module if node.level == 0 else ".".join(module.split(".")[:-node.level] + [node.module])
+            found.add(base)
+            found |= {f"{base}.{alias.name}" for alias in node.names}  # `from app import cli`: the module app.cli
+    return {m for m in found if m in MODULES and m != module}
 
 
 def find_cycle(graph):
@@ -69,10 +94,81 @@ def test_the_cycle_finder_finds_cycles():
     assert find_cycle({"a": {"b"}, "b": set(), "c": {"a"}}) is None
 
 
+def test_imports_inside_functions_count():
+    tree = ast.parse("def f():\n    from weights import checkpoint\n")
+    assert "weights.checkpoint" in local_imports("gpt2", tree)
+
+
+def test_the_root_holds_at_most_fifteen_modules():
+    root = sorted(m for m in MODULES if "." not in m and m not in PACKAGES)
+    assert len(root) <= 15, root
+
+
+def test_the_model_imports_only_numpy_the_cache_and_the_standard_library():
+    tree = parse("gpt2")
+    top = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            top |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            top.add(node.module.split(".")[0])
+    assert top - set(sys.stdlib_module_names) <= {"numpy", "kvcache"}, top
+    # and `import gpt2` loads nothing of the plumbing, directly or through another module
+    r = subprocess.run([sys.executable, "-X", "importtime", "-c", "import gpt2"], cwd=ROOT, capture_output=True,
+                       text=True, timeout=60)
+    loaded = {line.rsplit("|", 1)[-1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")}
+    assert r.returncode == 0
+    forbidden = {"requests", "urllib3", "tqdm", "download_weights", "demo", "cli", "app", "speed", "weights"}
+    assert not loaded & forbidden, loaded & forbidden
+    assert not any(name.startswith(("speed.", "app.", "weights.")) for name in loaded)
+
+
+def test_the_forward_pass_is_numpys_product():
+    with open(MODULES["gpt2"], encoding="utf-8") as f:
+        source = f.read()
+    assert "return x @ w + b" in source
+
+
+def test_the_teaching_modules_import_no_plumbing():
+    # The decoders, the model and the cache: NumPy, the standard library and each other only.
+    teaching = {"gpt2", "kvcache", "decoding", "speculative", "threshold", "sps", "processors", "tree", "ngram",
+                "adaptive", "beam"} | {m for m in MODULES if m.startswith("beyond.")}
+    for module in teaching:
+        plumbing = {m for m in local_imports(module) if m.startswith(("app", "weights", "speed"))}
+        assert not plumbing or (module == "gpt2" and plumbing == {"weights", "weights.checkpoint", "weights.models"}), \
+            (module, plumbing)  # gpt2's from_pretrained hands over to weights/, inside the method
+
+
 def test_the_shared_plumbing_imports_no_decoder():
-    decoders = {"speculative", "threshold", "sps", "tree", "ngram", "adaptive", "beam", "cli"}
+    decoders = {"speculative", "threshold", "sps", "tree", "ngram", "adaptive", "beam"}
     assert not local_imports("decoding") & decoders
-    assert not local_imports("errors")  # download_weights.py and bench.py use it without the decoders
+    assert not local_imports("errors")  # imported by every layer, it imports none
+    for module in MODULES:
+        if module.startswith(("weights", "speed")):
+            assert not {m for m in local_imports(module) if m.startswith("app")}, module  # app/ is the top
+
+
+def test_entry_scripts_only_hand_over_and_nothing_imports_them():
+    # An entry script defines nothing: no class or state can exist twice when it runs as the program.
+    for script in ENTRY_SCRIPTS + ("speculative",):
+        tree = parse(script)
+        for node in tree.body:
+            if is_main_block(node):
+                for statement in node.body:
+                    assert isinstance(statement, (ast.Import, ast.ImportFrom, ast.Expr)), (script, ast.dump(statement))
+                    assert not isinstance(statement, ast.ImportFrom) or statement.module.startswith("app"), script
+            elif script in ENTRY_SCRIPTS:
+                assert isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant), (script, ast.dump(node))
+    for module in MODULES:
+        assert not local_imports(module) & set(ENTRY_SCRIPTS), module
+
+
+def test_speculative_py_defines_functions_only():
+    # speculative.py is a decoder and the command line's entry: as the program it is loaded a
+    # second time by app/, which is harmless only while it holds no class and no state.
+    for node in parse("speculative").body:
+        assert isinstance(node, (ast.FunctionDef, ast.Import, ast.ImportFrom)) or is_main_block(node) or (
+            isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)), ast.dump(node)
 
 
 def test_a_check_only_a_decoder_makes_is_one_line_from_the_command_line(tiny_dirs):
@@ -89,29 +185,19 @@ def test_a_check_only_a_decoder_makes_is_one_line_from_the_command_line(tiny_dir
     assert lines[-1].startswith("error: rule must be one of") and sum(line.startswith("error") for line in lines) == 1
 
 
-def test_running_speculative_py_loads_it_once():
-    # -X importtime lists every module imported; `speculative` must not be among
-    # them: cli.py's `import speculative` finds the running file itself.
-    r = subprocess.run([sys.executable, "-X", "importtime", "speculative.py", "--help"], cwd=ROOT,
-                       capture_output=True, text=True, timeout=60)
-    imported = [line.rsplit("|", 1)[-1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")]
-    assert r.returncode == 0 and "cli" in imported and "decoding" in imported
-    assert "speculative" not in imported
-
-
 TIMING = re.compile(r"\b\d+(\.\d+)?\s*(ms|GB/s|MB/s|us|µs)\b|\b\d+(\.\d+)?x\b|this machine|on this host")
 
 
 def test_no_comment_quotes_a_timing():
     # Measured figures live in PERFORMANCE.md, from a named bench.py run; code says why.
     offenders = []
-    for module in MODULES:
-        with open(os.path.join(ROOT, module + ".py"), encoding="utf-8") as f:
+    for module, path in MODULES.items():
+        with open(path, encoding="utf-8") as f:
             source = f.read()
         comments = [line.split("#", 1)[1] for line in source.splitlines() if "#" in line and not line.strip().startswith(("'", '"'))]
         docstrings = [ast.get_docstring(node) or "" for node in ast.walk(ast.parse(source))
                       if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef))]
         for text in comments + docstrings:
             if TIMING.search(text):
-                offenders.append(f"{module}.py: {TIMING.search(text).group(0)!r} in {text.strip()[:80]!r}")
+                offenders.append(f"{module}: {TIMING.search(text).group(0)!r} in {text.strip()[:80]!r}")
     assert not offenders, "\n".join(offenders)

@@ -2,11 +2,10 @@
 
 A checkpoint directory in the Hugging Face layout holds config.json (the
 shapes) and model.safetensors (the weights). This module reads both, checks
-every field before it trusts it, and hands gpt2.py the weights in the layout
-its products want (see matmul.py): linear weights transposed and in blocks.
-That conversion is done once and cached beside the checkpoint as
-model.blocked.safetensors. It also writes checkpoints: random ones for the
-tests, the benchmarks and the offline demo.
+every field before it trusts it, and hands over the tensors as float32 arrays
+under their checkpoint keys (load). It also writes checkpoints: the learned
+pair's (tools/train_pair.py), random ones for the tests and the benchmarks,
+and speed/accelerate.py's converted copy.
 
 safetensors, in a few functions here rather than a dependency: an 8-byte
 little-endian header length, a JSON header giving each tensor's dtype, shape
@@ -20,9 +19,6 @@ What the rest of the code can rely on:
 - files are written atomically, even by several processes at once: each
   writer writes its own temporary file, flushes it to disk and renames it into
   place (save_safetensors), so a reader sees a complete file or none;
-- the converted copy is a cache, trusted no more than its source: at every
-  load its stamp, its shapes and a few values of every tensor are compared
-  with model.safetensors, and it is rebuilt when anything differs (read_converted).
 """
 
 import contextlib
@@ -38,11 +34,9 @@ import time
 import numpy as np
 from tqdm import tqdm
 
-import atomic
 from errors import UserError
-from matmul import BLOCK, Rows, blocked_shape, to_blocks
+from weights import files
 
-BLOCKED_FILE = "model.blocked.safetensors"
 SAFETENSORS_DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16}  # the ones we read, as float32
 ITEM_SIZES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "I16": 2, "U16": 2, "F16": 2, "BF16": 2,
               "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8}  # every dtype of the format
@@ -51,8 +45,9 @@ MAX_DIMS = 32  # NumPy 1's limit
 # Tensors a checkpoint may hold beyond GPT-2's weights: the attention-mask
 # buffers of old checkpoints, and the LM head, which must be wte (check_tied).
 HARMLESS_EXTRAS = re.compile(r"h\.\d+\.attn\.(masked_)?bias|lm_head\.weight")
-SAMPLES = 4  # values per tensor compared between the converted copy and the checkpoint, at every load
+SAMPLES = 4  # values per tensor compared by a sampled check (check_tied, speed/accelerate.py's copy)
 STALE_TEMP_SECONDS = 3600  # a temporary file untouched for an hour belongs to a writer that was killed
+WRITTEN_DTYPES = {"F32": np.float32, "F16": np.float16}  # what save_safetensors writes
 
 
 class CheckpointError(UserError):
@@ -272,7 +267,7 @@ def load_safetensors(path):
     return {name: tensor_view(path, name, data, entry) for name, entry in tensors.items()}
 
 
-def sampled_values(m):  # -> a few values spread over m (an array or Rows), its first and last included
+def sampled_values(m):  # -> a few values spread over m (an array, or anything indexed like one), its first and last included
     return np.asarray(m[sample_positions(m.shape)])
 
 
@@ -315,7 +310,7 @@ def checkpoint_tensors(path, config, sampled=False):
 
 def check_tied(path, entry, data, wte):
     """GPT-2's LM head is its token embedding (gpt2.py computes x @ wte.T): a stored
-    lm_head.weight must be the same matrix. Sampled, like read_converted."""
+    lm_head.weight must be the same matrix. Sampled: a few values spread over it."""
     dtype, shape = entry[:2]
     if dtype not in SAFETENSORS_DTYPES or shape != wte.shape or \
             not np.array_equal(to_float32(sampled_values(raw_view(data, entry)), dtype), sampled_values(wte), equal_nan=True):
@@ -323,139 +318,24 @@ def check_tied(path, entry, data, wte):
 
 
 # ---------------------------------------------------------------------------
-# The weights in the layout the products want (matmul.py), cached on disk
+# A whole checkpoint, for gpt2.GPT2
 # ---------------------------------------------------------------------------
 
-def is_linear_weight(key):
-    return key.endswith(("c_attn.weight", "c_proj.weight", "c_fc.weight"))
-
-
-def to_memory_layout(key, t):  # a checkpoint tensor -> the array the model keeps
-    if is_linear_weight(key):
-        # Conv1D weights are stored [n_in, n_out]. np.array first reads the mapped
-        # file in order: a transposing walk over its pages directly is much slower.
-        return to_blocks(np.array(t).T)
-    if key == "wte.weight":
-        return to_blocks(t)  # [vocab_size, n_embd] already has one row per output of the LM head
-    return t
-
-
-def memory_shape(key, shape):
-    if is_linear_weight(key):
-        return blocked_shape(shape[1], shape[0])
-    if key == "wte.weight":
-        return blocked_shape(*shape)
-    return shape
-
-
-def as_rows(key, t, shape):
-    """A converted tensor as the rows it stores: Rows of W.T for a linear weight W
-    [n_in, n_out], Rows of wte, else the array itself (shape: the checkpoint's)."""
-    if is_linear_weight(key):
-        return Rows(t, shape[1])
-    if key == "wte.weight":
-        return Rows(t, shape[0])
-    return t
-
-
-def as_matrix(key, t, shape):
-    """What the model holds for a tensor: a Weight for `x @ w`, Rows for wte, else the array."""
-    rows = as_rows(key, t, shape)
-    return rows.T if is_linear_weight(key) else rows  # W [n_in, n_out] is the transpose of W.T's row blocks
-
-
-def load_weights(model_dir, config):
-    """{checkpoint key: array, Weight or Rows}, mapped from model.blocked.safetensors.
-
-    Transposing gpt2-xl's 6 GB takes seconds, so it is done once: the first
-    load writes the converted copy beside the checkpoint, later loads check it
-    against the checkpoint (read_converted) and map it.
-    """
-    source, path = os.path.join(model_dir, "model.safetensors"), os.path.join(model_dir, BLOCKED_FILE)
-    remove_stale_temps(path)
-    stat = os.stat(source)
-    stamp = f"{stat.st_size}:{stat.st_mtime_ns}:block{BLOCK}"
-    converted = sound_copy(path, stamp, checkpoint_tensors(source, config, sampled=True))
-    if converted is None:
-        converted = convert(path, stamp, source, config)
-    shapes = expected_shapes(config)  # checked against the checkpoint's by now
-    return {key: as_matrix(key, t, shapes[key]) for key, t in converted.items()}
-
-
-def sound_copy(path, stamp, tensors):
-    """The converted copy at path, mapped, if read_converted finds it faithful to
-    the checkpoint's tensors; else None, with a note when there was a copy.
-    Returning drops any mapping of a bad copy (Windows cannot replace a mapped file)."""
-    if not os.path.isfile(path):
-        return None
-    try:
-        return read_converted(path, stamp, tensors)
-    except CheckpointError as e:
-        print(f"note: {e}; rebuilding it", file=sys.stderr)
-        return None
-
-
-def convert(path, stamp, source, config):
-    """The checkpoint's tensors in the fast layout: written to path, then mapped from
-    there once read_converted finds the copy sound, as every later load will; in
-    memory, with a note, when path cannot be written or does not read back."""
-    try:
-        write_converted(path, stamp, checkpoint_tensors(source, config))  # read in full: mapped with read-ahead
-        forget_pages(source)  # read once and unmapped now: its gigabytes need not stay in the page cache
-        return read_converted(path, stamp, checkpoint_tensors(source, config, sampled=True))
-    except OSError as e:  # a read-only directory, a full disk, a directory in the way; on Windows a copy mapped by another run
-        note = f"cannot write {path} ({e.strerror or e})"
-    except CheckpointError as e:  # what was just written does not read back: a failing disk
-        note = str(e)
-    print(f"note: {note}; converting in memory instead", file=sys.stderr)
-    return {key: to_memory_layout(key, t) for key, t in checkpoint_tensors(source, config).items()}
-
-
-def write_converted(path, stamp, tensors):  # the one place the converted copy is written
-    model = os.path.basename(os.path.dirname(os.path.abspath(path)))
-    save_safetensors(path, {key: memory_shape(key, t.shape) for key, t in tensors.items()},
-                     lambda key: to_memory_layout(key, tensors[key]), {"source": stamp},
-                     progress=f"one-time conversion of {model} to the fast layout")
-
-
-def read_converted(path, stamp, tensors):
-    """The tensors of the converted copy at path, mapped, if it is a faithful
-    conversion of `tensors` (the checkpoint's): the same stamp (the checkpoint's
-    size and time), the same tensors and shapes, and the same values at a few
-    places spread over every tensor, which a copy that is zero-filled,
-    half-written or made from other weights does not have. Else CheckpointError."""
-    entries, metadata, data = open_safetensors(path)
-    if metadata.get("source") != stamp:
-        raise CheckpointError(f"{path}: made from another version of model.safetensors")
-    shapes = {key: memory_shape(key, t.shape) for key, t in tensors.items()}
-    if {name: shape for name, (_, shape, _, _) in entries.items()} != shapes or any(e[0] != "F32" for e in entries.values()):
-        raise CheckpointError(f"{path}: its tensors are not those of model.safetensors in the fast layout")
-    converted = {key: raw_view(data, entries[key]) for key in shapes}
-    for key, t in tensors.items():
-        source_rows = t.T if is_linear_weight(key) else t  # the checkpoint's tensor as the rows as_rows reads
-        if not np.array_equal(sampled_values(as_rows(key, converted[key], t.shape)), sampled_values(source_rows), equal_nan=True):
-            raise CheckpointError(f"{path}: {key} holds other values than model.safetensors")
-    return converted
-
-
-def forget_pages(path):
-    """Tell the kernel a file will not be read again (Linux; elsewhere a no-op). Only advice: errors are ignored."""
-    if hasattr(os, "posix_fadvise"):
-        with contextlib.suppress(OSError):
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            finally:
-                os.close(fd)
+def load(model_dir):
+    """(config, {checkpoint key: float32 array}) of the checkpoint in model_dir, every file
+    checked first. F32 tensors are read-only views of the mapped file; F16 and BF16 ones
+    are widened to float32 in memory."""
+    config = load_config(model_dir)
+    return config, checkpoint_tensors(os.path.join(model_dir, "model.safetensors"), config)
 
 
 # ---------------------------------------------------------------------------
 # Writing checkpoints
 # ---------------------------------------------------------------------------
 
-def save_safetensors(path, shapes, tensor, metadata=None, progress=None):
-    """Write a float32 .safetensors file: shapes is {name: shape}, tensor(name) gives
-    each array in turn (so a 6 GB file never needs 6 GB of RAM).
+def save_safetensors(path, shapes, tensor, metadata=None, progress=None, dtype="F32"):
+    """Write a .safetensors file of float32 (dtype "F32") or float16 ("F16") tensors: shapes
+    is {name: shape}, tensor(name) gives each array in turn (so a 6 GB file never needs 6 GB of RAM).
 
     Atomic, even with other writers of the same path at the same time: each
     writer writes a temporary file of its own, flushes it to disk and renames it
@@ -463,19 +343,19 @@ def save_safetensors(path, shapes, tensor, metadata=None, progress=None):
     fails removes its temporary file, and one that is killed leaves it to
     remove_stale_temps.
     """
-    header, offset = {"__metadata__": metadata or {}}, 0
+    header, offset, kind = {"__metadata__": metadata or {}}, 0, WRITTEN_DTYPES[dtype]
     for name, shape in shapes.items():
-        n_bytes = 4 * math.prod(shape)
-        header[name] = {"dtype": "F32", "shape": list(shape), "data_offsets": [offset, offset + n_bytes]}
+        n_bytes = np.dtype(kind).itemsize * math.prod(shape)
+        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + n_bytes]}
         offset += n_bytes
     header_bytes = json.dumps(header).encode()
     header_bytes += b" " * (-len(header_bytes) % 8)  # data starts 8-byte aligned
     remove_stale_temps(path)
-    with atomic.replacing(path, durable=True) as f, tqdm(total=offset, unit="B", unit_scale=True, desc=progress,
+    with files.replacing(path, durable=True) as f, tqdm(total=offset, unit="B", unit_scale=True, desc=progress,
                                                          disable=progress is None or offset < 100_000_000) as bar:
         f.write(len(header_bytes).to_bytes(8, "little") + header_bytes)
         for name, shape in shapes.items():
-            t = np.asarray(tensor(name), dtype=np.float32)  # tofile writes C order; 0-d stays 0-d
+            t = np.asarray(tensor(name), dtype=kind)  # tofile writes C order; 0-d stays 0-d
             assert t.shape == tuple(shape), (name, t.shape, shape)
             t.tofile(f)
             bar.update(t.nbytes)

@@ -1,7 +1,7 @@
 """The ablations of the source document's workbench, on your prompts: every method against the oracle alone.
 
-    python ablation.py "The meaning of life is" ["another prompt" ...] [--prompts FILE] [--out ablation.csv]
-    python ablation.py --draft demo-draft --oracle demo-oracle -n 32      (offline)
+    python bench.py ablation "The meaning of life is" ["another prompt" ...] [--prompts FILE] [--out ablation.csv]
+    python bench.py ablation --draft demo-draft --oracle demo-oracle -n 32      (offline)
 
 One row per method, summed over the prompts: tokens/s, acceptance, tokens per
 oracle pass, speedup over the oracle alone, and for the greedy methods whether
@@ -12,20 +12,18 @@ gamma, adaptive by entropy (EGAG), Hugging Face's +2/-1, threshold, tree,
 staged, n-gram drafts (NASD), and SpS at a temperature against sampling.
 """
 
-import csv
 import functools
-import io
 import sys
 import time
 
 from tqdm import tqdm
 
-import atomic
-import errors
-import runner
+from app import methods, program, runner, tables
 from decoding import Stats, check_room
-from download_weights import DEFAULT_MODELS_DIR
+from errors import UserError
 from processors import Processor
+from weights import files
+from weights.models import DEFAULT_MODELS_DIR
 
 GREEDY_BASELINE, SAMPLING_BASELINE = "greedy", "sample"
 COLUMNS = ["method", "setting", "tokens", "seconds", "tokens_per_s", "acceptance", "tokens_per_pass", "speedup",
@@ -33,9 +31,10 @@ COLUMNS = ["method", "setting", "tokens", "seconds", "tokens_per_s", "acceptance
 
 
 def ablation_set(gamma=4, temperature=1.0):
-    """(method, what its settings are, Settings changes) for each row, the baselines first."""
+    """(method, what its settings are, Settings changes) for each row, the baselines first: the
+    document's set, then every other registered method (app/methods.py) with its own defaults."""
     sampling = Processor(temperature)
-    return [
+    document = [
         (GREEDY_BASELINE, "the oracle alone (target AR)", {}),
         ("drafter", "the draft alone, greedy", {"processor": Processor(0.0)}),
         ("speculative", f"fixed gamma {gamma}", {"n_draft": gamma}),
@@ -48,6 +47,10 @@ def ablation_set(gamma=4, temperature=1.0):
         (SAMPLING_BASELINE, f"the oracle alone sampling, {sampling}", {"processor": sampling}),
         ("sps", f"K {gamma}, {sampling}", {"n_draft": gamma, "processor": sampling}),
     ]
+    named = {name for name, _, _ in document}
+    others = [(m.name, "its defaults" + (f", {sampling}" if m.samples else ""), {"processor": sampling} if m.samples else {})
+              for m in methods.METHODS.values() if m.name not in named]
+    return document + others
 
 
 def run_ablations(draft, oracle, prompts_ids, n_new, gamma=4, temperature=1.0, seed=0, progress=True):
@@ -67,37 +70,22 @@ def run_ablations(draft, oracle, prompts_ids, n_new, gamma=4, temperature=1.0, s
                 matches = matches and tokens == reference[i]
                 bar.update()
             totals[method] = seconds
-            rows.append(row(method, setting, stats, seconds, matches, sampling=method in runner.SAMPLING))
+            rows.append(row(method, setting, stats, seconds, matches))
     for r in rows:  # speedups against the matching baseline: sampling methods against sampling
-        base = totals[runner.baseline_method(r["method"])]
+        base = totals[methods.get(r["method"]).baseline]
         r["speedup"] = round(base / r["seconds"], 2) if r["seconds"] else ""
     return rows
 
 
-def row(method, setting, stats, seconds, matches, sampling):
+def row(method, setting, stats, seconds, matches):
+    m = methods.get(method)
     return {"method": method, "setting": setting, "tokens": stats.n_tokens, "seconds": round(seconds, 3),
             "tokens_per_s": round(stats.n_tokens / seconds, 2) if seconds else "",
             "acceptance": round(stats.acceptance_rate, 3) if stats.drafted else "",
             "tokens_per_pass": round(stats.tokens_per_round, 2) if stats.rounds else "",
-            "speedup": "", "matches_greedy": ("n/a (the draft's own text)" if method == "drafter" else "n/a (sampling)" if sampling
-                               else "yes" if matches else "NO")}
-
-
-def table(rows, columns=COLUMNS):
-    """The rows as aligned text columns."""
-    widths = {c: max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in columns}
-    lines = ["  ".join(c.ljust(widths[c]) for c in columns)]
-    lines += ["  ".join(str(r.get(c, "")).ljust(widths[c]) for c in columns) for r in rows]
-    return "\n".join(lines)
-
-
-def write_csv(path, rows, columns=COLUMNS):
-    """The rows as CSV, written atomically: a reader never sees half a file."""
-    text = io.StringIO(newline="")
-    writer = csv.DictWriter(text, fieldnames=columns, extrasaction="ignore")
-    writer.writeheader()
-    writer.writerows(rows)
-    atomic.write_text(path, text.getvalue())
+            "speedup": "", "matches_greedy": ("yes" if matches else "NO") if m.exact else
+            "n/a (the draft's own text)" if method == "drafter" else "n/a (sampling)" if m.samples else
+            "n/a (not greedy decoding)"}
 
 
 def read_prompts(path):
@@ -106,14 +94,14 @@ def read_prompts(path):
         with open(path, encoding="utf-8") as f:
             prompts = [line.rstrip("\n").replace("\\n", "\n") for line in f if line.strip()]
     except UnicodeDecodeError as e:
-        raise errors.UserError(f"{path}: not UTF-8 text (byte {e.start}); save it as UTF-8") from None
+        raise UserError(f"{path}: not UTF-8 text (byte {e.start}); save it as UTF-8") from None
     if not prompts:
-        raise errors.UserError(f"{path}: no prompts in it (one per line)")
+        raise UserError(f"{path}: no prompts in it (one per line)")
     return prompts
 
 
 def parse_args(argv):
-    parser = errors.Parser(prog="ablation.py", description=__doc__.split("\n\n")[0],
+    parser = program.Parser(prog="bench.py ablation", description=__doc__.split("\n\n")[0],
                            epilog="Models are names or directories, as in speculative.py.")
     parser.add_argument("prompts", nargs="*", help="prompts to run (default: two short English prompts)")
     parser.add_argument("--prompts", dest="prompts_file", metavar="FILE", help="a file of prompts, one per line")
@@ -131,7 +119,7 @@ def parse_args(argv):
             parser.error(f"--{name.replace('_', '-')} must be at least {low}")
     if not 0 <= args.temperature < float("inf"):
         parser.error("--temperature must be a finite number >= 0")
-    problem = atomic.why_not_writable(args.out)
+    problem = files.why_not_writable(args.out)
     if problem:
         parser.error(f"--out {problem}")
     return args
@@ -150,10 +138,6 @@ def main(argv=None):
         check_room(ids, args.max_new_tokens, draft, oracle)
     rows = run_ablations(draft, oracle, prompts_ids, args.max_new_tokens, args.gamma, args.temperature, args.seed)
     print(f"{args.draft} -> {args.oracle}, {len(prompts)} prompt(s), {args.max_new_tokens} new tokens each")
-    print(table(rows))
-    write_csv(args.out, rows)
+    print(tables.text(rows, COLUMNS))
+    tables.write_csv(args.out, rows, COLUMNS)
     print(f"wrote {args.out}", file=sys.stderr)
-
-
-if __name__ == "__main__":
-    errors.run(main)

@@ -24,8 +24,9 @@ import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 
-import atomic
 from errors import UserError
+from speed.predict import expected_tokens_per_round, truncated_geometric
+from weights import files
 
 MAX_ROUNDS = 200   # rounds shown; the histogram and the numbers at the top still count every round
 OPEN_ROUNDS = 20   # a run with at most this many rounds shows them all open, a longer one its first OPEN_FIRST
@@ -55,11 +56,11 @@ def write_page(path, run):
     """Write page(run) to path atomically: a reader never sees half a page, and a failed write
     leaves no temporary file and an older page at path as it was.
 
-    (atomic.write_text: a temporary file of this writer's own beside path, then a rename.)
+    (files.write_text: a temporary file of this writer's own beside path, then a rename.)
     """
     text = page(run)
     try:
-        atomic.write_text(path, text)
+        files.write_text(path, text)
     except OSError as e:
         raise ReportError(f"cannot write the page to {path}: {e.strerror or e}") from None
 
@@ -232,17 +233,6 @@ def text_section(run, trace):
 # ---------------------------------------------------------------------------
 # Accepted drafts per round: measured, and predicted from alpha
 # ---------------------------------------------------------------------------
-
-def truncated_geometric(alpha, k):  # -> [k + 1]
-    """P(i drafts accepted), i = 0..k, when each is kept with probability alpha until the first rejection:
-    alpha^i (1 - alpha) for i < k, alpha^k for i = k."""
-    return [alpha ** i * (1 - alpha) for i in range(k)] + [alpha ** k]
-
-
-def expected_tokens_per_round(alpha, k):
-    """(1 - alpha^(k+1)) / (1 - alpha): the mean of accepted + 1 under truncated_geometric."""
-    return k + 1.0 if alpha == 1 else (1 - alpha ** (k + 1)) / (1 - alpha)
-
 
 def draft_length(r):
     """The most drafts round r could have kept: k for a line of drafts, the number of levels for a tree."""

@@ -10,19 +10,15 @@ A bad command or value is one line, and the session goes on.
 
 import inspect
 import sys
-import time
 
 import numpy as np
 
-import ablation
-import atomic
-import display
-import errors
-import report
-import runner
-from decoding import GenerationError, Stats
+from app import ablation, display, methods, program, runner, tables
+from decoding import GenerationError
+from errors import UserError
 from ngram import STORAGES, NGramDrafter
 from processors import KINDS, Processor, parse_processor
+from weights import files
 
 try:
     import readline  # history and tab completion where the platform has it (not on Windows)
@@ -77,8 +73,8 @@ class Session:
             self.generate(line)
         except KeyboardInterrupt:
             self.say("\n(stopped)")
-        except (errors.UserError, OSError) as e:
-            self.say(f"error: {errors.describe(e)}")
+        except (UserError, OSError) as e:
+            self.say(f"error: {program.describe(e)}")
         return True
 
     def command(self, line):
@@ -129,41 +125,19 @@ class Session:
 
     def generate(self, prompt):
         method = self.method()
-        run = runner.prepare(self.model, method, prompt, self.settings.max_new_tokens)
         settings = runner.Settings(**{**vars(self.settings), "method": method})
+        loaded = runner.prepare(self.model, method, prompt, settings.max_new_tokens, self.names)
         if self.rng is None:
             self.rng = np.random.default_rng(self.settings.seed)
         if self.drafter is None:
             self.drafter = NGramDrafter(n=settings.ngram_n, storage=settings.storage, top_k_filler=settings.top_k_filler,
                                         reset_in_between=settings.reset_in_between)
-        stats = Stats(trace=[] if (self.trace or self.html) and method in runner.VERIFYING else None)
-        tokens = runner.generator(settings, run.draft, run.oracle, run.ids, stats, self.rng, self.drafter)
         self.last_prompt = prompt
-        self.out.write(prompt)
-        start = time.perf_counter()
+        view = runner.View(self.out, self.out, color=self.color, trace=self.trace, html=self.html, compare=self.compare)
         try:
-            tokens = display.stream(tokens, run.enc.decode_single_token_bytes, stats.from_draft, self.color, self.out)
-        except KeyboardInterrupt:
-            self.say(f"\n(stopped after {stats.n_tokens} tokens)")
-            return
-        except (errors.UserError, OSError):
-            self.say("")  # the error's line starts on a line of its own
-            raise
-        elapsed = time.perf_counter() - start
-        self.say("")
-        if stats.trace is not None and self.trace:
-            self.say("\n".join(display.format_trace(stats.trace, run.enc.decode_single_token_bytes, len(run.ids))))
-        self.say(display.summary(method, stats, elapsed))
-        if self.compare and method not in ("greedy", "sample"):
-            self.say(runner.compare(settings, run, tokens, elapsed))
-        if self.html and stats.trace is None:
-            self.say(f"no page: method {method} has no rounds to show")
-        elif self.html:
-            report.write_page(self.html, report.Run(
-                prompt=prompt, prompt_ids=run.ids, tokens=tokens, stats=stats, method=method,
-                settings=runner.describe_settings(settings), models=runner.describe_models(self.names, run),
-                elapsed=elapsed, token_bytes=run.enc.decode_single_token_bytes))
-            self.say(f"wrote {self.html}")
+            runner.run(settings, loaded, prompt, view, self.rng, self.drafter)
+        except runner.Stopped as stopped:
+            self.say(f"(stopped after {stopped.args[0]} tokens)")
 
     # -- the commands ----------------------------------------------------------
 
@@ -182,8 +156,8 @@ class Session:
         self.say(f"trace {on_off(self.trace)}, html {self.html or 'off'}, cache {on_off(s.cache)}, compare {on_off(self.compare)}")
 
     def set_method(self, name):
-        if name not in runner.METHODS and name != "target":
-            raise GenerationError(f"unknown method {name!r}; the methods are: {', '.join([*runner.METHODS, 'target'])}")
+        if name not in methods.METHODS and name != "target":
+            raise GenerationError(f"unknown method {name!r}; the methods are: {', '.join([*methods.METHODS, 'target'])}")
         self.settings.method = name
         self.say(f"method {self.method()}")
 
@@ -251,7 +225,7 @@ class Session:
         if path is None:
             raise GenerationError("/html takes a file name (the page of each generation) or off")
         if path != "off":
-            problem = atomic.why_not_writable(path)
+            problem = files.why_not_writable(path)
             if problem:
                 raise GenerationError(f"/html {problem}")
         self.html = None if path == "off" else path
@@ -260,15 +234,15 @@ class Session:
     def run_ablations(self, path="ablation.csv"):
         if self.last_prompt is None:
             raise GenerationError("/ablation runs on the last prompt: type a prompt first")
-        problem = atomic.why_not_writable(path)
+        problem = files.why_not_writable(path)
         if problem:
             raise GenerationError(f"/ablation {problem}")
         run = runner.prepare(self.model, "speculative", self.last_prompt, self.settings.max_new_tokens)
         temperature = self.settings.processor.temperature or 1.0
         rows = ablation.run_ablations(run.draft, run.oracle, [run.ids], self.settings.max_new_tokens, self.settings.k,
                                       temperature, self.settings.seed or 0)
-        self.say(ablation.table(rows))
-        ablation.write_csv(path, rows)
+        self.say(tables.text(rows, ablation.COLUMNS))
+        tables.write_csv(path, rows, ablation.COLUMNS)
         self.say(f"wrote {path}")
 
     def show_help(self):
@@ -284,7 +258,7 @@ def command_table(s):
     return {
         "help": (s.show_help, "this list", "/help", "/help"),
         "settings": (s.show_settings, "every setting", "/settings", ""),
-        "method": (s.set_method, "the decoding method: " + ", ".join([*runner.METHODS, "target"]), "/method NAME", ""),
+        "method": (s.set_method, "the decoding method: " + ", ".join([*methods.METHODS, "target"]), "/method NAME", ""),
         "speculative": (lambda: s.set_method("speculative"), "speculative decoding: greedy, or SpS when the processor samples",
                         "/speculative", "/speculative"),
         "target": (lambda: s.set_method("target"), "the oracle alone (greedy or sampling, by the processor)", "/target", "/target"),
@@ -331,7 +305,7 @@ def command_table(s):
 
 SHOWN_AS = {"max_new_tokens": "length", "n_draft": "gamma", "gamma_min": "egag_gamma_min", "gamma_max": "egag_gamma_max",
             "ema": "egag_ema", "n_beams": "beams"}
-COMPLETIONS = {"method": list(runner.METHODS) + ["target"], "processor": list(KINDS), "set_ngramstorage": list(STORAGES),
+COMPLETIONS = {"method": list(methods.METHODS) + ["target"], "processor": list(KINDS), "set_ngramstorage": list(STORAGES),
                **{name: ["on", "off"] for name in ("egag", "ngram", "reset_in_between", "trace", "debug", "cache", "compare")},
                "html": ["off"], "draft": ["demo-draft", "gpt2"], "oracle": ["demo-oracle", "gpt2-large", "gpt2-xl"]}
 

@@ -1,0 +1,13 @@
+"""The programs: the command line, the interactive workbench, the benchmark, the demo, and what they share.
+
+cli.py        python speculative.py "prompt": flags, one run, the text as it comes, statistics
+session.py    python speculative.py -i: the workbench, slash commands
+methods.py    the registry: every decoding method declared once (name, function, what it needs)
+runner.py     one path from settings + prompt to text shown + statistics, for the command line and the session
+display.py    the terminal: streamed text, the statistics line, the per-round trace
+report.py     --html: one run on one self-contained page
+bench.py      python bench.py: the cost curve, the real-text suite (suite.py), the ablations (ablation.py)
+demo.py       python demo.py: the learned pair, offline
+download.py   python download_weights.py: the downloader's command line
+program.py    how every program runs: one-line errors, Ctrl-C, closed pipes
+"""

@@ -1,0 +1,136 @@
+"""Every decoding method, declared once: its name, what it is, how it is called, what it needs.
+
+The command line (--method and --help), the session (/method, /help), the
+benchmark, the ablations and the report all read this registry; none keeps
+a list of its own. Adding a method is one new module (its generator) and one
+register() call, here or anywhere before the program asks for it:
+
+    register(Method("mine", "one line saying what it does (mine.py)",
+                    lambda call: mine_generate(call.draft, call.oracle, call.ids, call.n_new, k=call.k,
+                                               stats=call.stats),
+                    n_draft=4))
+
+A method's generate(call) gets a Call: the models, the prompt's ids, how many
+tokens to make, its draft length, the settings, the Stats to fill in, and the
+sampling methods' random generator. It returns the generator of token ids.
+"""
+
+from dataclasses import dataclass
+from typing import Callable
+
+from adaptive import adaptive_generate
+from beam import beam_search
+from decoding import GenerationError
+from ngram import NGramDrafter, ngram_generate, staged_generate
+from sps import autoregressive_sample, speculative_sample
+from speculative import greedy_generate, speculative_generate
+from threshold import threshold_generate
+from tree import tree_generate
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str
+    summary: str                  # one line for --help, /help and the benchmark's tables
+    generate: Callable            # generate(call: Call) -> the generator of the new token ids
+    draft_model: bool = True      # needs a draft model besides the oracle
+    n_draft: int = None           # the default draft length (--n-draft, /gamma); None: the method has none
+    samples: bool = False         # draws tokens: the processor (temperature, top-k, top-p) and the seed apply
+    verifies: bool = True         # works in draft-and-verify rounds, which --trace and --html show
+    exact: bool = None            # its text must equal greedy decoding's (default: verifies and not samples)
+    needs_cache: bool = False     # cannot run with /cache off (its drafts or beams share a prefix)
+    baseline: str = None          # what --compare and the benchmark run beside it (default: greedy, or sample)
+
+    def __post_init__(self):  # the defaults that follow from the other fields
+        if self.exact is None:
+            object.__setattr__(self, "exact", self.verifies and not self.samples)
+        if self.baseline is None:
+            object.__setattr__(self, "baseline", "sample" if self.samples and self.verifies else "greedy")
+
+
+@dataclass
+class Call:
+    """What a method's generate() is given."""
+    draft: object          # the draft model, None for a method without one
+    oracle: object
+    ids: list              # the prompt's token ids
+    n_new: int             # tokens to generate
+    k: int                 # the draft length: the setting, else the method's default
+    settings: object       # app.runner.Settings: the method-specific settings (gamma bounds, n-gram options, beams)
+    stats: object          # decoding.Stats, filled in as the generator runs
+    rng: object = None     # numpy Generator of the sampling methods
+    drafter: object = None  # an NGramDrafter kept between generations (the session), else a new one
+
+
+METHODS = {}
+
+
+def register(method):
+    """Add a method (or replace the one of the same name)."""
+    METHODS[method.name] = method
+    return method
+
+
+def get(name):
+    if name not in METHODS:
+        raise GenerationError(f"unknown method {name!r}; the methods are: {', '.join(METHODS)}")
+    return METHODS[name]
+
+
+def drafter_of(call):
+    """The call's n-gram drafter, or a new one from its settings."""
+    s = call.settings
+    return call.drafter or NGramDrafter(n=s.ngram_n, storage=s.storage, top_k_filler=s.top_k_filler,
+                                        reset_in_between=s.reset_in_between)
+
+
+def adaptive(rule):
+    def generate(c):
+        s = c.settings
+        return adaptive_generate(c.draft, c.oracle, c.ids, c.n_new, rule=rule, gamma=min(max(c.k, s.gamma_min), s.gamma_max),
+                                 gamma_min=s.gamma_min, gamma_max=s.gamma_max, ema=s.ema, stats=c.stats)
+    return generate
+
+
+def draft_alone(c):
+    if c.settings.processor.temperature == 0:
+        return greedy_generate(c.draft, c.ids, c.n_new, stats=c.stats)
+    return autoregressive_sample(c.draft, c.ids, c.n_new, rng=c.rng, processor=c.settings.processor, stats=c.stats)
+
+
+for method in [
+    Method("speculative", "greedy speculative decoding (speculative.py); output = the oracle's greedy output",
+           lambda c: speculative_generate(c.draft, c.oracle, c.ids, c.n_new, n_draft=c.k, stats=c.stats), n_draft=8),
+    Method("threshold", "greedy speculative decoding, draft length set by the draft's confidence (threshold.py)",
+           lambda c: threshold_generate(c.draft, c.oracle, c.ids, c.n_new, max_draft=c.k, stats=c.stats), n_draft=16),
+    Method("sps", "speculative sampling, Chen et al. 2023 Algorithm 2 (sps.py); output ~ the oracle's distribution",
+           lambda c: speculative_sample(c.draft, c.oracle, c.ids, c.n_new, K=c.k, rng=c.rng, processor=c.settings.processor,
+                                        stats=c.stats), n_draft=4, samples=True),
+    Method("tree", "greedy, tree-shaped drafts checked in one pass with a tree attention mask (tree.py)",
+           lambda c: tree_generate(c.draft, c.oracle, c.ids, c.n_new, max_depth=c.k, stats=c.stats), n_draft=6,
+           needs_cache=True),
+    Method("ngram", "greedy, drafts from the text itself (NASD): prompt lookup and an n-gram table, no draft model "
+                    "(ngram.py)",
+           lambda c: ngram_generate(c.oracle, c.ids, c.n_new, n_draft=c.k, drafter=drafter_of(c), stats=c.stats),
+           draft_model=False, n_draft=8),
+    Method("staged", "greedy, n-gram -> draft -> oracle: the draft's own drafts come from the n-gram drafter (ngram.py)",
+           lambda c: staged_generate(c.draft, c.oracle, c.ids, c.n_new, n_draft=c.k, drafter=drafter_of(c), stats=c.stats),
+           n_draft=8),
+    Method("adaptive", "greedy, draft length set by the draft's entropy and a moving average (EGAG; adaptive.py)",
+           adaptive("entropy"), n_draft=4),
+    Method("adaptive-hf", "greedy, draft length by Hugging Face's rule: +2 after a clean round, -1 otherwise "
+                          "(adaptive.py)", adaptive("heuristic"), n_draft=4),
+    Method("greedy", "the oracle alone, greedy (the baseline of all the greedy methods)",
+           lambda c: greedy_generate(c.oracle, c.ids, c.n_new, stats=c.stats), draft_model=False, verifies=False,
+           exact=True),
+    Method("sample", "the oracle alone, sampling (Algorithm 1, the baseline of sps)",
+           lambda c: autoregressive_sample(c.oracle, c.ids, c.n_new, rng=c.rng, processor=c.settings.processor,
+                                           stats=c.stats), draft_model=False, samples=True, verifies=False,
+           baseline="sample"),
+    Method("beam", "the oracle alone, beam search (beam.py); not streamed: the best beam is known at the end",
+           lambda c: beam_search(c.oracle, c.ids, c.n_new, n_beams=c.settings.n_beams, stats=c.stats),
+           draft_model=False, verifies=False, needs_cache=True),
+    Method("drafter", "the draft model alone, greedy (or sampling with --temperature/--top-k/--top-p)", draft_alone,
+           samples=True, verifies=False),
+]:
+    register(method)

@@ -1,0 +1,252 @@
+"""One path from settings + prompt to text shown + statistics, for the command line and the session alike.
+
+    loaded = prepare(load, settings.method, prompt, settings.max_new_tokens)   # models, tokenizer, prompt ids
+    result = run(settings, loaded, prompt, view)                                 # the text as it comes, then the rest
+
+prepare() loads what the method needs (load(role) -> (model, directory)) and
+checks that the pair and the prompt fit. run() makes the method's generator
+(its checks come before any output), streams the text, then shows what the
+View asks for: the trace, the statistics line, the oracle alone beside it
+(--compare), the page (--html).
+"""
+
+import filecmp
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from app import display, methods, report
+from decoding import GenerationError, Stats, check_pair, check_room
+from ngram import NGramDrafter
+from processors import Processor
+from speed.accelerate import load_fast
+from weights.models import resolve_model_dir
+from weights.tokenizer import TokenizerError, check_vocabulary, encode, endoftext_id, load_tokenizer
+
+
+@dataclass
+class Settings:
+    """Everything that decides a generation but the prompt (the session's /settings)."""
+    method: str = "speculative"
+    max_new_tokens: int = 64                      # /length
+    n_draft: int = None                           # /gamma; None: the method's default (methods.Method.n_draft)
+    processor: Processor = field(default_factory=Processor)  # the sampling methods: temperature 1, no cut
+    seed: int = None
+    gamma_min: int = 1                            # adaptive (EGAG): the draft length's bounds ...
+    gamma_max: int = 16
+    ema: float = 0.7                              # ... and its moving average's weight on the past
+    ngram_n: int = 4                              # NASD: the n-gram order,
+    storage: str = "basic"                        # "basic" (back-off) or "onelevel",
+    top_k_filler: int = 1                         # the oracle's top-k counted into the table (1: off),
+    reset_in_between: bool = True                 # a fresh table for every generation
+    n_beams: int = 4
+    cache: bool = True                            # False: every forward recomputes the whole prefix
+
+    @property
+    def k(self):
+        return self.n_draft or methods.get(self.method).n_draft or 4
+
+
+# ---------------------------------------------------------------------------
+# Loading: the models, their shared tokenizer, the prompt
+# ---------------------------------------------------------------------------
+
+def load_model(name_or_path, models_dir, log=sys.stderr):
+    """(model, its directory): the fast model (speed/accelerate.py). A first forward pages the mapped
+    weights in, so that later timings measure decoding."""
+    model_dir = resolve_model_dir(name_or_path, models_dir)
+    start = time.perf_counter()
+    model = load_fast(model_dir)
+    model.forward([0])
+    print(f"loaded {name_or_path} ({model.n_layer} layers of width {model.n_embd}) in {time.perf_counter() - start:.1f} s",
+          file=log)
+    return model, os.path.abspath(model_dir)
+
+
+def load_shared_tokenizer(draft_dir, oracle_dir, draft=None, oracle=None):
+    """The tokenizer of the draft (else the oracle); both must have the same one, with the models' vocabulary."""
+    dirs = [d for d in (draft_dir, oracle_dir) if d and os.path.isfile(os.path.join(d, "vocab.json"))]
+    if not dirs:
+        raise TokenizerError("neither model directory has vocab.json and merges.txt")
+    if len(dirs) == 2 and not all(filecmp.cmp(os.path.join(draft_dir, f), os.path.join(oracle_dir, f), shallow=False)
+                                  for f in ("vocab.json", "merges.txt")):
+        raise GenerationError(f"the draft ({draft_dir}) and the oracle ({oracle_dir}) have different tokenizers; "
+                              "they must share a vocabulary")
+    enc = load_tokenizer(dirs[0])
+    for model, model_dir in ((draft, draft_dir), (oracle, oracle_dir)):
+        if model is not None:
+            check_vocabulary(enc, model.vocab_size, model_dir)
+    return enc
+
+
+def prompt_ids(enc, prompt):
+    """The prompt's tokens; an empty prompt starts from <|endoftext|>, as GPT-2's unconditional samples do."""
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError:  # bytes the locale could not decode arrive as lone surrogates
+        raise GenerationError("the prompt is not valid UTF-8 text (is the terminal's locale UTF-8? try LANG=C.UTF-8)") from None
+    return encode(enc, prompt) if prompt else [endoftext_id(enc)]
+
+
+@dataclass
+class Loaded:
+    """Everything a generation needs besides its settings: the models, the tokenizer, the prompt's ids."""
+    draft: object       # None for the methods without a draft model
+    oracle: object
+    enc: object
+    ids: list
+    names: dict = field(default_factory=dict)  # {"draft": name or directory as given, "oracle": ...}
+
+
+def prepare(load, method, prompt, n_new, names=None):
+    """Load what `method` needs (load(role) -> (model, directory)), check that the pair and the prompt fit."""
+    oracle, oracle_dir = load("oracle")
+    draft = draft_dir = None
+    if methods.get(method).draft_model:
+        draft, draft_dir = load("draft")
+        check_pair(draft, oracle)
+    enc = load_shared_tokenizer(draft_dir, oracle_dir, draft, oracle)
+    ids = prompt_ids(enc, prompt)
+    check_room(ids, n_new, *[m for m in (draft, oracle) if m is not None])
+    return Loaded(draft, oracle, enc, ids, dict(names or {}))
+
+
+# ---------------------------------------------------------------------------
+# The generator of a method
+# ---------------------------------------------------------------------------
+
+def generator(settings, draft, oracle, ids, stats, rng=None, drafter=None):
+    """The token generator of settings.method: yields settings.max_new_tokens token ids.
+
+    rng: the sampling methods' generator (default: one seeded with settings.seed); drafter: the
+    n-gram drafter to reuse across generations (default: a new one from the settings).
+    """
+    method = methods.get(settings.method)
+    if not settings.cache:  # to feel what the KV cache saves: the same algorithm, recomputing every prefix
+        if method.needs_cache:
+            raise GenerationError(f"--method {method.name} needs the KV cache (its drafts or beams share prefixes)")
+        draft, oracle = (Recompute(m) if m is not None else None for m in (draft, oracle))
+    rng = np.random.default_rng(settings.seed) if rng is None else rng
+    return method.generate(methods.Call(draft, oracle, list(ids), settings.max_new_tokens, settings.k, settings, stats,
+                                        rng, drafter))
+
+
+class Recompute:
+    """A model that ignores its KV cache: every forward reruns the whole prefix, as decoding without
+    a cache does (the session's /cache off, to feel what the cache saves).
+
+    The generators still hand it a KVCache, and still truncate it after a rejection: here
+    the cache only keeps the prefix's token ids, and its length.
+    """
+
+    def __init__(self, model):
+        self.model = model
+        self.name, self.vocab_size, self.n_positions = model.name, model.vocab_size, model.n_positions
+
+    def forward(self, ids, kvcache=None, positions=None, mask=None, n_logits=None):
+        if kvcache is None:
+            return self.model.forward(ids, positions=positions, mask=mask, n_logits=n_logits)
+        if positions is not None or mask is not None:
+            raise GenerationError("without the KV cache only plain left-to-right decoding runs")
+        ids = list(np.asarray(ids).reshape(-1))
+        prefix = getattr(kvcache, "ids", [])[:kvcache.n_tokens()]
+        logits = self.model.forward(prefix + ids, n_logits=n_logits or len(ids))  # all of it, again
+        kvcache.ids = prefix + ids
+        kvcache.commit(len(ids))
+        return logits
+
+
+# ---------------------------------------------------------------------------
+# One run, shown
+# ---------------------------------------------------------------------------
+
+@dataclass
+class View:
+    """Where a run's text and everything else go, and what is shown besides the text."""
+    text: object = sys.stdout     # the prompt and the generated text, as it comes
+    info: object = sys.stderr     # the statistics, the trace, the comparison, notes
+    color: bool = False           # accepted drafts in green
+    trace: bool = False           # every round (--trace)
+    html: str = None              # the page to write (--html)
+    compare: bool = False         # the oracle alone beside it (--compare)
+
+
+@dataclass
+class Result:
+    tokens: list
+    stats: Stats
+    elapsed: float
+
+
+class Stopped(KeyboardInterrupt):
+    """Ctrl-C during a generation; args[0]: the tokens shown by then."""
+
+
+def run(settings, loaded, prompt, view, rng=None, drafter=None):
+    """Generate and show: the prompt and the text as it comes, then the trace, the statistics,
+    the comparison and the page, as the view asks. Returns the Result."""
+    method = methods.get(settings.method)
+    stats = Stats(trace=[] if (view.trace or view.html) and method.verifies else None)
+    tokens = generator(settings, loaded.draft, loaded.oracle, loaded.ids, stats, rng, drafter)  # its checks: before any output
+    token_bytes = loaded.enc.decode_single_token_bytes
+    if view.color and method.verifies:
+        print(f"{display.GREEN}green{display.RESET}: proposed by the draft and accepted; plain: chosen by the oracle",
+              file=view.info, flush=True)
+    view.text.write(prompt)
+    start = time.perf_counter()
+    try:
+        generated = display.stream(tokens, token_bytes, stats.from_draft, view.color, view.text)
+    except KeyboardInterrupt:
+        print(file=view.text, flush=True)  # what is said next starts on a line of its own
+        raise Stopped(stats.n_tokens) from None
+    except Exception:
+        print(file=view.text, flush=True)  # a check a generator makes on its first step: its line starts afresh
+        raise
+    elapsed = time.perf_counter() - start
+    print(file=view.text, flush=True)
+    if view.trace and stats.trace is not None:
+        print("\n".join(display.format_trace(stats.trace, token_bytes, len(loaded.ids))), file=view.info)
+    print(display.summary(method.name, stats, elapsed), file=view.info, flush=True)
+    if view.compare:
+        print(compare(settings, loaded, generated, elapsed), file=view.info, flush=True)
+    if view.html is not None:
+        if stats.trace is None:
+            print(f"no page: method {method.name} has no rounds to show", file=view.info)
+        else:
+            report.write_page(view.html, report.Run(
+                prompt=prompt, prompt_ids=loaded.ids, tokens=generated, stats=stats, method=method.name,
+                settings=describe_settings(settings), models=describe_models(loaded), elapsed=elapsed,
+                token_bytes=token_bytes))
+            print(f"wrote {view.html}: open it in a browser", file=view.info)
+    return Result(generated, stats, elapsed)
+
+
+def describe_settings(settings):
+    """The settings a page shows for a method."""
+    shown = {"n_draft": settings.k}
+    if methods.get(settings.method).samples:
+        shown.update(processor=str(settings.processor), seed=settings.seed)
+    return shown
+
+
+def describe_models(loaded):
+    """{"draft": "NAME (L layers of width D)", "oracle": ...} for the models a run used."""
+    return {role: f"{loaded.names.get(role, model.name)} ({model.n_layer} layers of width {model.n_embd})"
+            for role, model in (("draft", loaded.draft), ("oracle", loaded.oracle)) if model is not None}
+
+
+def compare(settings, loaded, generated, elapsed):
+    """Run the oracle alone (its greedy or sampling baseline) on the same prompt; the line that reports it."""
+    method = methods.get(settings.method)
+    start = time.perf_counter()
+    alone = list(generator(Settings(**{**vars(settings), "method": method.baseline}), None, loaded.oracle, loaded.ids,
+                           Stats()))
+    alone_time = time.perf_counter() - start
+    line = (f"oracle alone ({method.baseline}): {len(alone)} tokens in {alone_time:.2f} s, "
+            f"{len(alone) / max(alone_time, 1e-9):.1f} tokens/s; speedup {alone_time / max(elapsed, 1e-9):.2f}x")
+    if method.exact:
+        line += "; identical output" if alone == generated else "; OUTPUT DIFFERS (see README: near-ties)"
+    return line

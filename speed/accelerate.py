@@ -1,0 +1,190 @@
+"""Speed, applied to a model from outside: the same GPT2, its weights in the blocked layout.
+
+gpt2.py computes `x @ w + b` with whatever arrays it holds. Here those arrays
+become blocked.Weight and blocked.Rows objects, whose `@` runs the blocked
+product (blocked.py), and every forward sets the BLAS's threads for its rows
+(threads.py). Nothing else changes: the same forward, the same tokens.
+
+    model = accelerate(GPT2.from_pretrained("gpt2"))   # a model in memory, converted in memory
+    model = load_fast("gpt2")                          # what the programs do: the converted copy on disk
+
+Transposing and blocking gpt2-xl's 6 GB takes seconds, so load_fast keeps a
+converted copy beside the checkpoint, model.blocked.safetensors, written on
+first load. It is a cache trusted no more than its source: at every load its
+stamp (the checkpoint's size and time), its shapes and a few values of every
+tensor are compared with model.safetensors, and it is rebuilt when anything
+differs (read_converted). Where it cannot be written (a read-only directory, a
+full disk) the conversion is made in memory for that run.
+"""
+
+import contextlib
+import os
+import sys
+
+import numpy as np
+
+from gpt2 import GPT2, nest
+from speed.blocked import BLOCK, Rows, blocked_shape, to_blocks
+from speed.threads import threads_for
+from weights import checkpoint, models
+
+BLOCKED_FILE = "model.blocked.safetensors"
+
+
+class FastGPT2(GPT2):
+    """gpt2.GPT2 with its weights in the blocked layout: each forward sets the BLAS's threads for its rows."""
+
+    def forward(self, ids, *args, **kwargs):
+        with threads_for(np.size(ids)):
+            return super().forward(ids, *args, **kwargs)
+
+
+def accelerate(model):
+    """A FastGPT2 computing what `model` (a plain gpt2.GPT2) computes, its weights converted in memory."""
+    p = model.params
+    layers = [{**layer, "attn": {name: fast_linear(layer["attn"][name]) for name in ("c_attn", "c_proj")},
+               "mlp": {name: fast_linear(layer["mlp"][name]) for name in ("c_fc", "c_proj")}} for layer in p["h"]]
+    wte = np.asarray(p["wte"], dtype=np.float32)
+    params = {**p, "wte": Rows(to_blocks(wte), wte.shape[0]), "h": layers}
+    return FastGPT2(params, config_of(model), name=model.name)
+
+
+def fast_linear(linear):  # {"weight": W [n_in, n_out], "bias": b} with W as a blocked Weight
+    w = np.asarray(linear["weight"], dtype=np.float32)
+    return {**linear, "weight": Rows(to_blocks(w.T), w.shape[1]).T}
+
+
+def load_fast(name_or_path, models_dir=None):
+    """A FastGPT2 of a named model or a checkpoint directory, mapped from its converted copy."""
+    model_dir = models.resolve_model_dir(name_or_path, models_dir)
+    config = checkpoint.load_config(model_dir)
+    return FastGPT2(nest(converted_weights(model_dir, config)), config,
+                    name=os.path.basename(os.path.normpath(model_dir)))
+
+
+def config_of(model):
+    return {"n_layer": model.n_layer, "n_head": model.n_head, "n_embd": model.n_embd,
+            "n_positions": model.n_positions, "vocab_size": model.vocab_size, "layer_norm_epsilon": float(model.eps)}
+
+
+def is_linear_weight(key):
+    return key.endswith(("c_attn.weight", "c_proj.weight", "c_fc.weight"))
+
+
+def to_memory_layout(key, t):  # a checkpoint tensor -> the array the model keeps
+    if is_linear_weight(key):
+        # Conv1D weights are stored [n_in, n_out]. np.array first reads the mapped
+        # file in order: a transposing walk over its pages directly is much slower.
+        return to_blocks(np.array(t).T)
+    if key == "wte.weight":
+        return to_blocks(t)  # [vocab_size, n_embd] already has one row per output of the LM head
+    return t
+
+
+def memory_shape(key, shape):
+    if is_linear_weight(key):
+        return blocked_shape(shape[1], shape[0])
+    if key == "wte.weight":
+        return blocked_shape(*shape)
+    return shape
+
+
+def as_rows(key, t, shape):
+    """A converted tensor as the rows it stores: Rows of W.T for a linear weight W
+    [n_in, n_out], Rows of wte, else the array itself (shape: the checkpoint's)."""
+    if is_linear_weight(key):
+        return Rows(t, shape[1])
+    if key == "wte.weight":
+        return Rows(t, shape[0])
+    return t
+
+
+def as_matrix(key, t, shape):
+    """What the model holds for a tensor: a Weight for `x @ w`, Rows for wte, else the array."""
+    rows = as_rows(key, t, shape)
+    return rows.T if is_linear_weight(key) else rows  # W [n_in, n_out] is the transpose of W.T's row blocks
+
+
+def converted_weights(model_dir, config):
+    """{checkpoint key: array, Weight or Rows}, mapped from model.blocked.safetensors.
+
+    Transposing gpt2-xl's 6 GB takes seconds, so it is done once: the first
+    load writes the converted copy beside the checkpoint, later loads check it
+    against the checkpoint (read_converted) and map it.
+    """
+    source, path = os.path.join(model_dir, "model.safetensors"), os.path.join(model_dir, BLOCKED_FILE)
+    checkpoint.remove_stale_temps(path)
+    stat = os.stat(source)
+    stamp = f"{stat.st_size}:{stat.st_mtime_ns}:block{BLOCK}"
+    converted = sound_copy(path, stamp, checkpoint.checkpoint_tensors(source, config, sampled=True))
+    if converted is None:
+        converted = convert(path, stamp, source, config)
+    shapes = checkpoint.expected_shapes(config)  # checked against the checkpoint's by now
+    return {key: as_matrix(key, t, shapes[key]) for key, t in converted.items()}
+
+
+def sound_copy(path, stamp, tensors):
+    """The converted copy at path, mapped, if read_converted finds it faithful to
+    the checkpoint's tensors; else None, with a note when there was a copy.
+    Returning drops any mapping of a bad copy (Windows cannot replace a mapped file)."""
+    if not os.path.isfile(path):
+        return None
+    try:
+        return read_converted(path, stamp, tensors)
+    except checkpoint.CheckpointError as e:
+        print(f"note: {e}; rebuilding it", file=sys.stderr)
+        return None
+
+
+def convert(path, stamp, source, config):
+    """The checkpoint's tensors in the fast layout: written to path, then mapped from
+    there once read_converted finds the copy sound, as every later load will; in
+    memory, with a note, when path cannot be written or does not read back."""
+    try:
+        write_converted(path, stamp, checkpoint.checkpoint_tensors(source, config))  # read in full: mapped with read-ahead
+        forget_pages(source)  # read once and unmapped now: its gigabytes need not stay in the page cache
+        return read_converted(path, stamp, checkpoint.checkpoint_tensors(source, config, sampled=True))
+    except OSError as e:  # a read-only directory, a full disk, a directory in the way; on Windows a copy mapped by another run
+        note = f"cannot write {path} ({e.strerror or e})"
+    except checkpoint.CheckpointError as e:  # what was just written does not read back: a failing disk
+        note = str(e)
+    print(f"note: {note}; converting in memory instead", file=sys.stderr)
+    return {key: to_memory_layout(key, t) for key, t in checkpoint.checkpoint_tensors(source, config).items()}
+
+
+def write_converted(path, stamp, tensors):  # the one place the converted copy is written
+    model = os.path.basename(os.path.dirname(os.path.abspath(path)))
+    checkpoint.save_safetensors(path, {key: memory_shape(key, t.shape) for key, t in tensors.items()},
+                     lambda key: to_memory_layout(key, tensors[key]), {"source": stamp},
+                     progress=f"one-time conversion of {model} to the fast layout")
+
+
+def read_converted(path, stamp, tensors):
+    """The tensors of the converted copy at path, mapped, if it is a faithful
+    conversion of `tensors` (the checkpoint's): the same stamp (the checkpoint's
+    size and time), the same tensors and shapes, and the same values at a few
+    places spread over every tensor, which a copy that is zero-filled,
+    half-written or made from other weights does not have. Else CheckpointError."""
+    entries, metadata, data = checkpoint.open_safetensors(path)
+    if metadata.get("source") != stamp:
+        raise checkpoint.CheckpointError(f"{path}: made from another version of model.safetensors")
+    shapes = {key: memory_shape(key, t.shape) for key, t in tensors.items()}
+    if {name: shape for name, (_, shape, _, _) in entries.items()} != shapes or any(e[0] != "F32" for e in entries.values()):
+        raise checkpoint.CheckpointError(f"{path}: its tensors are not those of model.safetensors in the fast layout")
+    converted = {key: checkpoint.raw_view(data, entries[key]) for key in shapes}
+    for key, t in tensors.items():
+        source_rows = t.T if is_linear_weight(key) else t  # the checkpoint's tensor as the rows as_rows reads
+        if not np.array_equal(checkpoint.sampled_values(as_rows(key, converted[key], t.shape)), checkpoint.sampled_values(source_rows), equal_nan=True):
+            raise checkpoint.CheckpointError(f"{path}: {key} holds other values than model.safetensors")
+    return converted
+
+
+def forget_pages(path):
+    """Tell the kernel a file will not be read again (Linux; elsewhere a no-op). Only advice: errors are ignored."""
+    if hasattr(os, "posix_fadvise"):
+        with contextlib.suppress(OSError):
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)

@@ -1,0 +1,176 @@
+"""Who runs the weight products: the BLAS's own threads for one row, this module's threads for several.
+
+One token's products are matrix-vector products: the BLAS shares each one out
+over its own threads, which spin between products and start at once. Several
+rows (a verification) are many small products (blocked.py): the BLAS runs
+single-threaded and each core takes a share of the blocks on threads this
+module owns, which sleep on a queue between forwards.
+
+threads_for(n_rows) sets the BLAS's threads at run time (threadpoolctl) for
+each forward, so the setting holds whatever the program imported first: an
+environment variable such as OPENBLAS_NUM_THREADS is read only once, when
+NumPy loads.
+"""
+
+import contextlib
+import ctypes
+import functools
+import os
+import queue
+import sys
+import threading
+
+import numpy as np
+from threadpoolctl import ThreadpoolController
+
+N_THREADS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+THREADED_MIN_SIZE = 1 << 20  # weights of fewer elements (4 MB) are multiplied in the calling thread
+_blas = None  # threadpoolctl's handle on the BLAS, made on first use
+_stop_blas_threads = None  # OpenBLAS's own function that ends its thread pool, found on first use
+_blas_shares_rows = False  # True while the BLAS's own threads share out matrix-vector products
+_pool = None  # this module's worker threads, started on first use
+_tasks = queue.SimpleQueue()  # (part, share, done) for the workers
+_starting = threading.Lock()  # one caller at a time starts workers
+_setting = threading.RLock()  # one forward at a time sets the BLAS's threads: the setting is the process's
+
+
+def blas_shares_rows():
+    """True while the products of one row run on the BLAS's own threads (inside threads_for(1))."""
+    return _blas_shares_rows
+
+
+@contextlib.contextmanager
+def threads_for(n_rows):
+    """The BLAS's threads while products of x with n_rows rows run, the program's own setting after.
+
+    One row: the BLAS shares each matrix-vector product out itself. More: the
+    BLAS runs single-threaded and blocked.product shares the blocks out on this
+    module's threads. Forwards from several threads take turns: the setting
+    belongs to the whole process.
+    """
+    global _blas, _blas_shares_rows
+    with _setting:
+        if _blas is None:
+            _blas = ThreadpoolController()
+        one_row, before = n_rows == 1 and N_THREADS > 1, _blas_shares_rows
+        with _blas.limit(limits=N_THREADS if one_row else 1, user_api="blas"):
+            if not one_row:
+                park_idle_blas_threads()
+            _blas_shares_rows = one_row
+            try:
+                yield
+            finally:
+                _blas_shares_rows = before
+
+
+def park_idle_blas_threads():
+    """End OpenBLAS's thread pool while the BLAS is single-threaded (threads_for).
+
+    After sharing out a product, OpenBLAS's threads spin for a while waiting
+    for the next one, and a spinning thread takes half a core from the worker
+    beside it: a draft's single-token passes would slow the verification that
+    follows them (PERFORMANCE.md has the figures). OpenBLAS starts its threads
+    again at its next product that uses them. Where the BLAS has no such
+    function (macOS's Accelerate, MKL, Windows, OpenBLAS without pthreads),
+    nothing is done: the same products, only with the spinning beside them
+    (parking() says which). Like the thread setting, this assumes no other
+    thread of the program is inside a BLAS call meanwhile: forwards take turns.
+    """
+    for stop in blas_thread_stoppers():
+        stop()
+
+
+def blas_thread_stoppers():
+    """OpenBLAS's blas_thread_shutdown_ for each OpenBLAS with pthreads that NumPy loaded (Linux), found once."""
+    global _stop_blas_threads
+    if _stop_blas_threads is None:
+        found = []
+        if sys.platform.startswith("linux"):
+            controller = _blas or ThreadpoolController()
+            for lib in controller.select(internal_api="openblas").lib_controllers:
+                if getattr(lib, "threading_layer", None) == "pthreads":
+                    stop = getattr(ctypes.CDLL(lib.filepath), "blas_thread_shutdown_", None)
+                    if stop is not None:
+                        found.append(stop)
+        _stop_blas_threads = found
+    return _stop_blas_threads
+
+
+def parking():
+    """One line for --verbose and the benchmark: can the BLAS's idle threads be parked here?"""
+    if blas_thread_stoppers():
+        return "the BLAS's idle threads are parked before a verification (OpenBLAS blas_thread_shutdown_)"
+    return ("the BLAS's idle threads could not be parked (no OpenBLAS blas_thread_shutdown_ here): "
+            "the same tokens, a verification may run slower beside them")
+
+
+def in_shares(part, n_blocks, threaded):
+    """part(slice) over all the blocks: one share per core, the calling thread taking the first.
+
+    The other shares go to this module's worker threads through a queue, and
+    their answers (None, or the exception raised) come back through another.
+    """
+    if not threaded or N_THREADS == 1:  # a small weight: handing it to threads costs more than it saves
+        return part(slice(0, n_blocks))
+    mine, *others = shares(n_blocks, N_THREADS)
+    start_workers(len(others))
+    done = queue.SimpleQueue()
+    for share in others:
+        _tasks.put((part, share, done))
+    try:
+        part(mine)
+    finally:  # every share finished before the product's output is read or the error raised
+        errors = answers(done, len(others))
+    for error in errors:
+        if error is not None:
+            raise error
+
+
+def answers(done, n):
+    """The n answers of the other shares. A Ctrl-C meanwhile is raised once all are in:
+    no worker may still be writing into the product's output when the caller moves on."""
+    got, interrupted = [], None
+    while len(got) < n:
+        try:
+            got.append(done.get())
+        except KeyboardInterrupt as e:
+            interrupted = e
+    if interrupted is not None:
+        raise interrupted
+    return got
+
+
+@functools.lru_cache(maxsize=None)
+def shares(n_blocks, n_threads):  # -> up to n_threads slices of about n_blocks / n_threads blocks
+    bounds = np.linspace(0, n_blocks, n_threads + 1).astype(int)
+    return tuple(slice(a, b) for a, b in zip(bounds[:-1], bounds[1:]) if b > a)
+
+
+def start_workers(n):
+    global _pool
+    with _starting:
+        _pool = _pool or []
+        while len(_pool) < n:
+            _pool.append(threading.Thread(target=work, daemon=True, name=f"speed-{len(_pool) + 1}"))
+            _pool[-1].start()
+
+
+def work():  # a worker thread: run shares until the program ends
+    while True:
+        part, share, done = _tasks.get()
+        try:
+            part(share)
+        except BaseException as error:  # handed to the caller, which raises it
+            done.put(error)
+        else:
+            done.put(None)
+
+
+def forget_workers():  # in a forked child: the parent's threads, and the locks they held, do not exist there
+    global _pool, _tasks, _starting, _setting
+    _pool, _tasks = None, queue.SimpleQueue()
+    _starting, _setting = threading.Lock(), threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=forget_workers)

@@ -1,0 +1,9 @@
+"""Weights on disk: everything that reads or writes a file, and the one place that talks to a server.
+
+checkpoint.py   config.json and model.safetensors: read, checked, written
+tokenizer.py    vocab.json + merges.txt -> GPT-2's byte-level BPE (tiktoken), checked
+models.py       a model's name or directory -> the checkpoint directory, in a stated lookup order
+download.py     OpenAI's GPT-2 checkpoints from the Hugging Face hub (or a mirror), verified
+demo_pair.py    the offline demo pair written into the models directory
+files.py        how every file is written: whole or not at all
+"""

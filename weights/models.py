@@ -1,0 +1,32 @@
+"""Where the models live: a name or a directory -> a checkpoint directory.
+
+OpenAI's four GPT-2 sizes are downloaded into models/NAME on first use
+(download.py); the offline demo pair, demo-draft and demo-oracle, is
+written there on first use (demo_pair.py); any directory in the Hugging Face
+layout (config.json + model.safetensors, and vocab.json + merges.txt for the
+command line) can be given instead.
+"""
+
+import os
+
+from weights import demo_pair, download
+from weights.checkpoint import CheckpointError
+from weights.download import MODEL_NAMES
+
+DEFAULT_MODELS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "models")
+
+
+def resolve_model_dir(name_or_path, models_dir=None):
+    """A checkpoint directory for a model name or path, downloading a named model if needed."""
+    if os.path.isdir(name_or_path):
+        for f in ("config.json", "model.safetensors"):
+            if not os.path.isfile(os.path.join(name_or_path, f)):
+                raise CheckpointError(f"{name_or_path} has no {f}: a model directory needs config.json and model.safetensors")
+        return name_or_path
+    models_dir = models_dir or DEFAULT_MODELS_DIR
+    if name_or_path in demo_pair.DEMO_NAMES:
+        return demo_pair.build_pair(models_dir)[demo_pair.DEMO_NAMES.index(name_or_path)]
+    if name_or_path not in MODEL_NAMES:
+        raise CheckpointError(f"unknown model {name_or_path!r}: use one of {', '.join(MODEL_NAMES + demo_pair.DEMO_NAMES)} "
+                              "or a directory with config.json and model.safetensors")
+    return download.download(name_or_path, models_dir)
