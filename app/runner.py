@@ -20,7 +20,6 @@ import numpy as np
 
 from app import display, methods, report
 from decoding import GenerationError, Stats, check_pair, check_room
-from ngram import NGramDrafter
 from processors import Processor
 from speed.accelerate import load_fast
 from weights.models import resolve_model_dir
