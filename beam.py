@@ -54,7 +54,7 @@ def beam_search(model, ids, n_new, n_beams=4, length_penalty=1.0, stats=None):
     """
     check_room(ids, n_new, model)
     check_lengths(n_beams=n_beams)
-    check_memory(model, n_beams, len(ids) + n_new)
+    check_memory(model, n_beams, len(ids), n_new)
     return search(model, ids, n_new, n_beams, length_penalty, Stats() if stats is None else stats)
 
 
@@ -83,14 +83,27 @@ def best_pairs(scores, n):  # [n_beams, V] -> the flat indices of the n best (be
     return candidates[np.argsort(flat[candidates], kind="stable")][:n]
 
 
-def check_memory(model, n_beams, n_tokens):
+def check_memory(model, n_beams, n_prompt, n_new):
     """Every beam keeps a KV cache of its own: refuse, before any work, a search that would not fit in memory."""
-    per_token = 2 * model.n_layer * model.n_embd * 4  # a float32 key and value per layer
-    need = 2 * n_beams * n_tokens * per_token  # 2: a cache grows by doubling
+    need = memory_needed(model, n_beams, n_prompt, n_new)
     budget = memory_budget()
     if need > budget:
-        raise GenerationError(f"{n_beams} beams of {n_tokens} tokens need about {need / 1e9:.1f} GB of KV caches, "
+        raise GenerationError(f"{n_beams} beams of {n_prompt + n_new} tokens need about {need / 1e9:.1f} GB, "
                               f"more than the {budget / 1e9:.1f} GB this machine can give them: use fewer beams")
+
+
+def memory_needed(model, n_beams, n_prompt, n_new):
+    """An upper bound on the bytes a search allocates at once (tests/test_beam.py holds it to the peak it measures):
+    - the caches: during a step the old beams' and the new ones' (2 * n_beams), each a float32 key and value
+      per layer and position, its capacity up to twice what it holds (a cache grows by doubling, from 16);
+    - the scores: a row of V per beam, stacked, negated and partitioned by best_pairs, and a few more
+      rows while one beam's log-probabilities are made;
+    - the prompt's forward: its attention scores and MLP activations."""
+    n_tokens = n_prompt + n_new
+    one_cache = 2 * model.n_layer * model.n_embd * 4 * 2 * max(n_tokens, 16)
+    scores = (5 * n_beams + 8) * model.vocab_size * 4
+    prompt = 2 * 4 * (model.n_head * n_prompt * n_prompt + 8 * n_prompt * model.n_embd)
+    return 2 * n_beams * one_cache + scores + prompt
 
 
 def memory_budget():

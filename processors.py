@@ -80,7 +80,8 @@ def nucleus_filtered(probs, p):  # [..., V] -> [..., V]
         return probs
     sorted_probs = np.sort(probs, axis=-1)[..., ::-1]  # most likely first (a sort of values, not of indices: fast)
     mass_before = np.cumsum(sorted_probs, axis=-1) - sorted_probs
-    n_kept = np.count_nonzero(mass_before < p, axis=-1)[..., None]  # [..., 1], at least 1
+    # At least 1: a p too small for float32 (1e-46 rounds to 0, and 0 < 0 keeps nothing) still keeps the most likely.
+    n_kept = np.maximum(np.count_nonzero(mass_before < p, axis=-1), 1)[..., None]  # [..., 1]
     smallest_kept = np.take_along_axis(sorted_probs, n_kept - 1, axis=-1)
     kept = np.where(probs >= smallest_kept, probs, np.float32(0))
     return kept / kept.sum(axis=-1, keepdims=True)

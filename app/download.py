@@ -3,7 +3,7 @@
 import argparse
 
 from app import program
-from weights import download
+from weights import download, files
 from weights.download import DEFAULT_ENDPOINT, MIRROR, MODEL_NAMES, MODEL_SIZES
 from weights.models import DEFAULT_MODELS_DIR
 
@@ -23,6 +23,9 @@ def main(argv=None):
     parser.add_argument("--models-dir", default=DEFAULT_MODELS_DIR,
                         help="where models are stored (default: models/ beside this file)")
     args = parser.parse_args(argv)
+    problem = files.why_not_a_folder_to_write(args.models_dir)
+    if problem:
+        parser.error(f"--models-dir {problem}")
     for name in args.names:
         if name not in MODEL_NAMES:
             program.fail(f"unknown model {name!r}: choose from {', '.join(MODEL_NAMES)}", code=2)

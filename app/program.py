@@ -12,7 +12,7 @@ import os
 import signal
 import sys
 
-from errors import UserError
+from errors import UserError, printable
 
 
 class UsageError(UserError):
@@ -25,7 +25,8 @@ class Parser(argparse.ArgumentParser):
 
 
 def fail(message, code=1):
-    print(f"error: {message}", file=sys.stderr)
+    """One line on stderr, every control character in it escaped (a server's or a file's text may hold any), and exit."""
+    print(f"error: {printable(message, newlines=False)}", file=sys.stderr)
     sys.exit(code)
 
 
@@ -42,12 +43,16 @@ def interrupt_quietly():
     signal.signal(signal.SIGINT, lambda signum, frame: fail("interrupted", code=130))
 
 
+BROKEN_PIPE = 128 + 13  # the status a shell reports for a writer whose reader went away (signal 13)
+
+
 def run(main):
     """Call main(); turn the expected exceptions into one line on stderr.
 
     A script's last statement: once main() is over, Ctrl-C is ignored while the process exits.
     """
     signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C is a KeyboardInterrupt again
+    reopen_closed_streams()
     try:
         try:
             return main()
@@ -59,10 +64,18 @@ def run(main):
         fail("interrupted", code=130)
     except BrokenPipeError:  # `... | head`: the reader has gone, stop quietly
         drop_stdout()
-        sys.exit(1)
+        sys.exit(BROKEN_PIPE)
     except (UserError, OSError) as e:
         drop_stdout()  # a full disk under stdout: its buffered text cannot be written either
         fail(describe(e))
+
+
+def reopen_closed_streams():
+    """A standard stream closed before the program started (`>&-`, `<&-`) is None in sys: give it the
+    null device, so that writing goes nowhere and reading ends at once (the session ends as at Ctrl-D)."""
+    for name, mode in (("stdin", "r"), ("stdout", "w"), ("stderr", "w")):
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, mode, encoding="utf-8"))
 
 
 def drop_stdout():

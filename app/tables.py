@@ -14,10 +14,21 @@ def text(rows, columns):
     return "\n".join(lines)
 
 
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # a spreadsheet runs a cell that starts so as a formula
+
+
+def spreadsheet_safe(value):
+    """A cell as text no spreadsheet runs: text starting like a formula ("+2 / -1") gets a leading
+    apostrophe, as OWASP's advice for CSV files has it; numbers stay numbers."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
 def write_csv(path, rows, columns):
-    """The rows as CSV, written whole or not at all (weights/files.py)."""
+    """The rows as CSV, spreadsheet-safe, written whole or not at all (weights/files.py)."""
     out = io.StringIO(newline="")
     writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore")
     writer.writeheader()
-    writer.writerows(rows)
+    writer.writerows({key: spreadsheet_safe(value) for key, value in row.items()} for row in rows)
     files.write_text(path, out.getvalue())

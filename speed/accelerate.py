@@ -23,10 +23,11 @@ import sys
 
 import numpy as np
 
+from errors import printable
 from gpt2 import GPT2, nest
 from speed.blocked import BLOCK, Rows, blocked_shape, to_blocks
 from speed.threads import threads_for
-from weights import checkpoint, models
+from weights import checkpoint, files, models
 
 BLOCKED_FILE = "model.blocked.safetensors"
 
@@ -113,7 +114,7 @@ def converted_weights(model_dir, config):
     against the checkpoint (read_converted) and map it.
     """
     source, path = os.path.join(model_dir, "model.safetensors"), os.path.join(model_dir, BLOCKED_FILE)
-    checkpoint.remove_stale_temps(path)
+    files.remove_stale(model_dir)  # what a killed conversion left, hundreds of megabytes perhaps
     stat = os.stat(source)
     stamp = f"{stat.st_size}:{stat.st_mtime_ns}:block{BLOCK}"
     converted = sound_copy(path, stamp, checkpoint.checkpoint_tensors(source, config, sampled=True))
@@ -132,7 +133,7 @@ def sound_copy(path, stamp, tensors):
     try:
         return read_converted(path, stamp, tensors)
     except checkpoint.CheckpointError as e:
-        print(f"note: {e}; rebuilding it", file=sys.stderr)
+        print(printable(f"note: {e}; rebuilding it"), file=sys.stderr)
         return None
 
 
@@ -148,7 +149,7 @@ def convert(path, stamp, source, config):
         note = f"cannot write {path} ({e.strerror or e})"
     except checkpoint.CheckpointError as e:  # what was just written does not read back: a failing disk
         note = str(e)
-    print(f"note: {note}; converting in memory instead", file=sys.stderr)
+    print(printable(f"note: {note}; converting in memory instead"), file=sys.stderr)
     return {key: to_memory_layout(key, t) for key, t in checkpoint.checkpoint_tensors(source, config).items()}
 
 

@@ -48,6 +48,8 @@ def start(files):
         "drip": 0,             # seconds between single bytes of CDN bodies
         "delay": 0,            # seconds between pieces of CDN bodies
         "gate": None,          # a threading.Event the CDN waits for halfway through a body
+        "drip_headers": 0,     # seconds between single bytes of every answer's status line and headers
+        "status": None,        # (code, reason): answered to every request, with a short text body
     }
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     return server
@@ -75,6 +77,12 @@ class Hub(BaseHTTPRequestHandler):
         state = self.server.state
         state["log"].append((self.command, self.path, self.headers.get("Range")))
         name = self.path.rsplit("/", 1)[-1]
+        if state["drip_headers"]:
+            return self.drip_headers(state["drip_headers"])
+        if state["status"]:
+            code, reason = state["status"]
+            self.wfile.write(f"HTTP/1.1 {code} {reason}\r\nContent-Length: 2\r\n\r\nno".encode("latin-1"))
+            return
         if state["page"] and state["page_for"] in (None, name) and self.command in state["page_methods"]:
             return self.send_page(*state["page"], body)
         if self.path.startswith(CDN) and self.command in state["loop"]:
@@ -88,6 +96,17 @@ class Hub(BaseHTTPRequestHandler):
         if self.path.startswith(CDN):
             return self.send_cdn(data, body)
         self.send_page(data, "text/plain; charset=utf-8", body)
+
+    def drip_headers(self, seconds):
+        """An answer whose headers come one byte every `seconds`: never slower than a read timeout, never done."""
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n" + b"X-Slow: " + b"x" * 10000 + b"\r\n\r\n"
+        try:
+            for i in range(len(head)):
+                self.wfile.write(head[i:i + 1])
+                self.wfile.flush()
+                time.sleep(seconds)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
 
     def redirect(self, location, headers=None):
         self.send_response(302)

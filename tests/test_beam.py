@@ -1,16 +1,19 @@
 """Beam search: one beam is greedy decoding; enough beams find the best continuation of all."""
 
 import itertools
+import tracemalloc
 
 import numpy as np
 import pytest
 
-from beam import beam_score, beam_search, log_softmax
+from beam import beam_score, beam_search, log_softmax, memory_needed
 from conftest import make_model_dir
 from decoding import GenerationError, Stats
 from gpt2 import GPT2
 from speculative import greedy_generate
+from speed.accelerate import load_fast
 from test_greedy import SEEDS, prompt
+from weights import checkpoint
 
 V = 6  # a vocabulary small enough to score every continuation
 
@@ -62,7 +65,7 @@ def test_enough_beams_find_the_best_continuation(tiny, n_new, n_beams, length_pe
 class Bigram:
     """A stand-in for a model whose next token depends on the last token only: probabilities table[last]."""
     n_positions = 16
-    n_layer, n_embd = 1, 1  # what beam_search's memory check reads
+    n_layer, n_embd, n_head = 1, 1, 1  # what beam_search's memory check reads
 
     def __init__(self, table):
         self.vocab_size = len(table)
@@ -120,3 +123,23 @@ def test_best_pairs_is_a_stable_sort_of_all_scores_cut_to_n():
         n = int(rng.integers(1, n_beams * V + 3))
         expected = np.argsort(-scores, axis=None, kind="stable")[:n]
         assert best_pairs(scores, n).tolist() == expected.tolist()
+
+
+@pytest.mark.parametrize("vocab_size, n_embd, n_beams, n_new", [(50257, 128, 4, 20), (50257, 128, 16, 12),
+                                                                 (50257, 64, 8, 60), (300, 64, 16, 60)])
+def test_the_memory_estimate_is_an_upper_bound_of_the_peak(tmp_path, vocab_size, n_embd, n_beams, n_new):
+    # A GPT-2 vocabulary makes the scores the biggest part; a tiny one, the caches. tracemalloc sees
+    # NumPy's allocations. The estimate must hold the peak, and not be so loose that it refuses what fits.
+    model = load_fast(checkpoint.random_checkpoint(str(tmp_path / "m"), {"n_layer": 2, "n_head": 4, "n_embd": n_embd,
+                                                                         "n_positions": 128, "vocab_size": vocab_size},
+                                                   scale=0.3))
+    ids = list(range(1, 6))
+    list(beam_search(model, ids, 2, n_beams=2))  # first calls' one-time allocations are not the search's
+    tracemalloc.start()
+    try:
+        list(beam_search(model, ids, n_new, n_beams=n_beams))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    estimate = memory_needed(model, n_beams, len(ids), n_new)
+    assert peak <= estimate <= 4 * peak, (peak, estimate)

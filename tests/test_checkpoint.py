@@ -269,20 +269,27 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary_file(tmp_path):
     assert np.array_equal(checkpoint.load_safetensors(path)["a"], np.ones(4, np.float32))
 
 
-def test_temporary_files_of_killed_writers_are_removed_after_an_hour(tmp_path, template):
+def dead_pid():
+    """The process id of a process that has ended."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_temporary_files_of_killed_writers_are_removed_and_said(tmp_path, template, capfd):
     model_dir = fresh_copy(template, tmp_path / "m")
-    old, recent, other = (os.path.join(model_dir, name) for name in (
-        f"{BLOCKED_FILE}.123-deadbeef.tmp", f"{BLOCKED_FILE}.456-feedface.tmp", "notes.tmp"))
-    for name in (old, recent, other):
+    dead, alive, other = (os.path.join(model_dir, name) for name in (
+        f"{BLOCKED_FILE}.{dead_pid()}-deadbeef.tmp", f"{BLOCKED_FILE}.{os.getppid()}-feedface.tmp", "notes.tmp"))
+    for name in (dead, alive, other):
         with open(name, "wb") as f:
             f.write(b"half a file")
-    hours_ago = time.time() - 2 * checkpoint.STALE_TEMP_SECONDS
-    os.utime(old, (hours_ago, hours_ago))
-    os.utime(other, (hours_ago, hours_ago))
+    notes(capfd)
     load_fast(model_dir)
-    assert not os.path.exists(old)  # a killed writer's
-    assert os.path.exists(recent)  # may be a live writer's
+    assert not os.path.exists(dead)  # a killed writer's
+    assert os.path.exists(alive)  # a live process's: perhaps writing it now
     assert os.path.exists(other)  # not ours
+    said = notes(capfd)
+    assert len(said) == 1 and said[0].startswith(f"note: removed {dead}, left by a run that was stopped"), said
 
 
 def test_replacing_a_mapped_file_refused_windows_falls_back_to_memory(tmp_path, template, pristine, capfd, monkeypatch):

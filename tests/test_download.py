@@ -8,9 +8,12 @@ and every failure is one clear DownloadError.
 """
 
 import errno
+import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -18,12 +21,23 @@ import pytest
 import urllib3
 
 import download_server
-from conftest import ROOT
+from conftest import ROOT, tiny_config, write_tiny_bpe
 from weights import download as download_weights
 from weights.download import DownloadError, download
 
-FILES = {"config.json": b'{"n_layer": 1}', "vocab.json": b'{"a": 0}', "merges.txt": b"#version: 0.2\nh e\n",
-         "model.safetensors": download_server.safetensors_bytes((3 * download_weights.CHUNK + 12345) // 4)}
+def tiny_files():
+    """config.json, vocab.json and merges.txt as the loader checks them (the tests' tiny BPE), and a safetensors file."""
+    folder = tempfile.mkdtemp()
+    write_tiny_bpe(folder)
+    with open(os.path.join(folder, "vocab.json"), "rb") as f, open(os.path.join(folder, "merges.txt"), "rb") as g:
+        vocab, merges = f.read(), g.read()
+    shutil.rmtree(folder)
+    config = json.dumps(tiny_config()).encode()
+    return {"config.json": config, "vocab.json": vocab, "merges.txt": merges,
+            "model.safetensors": download_server.safetensors_bytes((3 * download_weights.CHUNK + 12345) // 4)}
+
+
+FILES = tiny_files()
 MODEL = FILES["model.safetensors"]
 MIRROR_HINT = "HF_ENDPOINT=https://hf-mirror.com"
 
@@ -276,8 +290,8 @@ def test_stale_fallback_lock_says_which_file_to_remove(hub, tmp_path, monkeypatc
 # --- 6. a full disk ----------------------------------------------------------
 
 def fill_disk_after(monkeypatch, n_bytes):
-    """Make download_weights' files raise ENOSPC once n_bytes have been written to them."""
-    real_open, written = open, [0]
+    """Make the downloader's partial files raise ENOSPC once n_bytes have been written to them."""
+    real_open, written = download_weights.files.open_for_appending, [0]
 
     class FullDisk:
         def __init__(self, f):
@@ -301,18 +315,19 @@ def fill_disk_after(monkeypatch, n_bytes):
         def __exit__(self, *exc):
             self.f.close()
 
-    monkeypatch.setattr(download_weights, "open", lambda *a, **k: FullDisk(real_open(*a, **k)), raising=False)
+    monkeypatch.setattr(download_weights.files, "open_for_appending", lambda *a, **k: FullDisk(real_open(*a, **k)))
+    return real_open
 
 
 def test_full_disk_keeps_the_partial_for_resuming(hub, tmp_path, monkeypatch):
     small = sum(len(d) for name, d in FILES.items() if name != "model.safetensors")
-    fill_disk_after(monkeypatch, small + 1_500_000)
+    real_open = fill_disk_after(monkeypatch, small + 1_500_000)
     with pytest.raises(DownloadError) as e:
         download("gpt2", str(tmp_path))
     partial = tmp_path / "gpt2" / "model.safetensors.incomplete"
     assert str(e.value).startswith("disk full while writing model.safetensors") and f"in {partial}: run the same command again to resume" in str(e.value)
     assert partial.read_bytes() == MODEL[:1_500_000]
-    monkeypatch.delattr(download_weights, "open")  # room again
+    monkeypatch.setattr(download_weights.files, "open_for_appending", real_open)  # room again
     assert_complete(download("gpt2", str(tmp_path)))
     assert cdn_gets(hub)[-1] == "bytes=1500000-"
 
@@ -427,7 +442,7 @@ def test_cli_models_dir_that_is_a_file_is_one_line(tmp_path):
     not_a_dir = tmp_path / "models"
     not_a_dir.write_text("I am a file")
     r = run_cli("gpt2", "--models-dir", str(not_a_dir), env={"HF_ENDPOINT": "http://127.0.0.1:9"})
-    assert r.returncode == 1
+    assert r.returncode == 2  # a flag's value, refused before anything is asked of the server
     assert r.stderr.count("\n") == 1 and str(not_a_dir) in r.stderr and "not a directory" in r.stderr, r.stderr
     assert not_a_dir.read_text() == "I am a file"
 

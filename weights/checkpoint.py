@@ -29,7 +29,6 @@ import mmap
 import os
 import re
 import sys
-import time
 
 import numpy as np
 from tqdm import tqdm
@@ -46,7 +45,6 @@ MAX_DIMS = 32  # NumPy 1's limit
 # buffers of old checkpoints, and the LM head, which must be wte (check_tied).
 HARMLESS_EXTRAS = re.compile(r"h\.\d+\.attn\.(masked_)?bias|lm_head\.weight")
 SAMPLES = 4  # values per tensor compared by a sampled check (check_tied, speed/accelerate.py's copy)
-STALE_TEMP_SECONDS = 3600  # a temporary file untouched for an hour belongs to a writer that was killed
 WRITTEN_DTYPES = {"F32": np.float32, "F16": np.float16}  # what save_safetensors writes
 
 
@@ -63,7 +61,10 @@ def json_type(value):  # for messages: what the JSON holds instead of what was e
 
 
 def shown(value):  # a JSON value in a message, cut short
-    text = json.dumps(value, default=repr)
+    try:
+        text = json.dumps(value, default=repr)
+    except RecursionError:  # json.loads nested it just shallow enough; dumps needs a few frames more
+        return f"{json_type(value)} nested too deep to show"
     return text if len(text) <= 40 else text[:37] + "..."
 
 
@@ -339,9 +340,9 @@ def save_safetensors(path, shapes, tensor, metadata=None, progress=None, dtype="
 
     Atomic, even with other writers of the same path at the same time: each
     writer writes a temporary file of its own, flushes it to disk and renames it
-    over path. Readers see the old file or a complete new one; a writer that
-    fails removes its temporary file, and one that is killed leaves it to
-    remove_stale_temps.
+    over path (weights/files.py). Readers see the old file or a complete new one; a writer
+    that fails removes its temporary file, and one that is killed leaves it to the next
+    writer in that directory, which removes it (files.remove_stale).
     """
     header, offset, kind = {"__metadata__": metadata or {}}, 0, WRITTEN_DTYPES[dtype]
     for name, shape in shapes.items():
@@ -350,7 +351,6 @@ def save_safetensors(path, shapes, tensor, metadata=None, progress=None, dtype="
         offset += n_bytes
     header_bytes = json.dumps(header).encode()
     header_bytes += b" " * (-len(header_bytes) % 8)  # data starts 8-byte aligned
-    remove_stale_temps(path)
     with files.replacing(path, durable=True) as f, tqdm(total=offset, unit="B", unit_scale=True, desc=progress,
                                                          disable=progress is None or offset < 100_000_000) as bar:
         f.write(len(header_bytes).to_bytes(8, "little") + header_bytes)
@@ -359,19 +359,6 @@ def save_safetensors(path, shapes, tensor, metadata=None, progress=None, dtype="
             assert t.shape == tuple(shape), (name, t.shape, shape)
             t.tofile(f)
             bar.update(t.nbytes)
-
-
-def remove_stale_temps(path):
-    """Delete the temporary files of path's writers that were killed: those untouched
-    for STALE_TEMP_SECONDS (a live writer's file is younger). Quietly keeps any it
-    cannot remove: the next run tries again."""
-    folder, prefix = os.path.split(os.path.abspath(path))
-    with contextlib.suppress(OSError):
-        for entry in os.scandir(folder):
-            if entry.name.startswith(prefix + ".") and entry.name.endswith(".tmp"):
-                with contextlib.suppress(OSError):
-                    if time.time() - entry.stat().st_mtime > STALE_TEMP_SECONDS:
-                        os.remove(entry.path)
 
 
 def random_checkpoint(model_dir, config, seed=0, scale=0.02):

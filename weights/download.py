@@ -23,6 +23,16 @@ What a download guarantees:
 - One downloader per file. FILE.lock, held with an OS lock, makes a second
   download of the same file (another process or thread) wait for the first,
   then find the file done.
+- Nothing from the server is trusted. A small file is checked as the loader
+  checks it (config.json's keys and types, vocab.json's ids and alphabet,
+  merges.txt against that vocabulary) before it is renamed into place; a
+  server that is slow to answer has a deadline for its headers
+  (HEADERS_SECONDS) and a least rate for its body (STALL_BYTES in
+  STALL_SECONDS); what it says is shown with its control characters escaped;
+  and the credentials a URL may carry (HF_ENDPOINT=https://user:password@host)
+  are never shown: messages name the host.
+- A link or anything but a regular file at FILE.incomplete or FILE.lock is
+  never followed or written through: the download stops and says to remove it.
 - Every failure is one DownloadError naming the file and the problem; those a
   server or the network may cause end with how to switch to a mirror.
 """
@@ -33,16 +43,22 @@ import hashlib
 import json
 import os
 import re
+import socket
+import stat
 import sys
+import threading
 import time
 from urllib.parse import urljoin, urlsplit
 
 import requests
 import urllib3
+from requests.adapters import HTTPAdapter
 from tqdm import tqdm
 
-from errors import UserError
-from weights.checkpoint import CheckpointError, load_safetensors
+from errors import UserError, printable
+from weights import files
+from weights.checkpoint import CheckpointError, load_safetensors, validate_config
+from weights.tokenizer import TokenizerError, validate_merges, validate_vocab
 
 try:
     import fcntl  # POSIX file locks
@@ -62,6 +78,7 @@ MIRROR = "https://hf-mirror.com"  # the mirror widely used from mainland China
 CHUNK = 1 << 20          # bytes read at a time, from the network and when hashing
 RETRIES = 5              # a dropped or stalled connection is resumed this many times before giving up
 CONNECT_TIMEOUT = 10     # seconds to connect
+HEADERS_SECONDS = 60     # seconds from the request to the end of the answer's headers, however they trickle in
 STALL_SECONDS = 60       # a connection that brings fewer than STALL_BYTES in this many seconds has stalled
 STALL_BYTES = 1 << 16
 MAX_REDIRECTS = 10
@@ -98,16 +115,39 @@ def mirror_hint():
 def endpoint():
     """HF_ENDPOINT, checked, without a trailing slash (read at each call: a change after import counts)."""
     value = os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT
+    shown = f"HF_ENDPOINT={without_credentials(value)!r}"
     try:
         parts = urlsplit(value)
         parts.port  # raises ValueError for a port out of range or not a number
     except ValueError as e:
-        raise DownloadError(f"HF_ENDPOINT={value!r} is not a URL: {e} (e.g. HF_ENDPOINT={MIRROR})") from None
+        raise DownloadError(f"{shown} is not a URL: {e} (e.g. HF_ENDPOINT={MIRROR})") from None
     if parts.scheme not in ("http", "https"):
-        raise DownloadError(f"HF_ENDPOINT={value!r} must start with http:// or https:// (e.g. HF_ENDPOINT={MIRROR})")
+        raise DownloadError(f"{shown} must start with http:// or https:// (e.g. HF_ENDPOINT={MIRROR})")
     if not parts.hostname:
-        raise DownloadError(f"HF_ENDPOINT={value!r} has no host name (e.g. HF_ENDPOINT={MIRROR})")
+        raise DownloadError(f"{shown} has no host name (e.g. HF_ENDPOINT={MIRROR})")
     return value.rstrip("/")
+
+
+def without_credentials(url):
+    """url with any user:password@ taken out: what messages may show of it."""
+    return re.sub(r"(//)[^/?#]*@", r"\1", url)
+
+
+def host_of(url):
+    """The host (and port) of url, never its credentials: how messages name a server."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    host = parts.hostname or "?"
+    return f"{host}:{port}" if port else host
+
+
+def shown_url(url):
+    """url as messages show it: scheme, host and path; no credentials, no query."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{host_of(url)}{parts.path}"
 
 
 def file_url(name, filename):
@@ -128,13 +168,16 @@ def download(name, models_dir):
         return model_dir
     urls = {f: file_url(name, f) for f in todo}  # a bad HF_ENDPOINT stops us before anything is made
     for d in (models_dir, model_dir):
-        if os.path.exists(d) and not os.path.isdir(d):
+        if os.path.lexists(d) and not os.path.isdir(d):
             raise DownloadError(f"{d} is not a directory: choose another --models-dir")
-    print(f"downloading {name} ({MODEL_SIZES[name]}) to {model_dir}", file=sys.stderr)
+    print(printable(f"downloading {name} ({MODEL_SIZES[name]}) to {model_dir} from {host_of(urls[todo[0]])}"),
+          file=sys.stderr)
     made = [d for d in (models_dir, model_dir) if not os.path.isdir(d)]
     os.makedirs(model_dir, exist_ok=True)
     try:
         with requests.Session() as session:
+            for scheme in ("http://", "https://"):
+                session.mount(scheme, DeadlineAdapter())
             for filename in todo:
                 fetch(session, urls[filename], os.path.join(model_dir, filename))
     finally:
@@ -150,6 +193,9 @@ def fetch(session, url, dest):
     with one_downloader(dest):
         if os.path.isfile(dest):  # another download finished it while this one waited
             return
+        if os.path.lexists(partial) and not stat.S_ISREG(os.lstat(partial).st_mode):
+            raise DownloadError(f"{partial} is not a partial download (a link or {files.kind_of(os.lstat(partial).st_mode)}): "
+                                "remove it, then run the same command again")
         try:
             size, sha256 = announced(session, url)
             size = fetch_bytes(session, url, partial, size)
@@ -169,12 +215,12 @@ def fetch_bytes(session, url, partial, size):
         except Interrupted as e:
             reason = e
     name = os.path.basename(partial).removesuffix(".incomplete")
-    raise ServerProblem(f"{name}: {reason} ({urlsplit(url).netloc}, {RETRIES + 1} attempts); {keep_for_resuming(partial)}")
+    raise ServerProblem(f"{name}: {reason} ({host_of(url)}, {RETRIES + 1} attempts); {keep_for_resuming(partial)}")
 
 
 def keep_for_resuming(partial):
     """What to tell the user about a partial download left for the next run (an empty one is removed)."""
-    got = os.path.getsize(partial) if os.path.exists(partial) else 0
+    got = files.size_of(partial)
     if not got:
         with contextlib.suppress(FileNotFoundError):
             os.remove(partial)
@@ -214,7 +260,7 @@ def stream(session, url, partial, size):
     kept) and NotTheFile when the server contradicts what it announced.
     """
     name = os.path.basename(partial).removesuffix(".incomplete")
-    offset = os.path.getsize(partial) if os.path.exists(partial) else 0
+    offset = files.size_of(partial)
     if size is not None and offset > size:  # longer than the file, so not a beginning of it: start over
         os.remove(partial)
         offset = 0
@@ -240,7 +286,7 @@ def body_range(r, name, offset, size):
     check_status(r)
     content_type = r.headers.get("Content-Type", "")
     if "text/html" in content_type:
-        raise ServerProblem(f"{name}: {urlsplit(r.url).netloc} answered with an HTML page ({content_type}), not the file: "
+        raise ServerProblem(f"{name}: {host_of(r.url)} answered with an HTML page ({content_type}), not the file: "
                             "a network that wants a login first, or a broken mirror; nothing was stored")
     if r.status_code == 206:
         if start != offset:
@@ -270,7 +316,7 @@ def write_body(r, partial, name, offset, size):
     past it, and a DownloadError keeping the partial when the disk is full.
     """
     try:
-        with open(partial, "ab" if offset else "wb") as f, \
+        with files.open_for_appending(partial, fresh=not offset) as f, \
                 tqdm(total=size, initial=offset, unit="B", unit_scale=True, unit_divisor=1024, desc=name) as bar:
             for chunk in body_chunks(r, None if size is None else size - offset):
                 if size is not None and offset + len(chunk) > size:
@@ -323,7 +369,7 @@ def body_chunks(r, room):
 def disk_error(error, partial, size):
     """The DownloadError for a write to partial that failed (a full disk, mostly): the bytes on disk stay for resuming."""
     if error.errno in DISK_FULL:
-        got = os.path.getsize(partial) if os.path.exists(partial) else 0
+        got = files.size_of(partial)
         needed = f" ({size - got} more bytes needed)" if size is not None else ""
         problem = f"disk full while writing {os.path.basename(partial).removesuffix('.incomplete')}{needed}"
     else:
@@ -336,22 +382,24 @@ def disk_error(error, partial, size):
 # ---------------------------------------------------------------------------
 
 def verify(partial, name, size, sha256):
-    """Raise NotTheFile unless partial is what was announced: its size, and its SHA-256;
-    where no checksum was announced, at least the shape of its kind."""
-    got = os.path.getsize(partial)
+    """Raise NotTheFile unless partial is what was announced: its size, its SHA-256 where one was
+    announced, and the content of its kind, checked as the loader checks it (the weights, where the
+    SHA-256 vouches for them, are checked at every load instead)."""
+    got = files.size_of(partial)
     if size is not None and got != size:
         raise NotTheFile(f"{name}: got {got} bytes, the server announced {size}; removed it")
     if sha256 is not None:
         if (digest := hash_file(partial, name)) != sha256:
             raise NotTheFile(f"{name}: SHA-256 mismatch (expected {sha256}, got {digest}); removed it")
-        return
+        if name == "model.safetensors":
+            return
     kind, check = CONTENT[name]
     try:
-        check(partial)
-    except (ValueError, CheckpointError) as e:
+        check(partial, os.path.dirname(partial))
+    except (ValueError, RecursionError, CheckpointError, TokenizerError) as e:
         with open(partial, "rb") as f:
             head = f.read(48)
-        problem = str(e).removeprefix(f"{partial}: ")
+        problem = str(e).removeprefix(f"{name}: ").removeprefix(f"{partial}: ")
         raise NotTheFile(f"{name}: what arrived is not {kind} (checking it: {problem}); it begins {head!r}; removed it") from None
 
 
@@ -365,34 +413,108 @@ def hash_file(path, name):
     return digest.hexdigest()
 
 
-def check_json_object(path):
-    with open(path, "rb") as f:
-        if not isinstance(json.load(f), dict):
-            raise ValueError("valid JSON, but not an object")
-
-
-def check_merges(path):
-    """GPT-2's merges.txt: a '#version' line, then merge pairs 'a b', one a line."""
+def read_json(path):  # as the loader reads it: strict UTF-8 (json.load on bytes would also take a BOM or UTF-16)
     with open(path, encoding="utf-8") as f:
-        lines = [f.readline(1000) for _ in range(5)]
-    if lines[0].startswith("#version"):
-        return
-    if not lines[0].strip() or lines[0].startswith("<") or not all(len(line.split()) == 2 for line in lines if line.strip()):
-        raise ValueError("neither a '#version' line nor merge pairs")
+        return json.load(f)
 
 
-def check_safetensors(path):
+def check_config(path, model_dir):
+    """config.json as the loader reads it: an object with GPT-2's sizes, each of the right type."""
+    validate_config("config.json", read_json(path))
+
+
+def check_vocab(path, model_dir):
+    """vocab.json as the tokenizer reads it: ids 0..n-1 once each, every token in GPT-2's byte alphabet."""
+    validate_vocab("vocab.json", read_json(path))
+
+
+def check_merges(path, model_dir):
+    """merges.txt against the vocab.json beside it (downloaded first): each line a merge of that vocabulary."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    vocab_path = os.path.join(model_dir, "vocab.json")
+    if not os.path.isfile(vocab_path):
+        raise ValueError("vocab.json, which it is checked against, is missing")
+    vocab = read_json(vocab_path)
+    validate_vocab("vocab.json", vocab)  # checked when it arrived, but it may have changed since
+    validate_merges("merges.txt", text, vocab)
+
+
+def check_safetensors(path, model_dir):
     """checkpoint.py's own reading: the header parses and its tensors lie within the file (mapped, not read)."""
     load_safetensors(path)
 
 
-CONTENT = {"config.json": ("a JSON object", check_json_object), "vocab.json": ("a JSON object", check_json_object),
-           "merges.txt": ("a BPE merges file", check_merges), "model.safetensors": ("a safetensors file", check_safetensors)}
+CONTENT = {"config.json": ("GPT-2's config.json", check_config), "vocab.json": ("GPT-2's vocab.json", check_vocab),
+           "merges.txt": ("the merges of that vocabulary", check_merges),
+           "model.safetensors": ("a safetensors file", check_safetensors)}
 
 
 # ---------------------------------------------------------------------------
 # HTTP: redirects followed by hand, failures turned into clear messages
 # ---------------------------------------------------------------------------
+
+class HeadersLate(ServerProblem):
+    """A server whose answer's headers did not all arrive within HEADERS_SECONDS."""
+
+
+def deadline_connection(base):
+    """urllib3's connection class `base`, with a deadline for the answer's headers: requests' read
+    timeout is per read, so headers that trickle in a byte at a time would keep it waiting forever.
+    When the deadline passes, the socket is shut and the wait ends in HeadersLate."""
+    class Connection(base):
+        late = False
+
+        def getresponse(self, *args, **kwargs):
+            timer = threading.Timer(HEADERS_SECONDS, self.give_up)
+            timer.daemon = True
+            timer.start()
+            try:
+                response = super().getresponse(*args, **kwargs)
+            except Exception:
+                if self.late:
+                    raise self.too_late() from None
+                raise
+            finally:
+                timer.cancel()
+            if self.late:  # cut off mid-headers, http.client returns what it had: not an answer
+                response.close()
+                raise self.too_late()
+            return response
+
+        def too_late(self):
+            return HeadersLate(f"{self.host}:{self.port} sent no complete answer within {HEADERS_SECONDS:g} s "
+                               "(its headers trickle in: a broken or overloaded server)")
+
+        def give_up(self):
+            self.late = True
+            with contextlib.suppress(OSError, AttributeError):
+                self.sock.shutdown(socket.SHUT_RDWR)
+
+    return Connection
+
+
+class DeadlineHTTPPool(urllib3.HTTPConnectionPool):
+    ConnectionCls = deadline_connection(urllib3.connection.HTTPConnection)
+
+
+class DeadlineHTTPSPool(urllib3.HTTPSConnectionPool):
+    ConnectionCls = deadline_connection(urllib3.connection.HTTPSConnection)
+
+
+class DeadlineAdapter(HTTPAdapter):
+    """requests' adapter, its connections (and a proxy's) with the deadline for headers."""
+    POOLS = {"http": DeadlineHTTPPool, "https": DeadlineHTTPSPool}
+
+    def init_poolmanager(self, *args, **kwargs):
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = self.POOLS
+
+    def proxy_manager_for(self, proxy, **kwargs):
+        manager = super().proxy_manager_for(proxy, **kwargs)
+        manager.pool_classes_by_scheme = self.POOLS
+        return manager
+
 
 def open_url(session, method, url, headers=None, stream=False):
     """The response at the end of url's redirects (at most MAX_REDIRECTS); its .history lists them, as in requests."""
@@ -405,7 +527,7 @@ def open_url(session, method, url, headers=None, stream=False):
         r.close()
         history.append(r)
         url = urljoin(url, r.headers["Location"])
-    raise ServerProblem(f"{history[0].url}: more than {MAX_REDIRECTS} redirects (a redirect loop?)")
+    raise ServerProblem(f"{shown_url(history[0].url)}: more than {MAX_REDIRECTS} redirects (a redirect loop?)")
 
 
 def send(session, method, url, headers, stream):
@@ -415,25 +537,25 @@ def send(session, method, url, headers, stream):
         return session.request(method, url, headers={"Accept-Encoding": "identity", **headers}, stream=stream,
                                timeout=(CONNECT_TIMEOUT, STALL_SECONDS), allow_redirects=False)
     except ValueError as e:  # requests' InvalidURL, MissingSchema, InvalidSchema and urllib3's LocationParseError
-        raise ServerProblem(f"cannot request {url}: {e}") from None
+        raise ServerProblem(f"cannot request {without_credentials(url)}: {without_credentials(str(e))}") from None
     except (requests.ConnectionError, requests.Timeout) as e:
         if stream:
             raise Interrupted(f"cannot reach the server ({type(e).__name__})") from None
-        raise ServerProblem(f"cannot reach {urlsplit(url).netloc} ({type(e).__name__}): "
+        raise ServerProblem(f"cannot reach {host_of(url)} ({type(e).__name__}): "
                             "no network? python demo.py makes an offline demo pair") from None
 
 
 def check_status(r):
-    """Raise a clear ServerProblem unless r succeeded."""
-    code = r.status_code
+    """Raise a clear ServerProblem unless r succeeded (the server's words are escaped where they are printed)."""
+    code, url = r.status_code, shown_url(r.url)
     if code == 404:
-        raise ServerProblem(f"not found (HTTP 404): {r.url}")
+        raise ServerProblem(f"not found (HTTP 404): {url}")
     if code in (401, 403):
-        raise ServerProblem(f"access denied (HTTP {code}): {r.url}")
+        raise ServerProblem(f"access denied (HTTP {code}): {url}")
     if code >= 500:
-        raise ServerProblem(f"server error (HTTP {code}) for {r.url}; try again later")
+        raise ServerProblem(f"server error (HTTP {code}) for {url}; try again later")
     if not 200 <= code < 300:
-        raise ServerProblem(f"unexpected answer (HTTP {code} {r.reason}) for {r.url}")
+        raise ServerProblem(f"unexpected answer (HTTP {code} {r.reason}) for {url}")
 
 
 # ---------------------------------------------------------------------------
@@ -447,7 +569,7 @@ def one_downloader(dest):
     fd = try_lock(path)
     if fd is None:
         stale = f"; if none is running, delete {path}" if fcntl is None and msvcrt is None else ""
-        print(f"waiting for another download of {dest} to finish ({path} is held){stale}", file=sys.stderr)
+        print(printable(f"waiting for another download of {dest} to finish ({path} is held){stale}"), file=sys.stderr)
         while (fd := try_lock(path)) is None:
             time.sleep(LOCK_POLL)
     try:
@@ -457,14 +579,21 @@ def one_downloader(dest):
 
 
 def try_lock(path):
-    """A file descriptor holding the lock at path, or None while another downloader holds it."""
+    """A file descriptor holding the lock at path, or None while another downloader holds it.
+    A link or anything but a regular file at path is never opened through: DownloadError."""
+    if os.path.lexists(path) and not stat.S_ISREG(os.lstat(path).st_mode):
+        raise DownloadError(f"{path} is not a lock file (a link or {files.kind_of(os.lstat(path).st_mode)}): remove it, "
+                            "then run the same command again")
     if fcntl is None and msvcrt is None:  # no OS lock here: creating the file is taking the lock
         try:
-            return os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            return os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | files.NOFOLLOW)
         except FileExistsError:
             return None
     while True:
-        fd = os.open(path, os.O_CREAT | os.O_RDWR)
+        fd = os.open(path, os.O_CREAT | os.O_RDWR | files.NOFOLLOW)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # planted between the look and the open
+            os.close(fd)
+            raise DownloadError(f"{path} is not a lock file: remove it, then run the same command again")
         try:
             if fcntl is not None:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
