@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from adaptive import adaptive_generate
+from beyond.suffix import suffix_generate
 from beam import beam_search
 from decoding import GenerationError
 from ngram import NGramDrafter, ngram_generate, staged_generate
@@ -120,6 +121,13 @@ for method in [
            adaptive("entropy"), n_draft=4),
     Method("adaptive-hf", "greedy, draft length by Hugging Face's rule: +2 after a clean round, -1 otherwise "
                           "(adaptive.py)", adaptive("heuristic"), n_draft=4),
+    Method("suffix", "greedy, drafts what followed the longest earlier match in the text, found by a suffix "
+                     "automaton; no draft model (SuffixDecoding; beyond/suffix.py)",
+           lambda c: suffix_generate(c.oracle, c.ids, c.n_new, k=c.k, stats=c.stats), draft_model=False, n_draft=8),
+    Method("suffix-tree", "greedy, a tree of the most frequent continuations of the longest earlier match, checked "
+                          "in one pass; no draft model (SuffixDecoding; beyond/suffix.py)",
+           lambda c: suffix_generate(c.oracle, c.ids, c.n_new, k=c.k, width=3, stats=c.stats), draft_model=False,
+           n_draft=6, needs_cache=True),
     Method("greedy", "the oracle alone, greedy (the baseline of all the greedy methods)",
            lambda c: greedy_generate(c.oracle, c.ids, c.n_new, stats=c.stats), draft_model=False, verifies=False,
            exact=True),

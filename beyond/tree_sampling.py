@@ -1,0 +1,237 @@
+"""Tree speculative sampling: a tree of SAMPLED drafts, checked by SpecInfer's multi-round rejection.
+
+sps.py samples one line of drafts; tree.py checks a whole tree of drafts in one oracle pass, but
+greedily. This module does both. The draft samples `width` children at every node of a tree of
+depth k, the oracle reads every node in ONE pass (tree.py's tree mask), and the walk down the tree
+is SpecInfer's multi-step speculative sampling (Miao et al. 2023, arXiv 2305.09781, Algorithm 2,
+VerifyStochastic; SpecTr, Sun et al. 2023, starts from the same rule). The output has exactly the
+oracle's (processed) distribution, whatever the draft.
+
+Letters: Chen et al.'s, as in sps.py: q is the target (the oracle), p the draft. SpecInfer writes
+P(x | u, Θ_LLM) for q and P(x | u, Θ_SSM) for p; Leviathan et al. swap the two letters.
+
+VerifyStochastic (its line numbers), from u = the root, the last token of the text:
+  26     while u has children:
+  27-29    take the children c_1..c_m of u in turn, r ~ U[0, 1) for each
+  30-34    r < min(1, q(c_i) / p(c_i)): accept c_i, u <- c_i, back to 26
+  37       else q <- norm(max(q - p, 0)): the residual is the target for the next child; p stays
+  39-40    every child rejected: leave the loop
+  42-43  draw the last token from q at u: the residual after rejections, or at an accepted
+         leaf the oracle's own q (the bonus)
+SpecInfer takes the children in a random order; ours are i.i.d. draws, so their order already is.
+
+Why the output has exactly q's distribution (q, p: the target and the draft at one node).
+1. One child is SpS's step 3: a child x ~ p is kept with probability min(1, q(x)/p(x)), so x is
+   emitted as a kept child with probability min(p(x), q(x)), and the child is rejected with
+   probability b = 1 - sum_y min(p(y), q(y)) = sum_y (q(y) - p(y))+.
+2. m children, by induction on m. With none, the token is drawn from q itself. With m + 1, the
+   first emits x with probability min(p(x), q(x)); otherwise (probability b) the m others meet
+   the target q' = (q - p)+ / b and, by induction, emit x with probability q'(x). That holds
+   because they were drawn independently of the first child and its coin: rejecting c_1 says
+   nothing about c_2, which is still a draw from p. (Drawn without replacement, c_2 would not
+   be, and p would have to change too.) In all: min(p(x), q(x)) + (q(x) - p(x))+ = q(x).
+3. The tree, by induction on depth. The children of the node where the walk stands were drawn
+   from the draft's p after exactly the text so far, independently of the coins that led
+   there, so by 2 the next token follows the oracle's q after that text; at a leaf the bonus is
+   drawn from q itself. Every token of a round thus follows q given all the tokens before it,
+   which is autoregressive sampling; where a round stops depends only on the past and on fresh
+   randomness, so the rounds chain the same way.
+A child equal to an earlier sibling is never kept: that sibling was rejected, so q(x) < p(x)
+there and every residual after it is 0 at x. Such a child gets no children of its own
+(sample_tree): no outcome changes, and neither model computes a subtree that cannot be used.
+
+Temperature 0: p and q are one-hot (processors.greedy), so every child is the draft's argmax
+d. If the oracle's argmax is d, q/p = 1 keeps it; else q/p = 0 rejects it, the residual is
+one-hot at the oracle's argmax, and every copy of d is rejected in turn: the round emits the
+oracle's argmax. That is speculative.py's rule, so the text is greedy decoding's.
+
+One round (tree_sample_generate):
+  1. sample the tree, level by level: one draft pass per level, tree-masked (sample_tree);
+  2. one oracle pass over the root and every node: q after each (oracle_pass);
+  3. walk down with VerifyStochastic (walk_tree, accept_at_node), draw the last token;
+  4. keep only the accepted root path in both KV caches (KVCache.keep, then rollback).
+"""
+
+import numpy as np
+
+from decoding import Stats, cache_lengths, check_args, feed
+from gpt2 import MASKED
+from kvcache import KVCache
+from processors import as_processor
+from speculative import rollback
+from sps import acceptance_probability, residual, sample
+from tree import Node, timed_forward, tree_mask
+
+
+def tree_sample_generate(draft, oracle, ids, n_new, k=4, width=2, max_nodes=32, rng=None, processor=None,
+                         stats=None, **flags):
+    """Speculative sampling over a tree of depth k with width sampled children per node (at most max_nodes
+    nodes): yields n_new ids distributed exactly as sps.autoregressive_sample(oracle, ...).
+
+    One processor makes both p and q (a processors.Processor, or its flags temperature, top_k, top_p).
+    """
+    stats = Stats() if stats is None else stats
+    rng = np.random.default_rng() if rng is None else rng  # one generator for the whole run
+    processor = as_processor(processor, **flags)
+    check_args(ids, n_new, draft, oracle, k=k, width=width, max_nodes=max_nodes)
+    tokens, end = list(ids), len(ids) + n_new
+    draft_cache, oracle_cache = KVCache(), KVCache()
+    while len(tokens) < end:
+        depth = min(k, end - len(tokens) - 1)  # a path plus the last token: never overshoot
+        # 1. The tree: width children per node, each drawn from the draft's p there.
+        nodes, p, n_fed = sample_tree(draft, draft_cache, tokens, depth, width, max_nodes, processor, rng,
+                                      stats) if depth else ([], {}, 0)
+        # 2. q after the root and after every node, in one oracle pass.
+        q = oracle_pass(oracle, oracle_cache, tokens, nodes, processor, stats)
+        # 3. Down the tree with multi-round rejection; the last token from the residual or the leaf's q.
+        path, last, visits = walk_tree(nodes, p, q, rng.random)
+        new_tokens = [nodes[i].token for i in path] + [sample(last, rng)]
+        # 4. Keep the text and the accepted path; the draft never fed the last level.
+        n = len(tokens)
+        oracle_cache.keep(list(range(n)) + [n + i for i in path])
+        draft_cache.keep(list(range(min(n, draft_cache.n_tokens()))) + [n + i for i in path if i < n_fed])
+        tokens += new_tokens
+        rollback(len(tokens) - 1, draft_cache, oracle_cache)
+        stats.add_round(new_tokens, [node.token for node in nodes], len(path), context=n,
+                        oracle=chosen_after(nodes, path, new_tokens), cached=cache_lengths(draft_cache, oracle_cache),
+                        details=explain_round(nodes, path, visits, last, new_tokens, width)
+                        if stats.trace is not None else None)
+        yield from new_tokens
+
+
+# ---------------------------------------------------------------------------
+# Steps 1 and 2: the sampled tree, and the oracle's q at every node
+# ---------------------------------------------------------------------------
+
+def sample_tree(draft, draft_cache, tokens, max_depth, width, max_nodes, processor, rng, stats):
+    """Step 1: (nodes in level order, {node: the draft's p after it} for the root (-1) and every node fed,
+    how many nodes the draft's cache holds). Children are i.i.d. draws, repeats allowed."""
+    p = {-1: processor(feed(draft, draft_cache, tokens, stats, "draft")[-1])}  # the root's children's p
+    nodes, frontier, n_fed = [], [-1], 0
+    for depth in range(1, max_depth + 1):
+        level = []
+        for parent in frontier:
+            for _ in range(min(width, max_nodes - len(nodes))):
+                token = sample(p[parent], rng)
+                nodes.append(Node(token, parent, depth, float(p[parent][token])))
+                level.append(len(nodes) - 1)
+        if depth == max_depth or len(nodes) >= max_nodes:  # the last level needs no p: it has no children
+            break
+        # One draft pass for the whole level gives each node's p, for the next level's draws.
+        logits = timed_forward(draft, draft_cache, [nodes[i].token for i in level],
+                               [len(tokens) - 1 + depth] * len(level), tree_mask(nodes, level, len(tokens), n_fed),
+                               stats, "draft")
+        n_fed += len(level)
+        p.update(zip(level, processor(logits)))
+        # A repeat of an earlier sibling is never accepted (see the docstring): it gets no children.
+        frontier = [i for i in level if not any(nodes[j].parent == nodes[i].parent and nodes[j].token == nodes[i].token
+                                                for j in level if j < i)]
+    return nodes, p, n_fed
+
+
+def oracle_pass(oracle, oracle_cache, tokens, nodes, processor, stats):  # -> [1 + len(nodes), V]
+    """Step 2: the oracle's q after the root (row 0) and after each node (row i + 1), in one tree-masked pass,
+    laid out as tree.verify_tree lays it out (which keeps only the argmax)."""
+    n = len(tokens)
+    if oracle_cache.n_tokens() < n - 1:  # the prompt: read all but its last token first
+        feed(oracle, oracle_cache, tokens[:-1], stats, "oracle")
+    root_row = np.where(np.arange(n + len(nodes)) < n, np.float32(0), MASKED)[None, :]
+    mask = np.vstack([root_row, tree_mask(nodes, range(len(nodes)), n, 0)])
+    positions = [n - 1] + [n - 1 + node.depth for node in nodes]
+    return processor(timed_forward(oracle, oracle_cache, [tokens[-1]] + [node.token for node in nodes],
+                                   positions, mask, stats, "oracle"))
+
+
+# ---------------------------------------------------------------------------
+# Step 3: VerifyStochastic, as pure functions of the distributions and the uniforms
+# ---------------------------------------------------------------------------
+
+def accept_at_node(q, p, children, uniforms):
+    """Lines 27-40 at one node: the target q and the draft p there ([V] each), the children's tokens (i.i.d.
+    draws from p) and one r ~ U[0, 1) per child. Returns (the index of the accepted child, or None if all
+    were rejected; the target after the rejections, which the last token is drawn from then; one record
+    per child checked, with the target's probability of it at that moment)."""
+    checks = []
+    for i, (x, r) in enumerate(zip(children, uniforms)):
+        a = acceptance_probability(q, p, x)  # min(1, q(x) / p(x)); p(x) > 0, since x was drawn from p
+        checks.append({"token": int(x), "p": float(p[x]), "q": float(q[x]), "accept_prob": a, "r": float(r),
+                       "accepted": bool(r < a)})
+        if r < a:
+            return i, q, checks
+        # Rejected: the residual (q - p)+, normalised, is the target for the next child and the last draw.
+        # It is never NaN: where (q - p)+ has no mass, residual() returns q itself. A rejection of x means
+        # q(x) < p(x), and as q and p both sum to 1, sum (q - p)+ = sum (p - q)+ >= p(x) - q(x) > 0: in exact
+        # arithmetic the case cannot happen. In float32 it happens only when q equals p up to rounding (a
+        # ratio q/p that rounded below 1), and then q, which the remaining children and the last draw must
+        # follow, is exactly what to keep.
+        q = residual(q, p)
+    return None, q, checks
+
+
+def walk_tree(nodes, p, q, uniforms):
+    """Lines 25-43 over the whole tree. nodes: level order (tree.Node); p: {node: the draft's p after it}
+    (-1: the root) for every node that has children; q: [1 + len(nodes), V], row i + 1 after node i;
+    uniforms(m): m draws of U[0, 1) (the generator passes rng.random). Returns (the accepted path, the
+    distribution the round's last token is drawn from, one record per node whose children were checked)."""
+    path, at, visits = [], -1, []
+    while True:
+        children = [i for i, node in enumerate(nodes) if node.parent == at]
+        if not children:  # an accepted leaf (or nothing drafted): the bonus comes from the oracle's own q
+            return path, q[at + 1], visits
+        i, target, checks = accept_at_node(q[at + 1], p[at], [nodes[c].token for c in children],
+                                           uniforms(len(children)))
+        visits.append({"node": at, "children": children, "checks": checks})
+        if i is None:  # every child rejected: the last token comes from the final residual
+            return path, target, visits
+        at = children[i]
+        path.append(at)
+
+
+# ---------------------------------------------------------------------------
+# The round's record, for --trace and --html
+# ---------------------------------------------------------------------------
+
+def chosen_after(nodes, path, new_tokens):
+    """Round.oracle in tree.py's layout: entry i + 1 is the token the round kept after node i (entry 0: after
+    the root), on the accepted path; None where the walk never stood."""
+    chosen = [None] * (len(nodes) + 1)
+    for at, token in zip([-1] + path, new_tokens):
+        chosen[at + 1] = token
+    return chosen
+
+
+def explain_round(nodes, path, visits, last, new_tokens, width):
+    """The tree (tree.py's keys: parents, path, probs), every check made (visits) and where the last token
+    came from, with a one-line reason."""
+    token = new_tokens[-1]
+    rejected_all = bool(visits) and not visits[-1]["checks"][-1]["accepted"]
+    details = {"parents": [node.parent for node in nodes], "path": path, "probs": [node.p for node in nodes],
+               "width": width, "visits": visits,
+               "last": {"token": token, "from": "residual" if rejected_all else "bonus", "prob": float(last[token])}}
+    details["reason"] = describe(details)
+    return details
+
+
+def describe(details, show=None):
+    """The round in one line: each child checked, its p and q/p (q', q'', ...: the residual after one, two
+    rejections), the decision, and where the last token came from. show(tokens) -> text; default #id."""
+    show = show or (lambda tokens: " ".join(f"#{t}" for t in tokens))
+    parts = []
+    for depth, visit in enumerate(details["visits"], 1):
+        said = []
+        for i, c in enumerate(visit["checks"], 1):
+            target = "q" + "'" * (i - 1)  # the target child i met: q, then the residuals q', q'', ...
+            verdict = "accepted" if c["accepted"] else "rejected"
+            said.append(f"child {i} {show([c['token']])} (p={c['p']:.2g}) {verdict} at {target}/p={c['q'] / c['p']:.2g}, "
+                        f"r={c['r']:.2f}")
+        parts.append(f"depth {depth}: " + ", ".join(said))
+    last = details["last"]
+    if last["from"] == "residual":
+        n = len(details["visits"][-1]["checks"])
+        every = "both children" if n == 2 else "the child" if n == 1 else f"all {n} children"
+        parts.append(f"{every} rejected, the residual drew {show([last['token']])} (prob {last['prob']:.2g})")
+    elif details["visits"]:
+        parts.append(f"accepted a leaf: bonus {show([last['token']])} from the oracle's q (prob {last['prob']:.2g})")
+    else:
+        parts.append(f"nothing drafted: {show([last['token']])} from the oracle's q (prob {last['prob']:.2g})")
+    return "; ".join(parts)
