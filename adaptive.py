@@ -42,20 +42,21 @@ def adaptive_generate(draft, oracle, ids, n_new, rule="entropy", gamma=4, gamma_
     while len(tokens) < end:
         # 1. Draft up to gamma tokens; with the entropy rule, stop after an unsure one.
         k_max = min(gamma, end - len(tokens) - 1)
-        drafted = []
+        drafted, entropies = [], []
         while len(drafted) < k_max:
             probs = softmax(feed(draft, draft_cache, tokens + drafted, stats, "draft")[-1])
             drafted.append(int(np.argmax(probs)))
-            if rule == "entropy" and entropy(probs) > entropy_bound:
+            entropies.append(entropy(probs))
+            if rule == "entropy" and entropies[-1] > entropy_bound:
                 break
         # 2-4. As in speculative_generate.
         n_accepted, new_tokens, oracle_choice = verify(oracle, oracle_cache, tokens, drafted, stats)
         context = len(tokens)
         tokens += new_tokens
         rollback(len(tokens) - 1, draft_cache, oracle_cache)
-        stats.add_round(new_tokens, drafted, n_accepted, context=context, oracle=oracle_choice,
-                        cached=cache_lengths(draft_cache, oracle_cache), details={"gamma": gamma})
         # 5. The next round's gamma.
+        details = {"gamma": gamma, "rule": rule, "k_max": k_max, "entropies": entropies, "entropy_bound": entropy_bound,
+                   "average_before": average_accepted, "ema": ema, "bounds": (gamma_min, gamma_max)}
         if drafted:
             if rule == "heuristic":
                 gamma = gamma + 2 if n_accepted == len(drafted) else gamma - 1
@@ -63,4 +64,7 @@ def adaptive_generate(draft, oracle, ids, n_new, rule="entropy", gamma=4, gamma_
                 average_accepted = ema * average_accepted + (1 - ema) * n_accepted
                 gamma = round(average_accepted) + 1
             gamma = min(max(gamma, gamma_min), gamma_max)
+        stats.add_round(new_tokens, drafted, n_accepted, context=context, oracle=oracle_choice,
+                        cached=cache_lengths(draft_cache, oracle_cache),
+                        details={**details, "average_after": average_accepted, "next_gamma": gamma})
         yield from new_tokens

@@ -33,8 +33,11 @@ class Stats:
     rounds: int = 0          # oracle passes
     drafted: int = 0         # tokens the draft proposed
     accepted: int = 0        # drafted tokens the oracle kept
-    draft_time: float = 0.0  # seconds in the draft model's forward passes
+    rejections: int = 0      # rounds that ended at a draft the oracle did not keep
+    draft_time: float = 0.0  # seconds drafting: the draft model's forward passes (or an n-gram table's lookups)
     oracle_time: float = 0.0
+    draft_passes: int = 0    # forward passes of the draft model
+    oracle_passes: int = 0   # forward passes of the oracle: its verifications, and a prompt's pass where it has one
     from_draft: list = field(default_factory=list)  # one bool per new token: an accepted draft?
     trace: list = None       # set to [] to keep a Round per round
 
@@ -59,6 +62,7 @@ class Stats:
         self.rounds += 1
         self.drafted += len(drafted)
         self.accepted += n_accepted
+        self.rejections += n_accepted < len(drafted)
         self.from_draft += [True] * n_accepted + [False] * (len(new_tokens) - n_accepted)
         if self.trace is not None and record:
             if record.get("details") is None:
@@ -71,6 +75,14 @@ class Stats:
         else:
             self.oracle_time += seconds
 
+    def add_pass(self, role, seconds):
+        """One forward pass of the draft model or the oracle, and its time."""
+        if role == "draft":
+            self.draft_passes += 1
+        else:
+            self.oracle_passes += 1
+        self.add_time(role, seconds)
+
 
 def feed(model, cache, tokens, stats, role, n_logits=1):  # -> [n_logits, vocab_size]
     """Run the model on the tokens its cache does not hold yet; logits of the last n_logits.
@@ -81,7 +93,7 @@ def feed(model, cache, tokens, stats, role, n_logits=1):  # -> [n_logits, vocab_
     """
     start = time.perf_counter()
     logits = model.forward(tokens[cache.n_tokens():], cache, n_logits=n_logits)
-    stats.add_time(role, time.perf_counter() - start)
+    stats.add_pass(role, time.perf_counter() - start)
     return logits
 
 

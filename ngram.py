@@ -66,6 +66,7 @@ class NGramDrafter:
         self.context_lengths = range(n - 1, 0, -1) if storage == "basic" else [n - 1]
         self.table = defaultdict(Counter)  # (t_1 .. t_m) -> Counter of the tokens that followed
         self.n_seen = 0                    # tokens of this generation already counted into the table
+        self.source = {"from": None}       # where the last proposal came from (the trace says it)
 
     def start(self, ids):
         """A new generation from the prompt ids: forget the table if reset_in_between, then learn the prompt."""
@@ -101,30 +102,36 @@ class NGramDrafter:
             tail = tokens[-m:]
             for start in range(len(tokens) - m - 1, -1, -1):  # latest first, not the tail itself
                 if tokens[start:start + m] == tail:
+                    self.source = {"from": "prompt lookup", "length": m, "at": start}  # for the trace
                     return tokens[start + m:start + m + k]
         return []
 
     def from_table(self, tokens, k):
         """Chain the table's most frequent continuation, longest known context first."""
-        proposal, context = [], list(tokens)
+        proposal, context, used = [], list(tokens), []
         while len(proposal) < k:
-            token = self.next_token(context)
+            token, m, count = self.next_token(context)
             if token is None:  # an unknown context: stop drafting (the document can draft a random token)
                 break
             proposal.append(token)
             context.append(token)
+            used.append((m, count))
+        if proposal:
+            self.source = {"from": "n-gram table", "contexts": used}  # each token's context length and count
         return proposal
 
     def next_token(self, context):
-        """The most frequent follower of the longest known context, or None."""
+        """(the most frequent follower of the longest known context, that context's length, its count), or (None, 0, 0)."""
         for m in self.context_lengths:
             counts = self.table.get(tuple(context[-m:])) if m <= len(context) else None
             if counts:
-                return counts.most_common(1)[0][0]
-        return None
+                token, count = counts.most_common(1)[0]
+                return token, m, count
+        return None, 0, 0
 
     def propose(self, tokens, k):
-        """Up to k guesses for what follows tokens (possibly none)."""
+        """Up to k guesses for what follows tokens (possibly none); self.source says where they came from."""
+        self.source = {"from": None}
         if k <= 0:
             return []
         found = self.lookup(tokens, k) if self.prompt_lookup else []
@@ -181,7 +188,7 @@ def ngram_generate(oracle, ids, n_new, n_draft=8, drafter=None, stats=None):
         tokens += new_tokens
         rollback(len(tokens) - 1, oracle_cache)
         stats.add_round(new_tokens, drafted, n_accepted, context=context, oracle=oracle_choice,
-                        cached=cache_lengths(None, oracle_cache))
+                        cached=cache_lengths(None, oracle_cache), details={"source": drafter.source})
         # 5. Learn from the round.
         learn(drafter, tokens, context, top, stats)
         yield from new_tokens
@@ -202,13 +209,14 @@ def staged_generate(draft, oracle, ids, n_new, n_draft=8, drafter=None, stats=No
         # 1. The draft model's k greedy tokens, by speculative decoding one level
         #    down: the n-gram drafter guesses, the draft model checks in one pass.
         k = min(n_draft, end - len(tokens) - 1)
-        drafted = []
+        drafted, stages = [], []  # stages[i]: "n-gram" when drafted[i] was an n-gram guess the draft model kept
         while len(drafted) < k:
             context = tokens + drafted
             guesses = drafter.propose(context, k - len(drafted) - 1)  # the check adds one token
             # role "draft": its time counts as draft time, and it is not an oracle round
-            _, new_drafts, _ = verify(draft, draft_cache, context, guesses, stats, role="draft")
+            n_kept, new_drafts, _ = verify(draft, draft_cache, context, guesses, stats, role="draft")
             drafted += new_drafts
+            stages += ["n-gram"] * n_kept + ["draft"]
             rollback(len(tokens) + len(drafted) - 1, draft_cache)
         # 2-4. The oracle checks the k drafts as in speculative_generate.
         n_accepted, new_tokens, oracle_choice, top = verify_with_top_k(oracle, oracle_cache, tokens, drafted, stats,
@@ -217,7 +225,7 @@ def staged_generate(draft, oracle, ids, n_new, n_draft=8, drafter=None, stats=No
         tokens += new_tokens
         rollback(len(tokens) - 1, draft_cache, oracle_cache)
         stats.add_round(new_tokens, drafted, n_accepted, context=context, oracle=oracle_choice,
-                        cached=cache_lengths(draft_cache, oracle_cache))
+                        cached=cache_lengths(draft_cache, oracle_cache), details={"stages": stages})
         # 5. Learn from the round.
         learn(drafter, tokens, context, top, stats)
         yield from new_tokens

@@ -51,7 +51,7 @@ def speculative_generate(draft, oracle, ids, n_new, n_draft=8, stats=None):
         # 4. Both caches back to the kept tokens.
         rollback(len(tokens) - 1, draft_cache, oracle_cache)
         stats.add_round(new_tokens, drafted, n_accepted, context=context, oracle=oracle_choice,
-                        cached=cache_lengths(draft_cache, oracle_cache))
+                        cached=cache_lengths(draft_cache, oracle_cache), details={"n_draft": n_draft, "k": k})
         yield from new_tokens
 
 

@@ -137,17 +137,18 @@ def speculative_sample(draft, oracle, ids, n_new, K=4, rng=None, processor=None,
 
 def explain_round(p, q, drafted, rs, new_tokens, n_top=8):
     """What step 3 saw, for --trace and --html: per draft p(x), q(x), min(1, q/p), r and the
-    decision; at a rejection the top tokens of p, q, min(p, q) and (q - p)+; else the bonus."""
+    decision; at a rejection the top tokens of p, q, min(p, q) and (q - p)+, the rejected draft
+    and the drawn token among them; else the bonus."""
     steps = [{"token": x, "p": float(p[t][x]), "q": float(q[t][x]), "accept_prob": acceptance_probability(q[t], p[t], x),
               "r": r, "accepted": t < len(new_tokens) - 1} for t, (x, r) in enumerate(zip(drafted, rs))]
     details = {"steps": steps}
     t = len(new_tokens) - 1  # the position of the last token: a resample or the bonus
     if t < len(rs):
         res = residual(q[t], p[t])
-        top = np.argsort(-np.maximum(p[t], q[t]))[:n_top].tolist()
-        if new_tokens[-1] not in top:  # the drawn token is always shown, even when it was an unlikely one
-            top[-1] = new_tokens[-1]
-        details["resampled"] = {"token": new_tokens[-1], "top": [
+        shown = list(dict.fromkeys([drafted[t], new_tokens[-1]]))  # the rejected draft and the token drawn in its place
+        top = [x for x in np.argsort(-np.maximum(p[t], q[t])).tolist()[:n_top] if x not in shown][:n_top - len(shown)]
+        top = sorted(top + shown, key=lambda x: -max(p[t][x], q[t][x]))  # both always shown, even when unlikely
+        details["resampled"] = {"token": new_tokens[-1], "rejected": drafted[t], "top": [
             {"token": x, "p": float(p[t][x]), "q": float(q[t][x]), "min": float(min(p[t][x], q[t][x])),
              "residual": float(res[x])} for x in top]}
     else:

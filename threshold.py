@@ -63,11 +63,14 @@ def threshold_generate(draft, oracle, ids, n_new, max_draft=16, threshold=0.4,
         context = len(tokens)
         tokens += new_tokens
         rollback(len(tokens) - 1, draft_cache, oracle_cache)
-        stats.add_round(new_tokens, drafted, n_accepted, context=context, oracle=oracle_choice,
-                        cached=cache_lengths(draft_cache, oracle_cache), details={"threshold": threshold})
         # 5. Adapt the threshold to this round's outcome.
+        used = threshold
         if drafted:
             threshold = next_threshold(threshold, cumulative, n_accepted, threshold_all_correct_boost)
+        stats.add_round(new_tokens, drafted, n_accepted, context=context, oracle=oracle_choice,
+                        cached=cache_lengths(draft_cache, oracle_cache),
+                        details={"threshold": used, "cumulative": [float(c) for c in cumulative], "k_max": k_max,
+                                 "next_threshold": threshold, "boost": threshold_all_correct_boost})
         yield from new_tokens
 
 

@@ -31,8 +31,9 @@ from speculative import rollback
 @dataclass
 class Node:
     token: int
-    parent: int  # index of the parent node; -1 is the root, the last token of the text
-    depth: int   # 1 for the root's children
+    parent: int      # index of the parent node; -1 is the root, the last token of the text
+    depth: int       # 1 for the root's children
+    p: float = 1.0   # the draft's probability of this token after its parent (for the trace)
 
 
 def tree_mask(nodes, new, n_text, n_fed):  # -> [len(new), n_text + n_fed + len(new)]
@@ -50,7 +51,7 @@ def tree_mask(nodes, new, n_text, n_fed):  # -> [len(new), n_text + n_fed + len(
 def timed_forward(model, cache, ids, positions, mask, stats, role):  # -> [len(ids), vocab_size]
     start = time.perf_counter()
     logits = model.forward(ids, cache, positions=positions, mask=mask, n_logits=len(ids))
-    stats.add_time(role, time.perf_counter() - start)
+    stats.add_pass(role, time.perf_counter() - start)
     return logits
 
 
@@ -66,7 +67,7 @@ def draft_tree(draft, draft_cache, tokens, max_depth, branch, max_nodes, confide
             # Branch only where the draft is unsure; a confident guess gets one child.
             for token in top[:1 if p[top[0]] >= confidence else branch]:
                 if len(nodes) < max_nodes:
-                    nodes.append(Node(int(token), parent, depth))
+                    nodes.append(Node(int(token), parent, depth, float(p[token])))
                     level.append(len(nodes) - 1)
         if not level or depth == max_depth or len(nodes) >= max_nodes:
             break
@@ -91,15 +92,21 @@ def verify_tree(oracle, oracle_cache, tokens, nodes, stats):
     logits = timed_forward(oracle, oracle_cache, [tokens[-1]] + [node.token for node in nodes],
                            positions, mask, stats, "oracle")
     choice = np.argmax(logits, axis=-1)  # choice[0]: after the root; choice[i + 1]: after node i
-    # 3. Follow the oracle's choices down the tree as far as the tree guessed them.
+    path = accepted_path(nodes, choice)
+    at = path[-1] if path else -1
+    return path, [nodes[i].token for i in path] + [int(choice[at + 1])], choice.tolist()
+
+
+def accepted_path(nodes, choice):
+    """Step 3: follow the oracle's choices down the tree as far as the tree guessed them.
+    choice[0] is the oracle's token after the root, choice[i + 1] after node i; -> node indices, root first."""
     path, at = [], -1
     while True:
         child = next((i for i, node in enumerate(nodes) if node.parent == at and node.token == choice[at + 1]), None)
         if child is None:
-            break
+            return path
         path.append(child)
         at = child
-    return path, [nodes[i].token for i in path] + [int(choice[at + 1])], choice.tolist()
 
 
 def tree_generate(draft, oracle, ids, n_new, max_depth=6, branch=2, max_nodes=16, confidence=0.5, stats=None):
@@ -121,5 +128,6 @@ def tree_generate(draft, oracle, ids, n_new, max_depth=6, branch=2, max_nodes=16
         rollback(len(tokens) - 1, draft_cache, oracle_cache)
         stats.add_round(new_tokens, [node.token for node in nodes], len(path), context=n, oracle=choice,
                         cached=cache_lengths(draft_cache, oracle_cache),
-                        details={"parents": [node.parent for node in nodes], "path": path})
+                        details={"parents": [node.parent for node in nodes], "path": path,
+                                 "probs": [node.p for node in nodes], "confidence": confidence, "branch": branch})
         yield from new_tokens

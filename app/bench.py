@@ -2,6 +2,7 @@
 
     python bench.py            # everything (about 13 minutes here, 2 more the first time)
     python bench.py --quick    # gpt2 and gpt2-xl shapes, a smaller sweep
+    python bench.py suite      # every method on held-out text of four kinds, on the learned pair (suite.py)
     python bench.py ablation "prompt" ...   # every method on your prompts, against the oracle alone (ablation.py)
 
 1. machine:    memory bandwidth, the bound on decoding speed.
@@ -39,7 +40,8 @@ import time
 
 import numpy as np
 
-from app import ablation, methods, program, tables
+from app import ablation, methods, program, suite, tables
+from errors import printable
 from app.runner import Settings, generator
 from decoding import Stats
 from processors import Processor
@@ -83,6 +85,9 @@ def row(pair, method, setting, tokens, elapsed, stats, baseline_time, **extra):
             "draft_seconds": stats.draft_time, "oracle_seconds": stats.oracle_time, **extra}
 
 
+WINDOW = 1024  # GPT-2's context window, every size's
+MAX_CONTEXT, MAX_NEW = WINDOW - 16, WINDOW - 48
+RESULTS = ("summary.md", "bench.json", "cost_curve.csv", "one_token.csv", "end_to_end.csv", "cost_curve.png")
 BEYOND = (("tree", 4), ("staged", 4), ("adaptive", None), ("adaptive-hf", None))  # the methods beyond, and their draft lengths
 
 
@@ -269,12 +274,22 @@ def parse_args(argv):
     parser.add_argument("--sizes", nargs="+", choices=SHAPES, help="sizes for the cost curve (default: all four)")
     parser.add_argument("--draft", default="gpt2", choices=SHAPES, help="draft for the end-to-end runs (default: gpt2)")
     parser.add_argument("--oracle", default="gpt2-xl", choices=SHAPES, help="oracle for the end-to-end runs (default: gpt2-xl)")
-    parser.add_argument("--new-tokens", type=int, default=None, help="tokens per end-to-end run (default: 64, 32 with --quick)")
-    parser.add_argument("--context", type=int, default=128, help="cached tokens before the cost-curve forwards (default: 128)")
+    parser.add_argument("--new-tokens", type=int, default=None,
+                        help=f"tokens per end-to-end run, 1 to {MAX_NEW} (default: 64, 32 with --quick)")
+    parser.add_argument("--context", type=int, default=128,
+                        help=f"cached tokens before the cost-curve forwards, 1 to {MAX_CONTEXT} (default: 128)")
     parser.add_argument("--models-dir", default=DEFAULT_MODELS_DIR, help="where real or random checkpoints live (default: models/)")
     parser.add_argument("--out", default="bench_results", help="directory for CSV, JSON and the plot (default: bench_results/)")
     parser.add_argument("--load-probe", nargs="+", help=argparse.SUPPRESS)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if not 1 <= args.context <= MAX_CONTEXT:  # a forward of up to 16 tokens after it must fit GPT-2's window
+        parser.error(f"--context must be from 1 to {MAX_CONTEXT} (the window of 1024 holds it and 16 new tokens)")
+    if args.new_tokens is not None and not 1 <= args.new_tokens <= MAX_NEW:
+        parser.error(f"--new-tokens must be from 1 to {MAX_NEW} (the window of 1024 holds it and the 48-token prompt)")
+    problem = files.why_not_a_folder_to_write(args.out)
+    if problem and not args.load_probe:
+        parser.error(f"--out {problem}")
+    return args
 
 
 def main(argv=None):
@@ -282,13 +297,24 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["ablation"]:
         return ablation.main(argv[1:])
+    if argv[:1] == ["suite"]:
+        return suite.main(argv[1:])
     args = parse_args(argv)
     if args.load_probe:
         return measure.load_probe(args.load_probe)
     machine(args, argv)
 
 
+def note_earlier_results(out):
+    """Say before the run, not after it, that it replaces the results of an earlier run in out."""
+    earlier = [name for name in RESULTS if os.path.exists(os.path.join(out, name))]
+    if earlier:
+        print(f"note: {printable(out)} holds an earlier run's results ({', '.join(earlier)}): this run replaces them",
+              file=sys.stderr)
+
+
 def machine(args, argv):
+    note_earlier_results(args.out)
     sizes = args.sizes or (["gpt2", "gpt2-xl"] if args.quick else list(SHAPES))
     ks = range(1, 17)
     args.new_tokens = args.new_tokens or (32 if args.quick else 64)

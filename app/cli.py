@@ -8,15 +8,17 @@ Every error a user can cause is one line on stderr (program.py).
 """
 
 import argparse
-import math
+import os
 import sys
+import textwrap
 
 import speculative
 from app import display, methods, program, runner, session
+from errors import printable
 from processors import Processor
 from speed import threads
 from weights import files
-from weights.models import DEFAULT_MODELS_DIR
+from weights.models import DEFAULT_MODELS_DIR, LOOKUP_ORDER
 
 
 def main(argv=None):
@@ -42,29 +44,36 @@ def parse_args(argv):
     parser = program.Parser(prog="speculative.py", formatter_class=argparse.RawDescriptionHelpFormatter,
                             description=speculative.__doc__.split("\n\n")[0] + "\n\nmethods:\n" +
                             "\n".join(f"  {m.name:12s} {m.summary}" for m in methods.METHODS.values()),
-                           epilog="Models are downloaded to --models-dir on first use (gpt2 548 MB, gpt2-large 3.2 GB; "
-                                  "set HF_ENDPOINT=https://hf-mirror.com to use the mirror); demo-draft and demo-oracle "
-                                  "are written there offline (python demo.py). Text goes to stdout, statistics to stderr.")
+                            epilog=textwrap.fill(LOOKUP_ORDER[0].upper() + LOOKUP_ORDER[1:] + ". Downloads: gpt2 548 MB, "
+                                                 "gpt2-large 3.2 GB (set HF_ENDPOINT=https://hf-mirror.com to use the "
+                                                 "mirror); the demo pair is written offline (python demo.py). Text goes "
+                                                 "to stdout, statistics to stderr.", 100))
     parser.add_argument("prompt", nargs="?", default="", help='the text to continue (default "": start from <|endoftext|>)')
-    parser.add_argument("--draft", default="gpt2", help="draft model: a name or a checkpoint directory (default: gpt2)")
-    parser.add_argument("--oracle", default="gpt2-large", help="oracle model: a name or a checkpoint directory (default: gpt2-large)")
+    parser.add_argument("--draft", default="gpt2", help="draft model: a name or a checkpoint directory, as below (default: gpt2)")
+    parser.add_argument("--oracle", default="gpt2-large",
+                        help="oracle model: a name or a checkpoint directory, as below (default: gpt2-large)")
     parser.add_argument("--method", default="speculative", choices=list(methods.METHODS),
                         help="decoding method (default: speculative)")
-    parser.add_argument("--n-draft", "-K", type=positive_int, default=None,
+    parser.add_argument("--n-draft", "-K", type=setting("n_draft"), default=None,
                         help="draft tokens per round: the most for threshold, the starting value for adaptive, the "
-                             "tree depth for tree (default: " + ", ".join(f"{m.n_draft} {m.name}" for m in methods.METHODS.values()
-                                                                      if m.n_draft) + ")")
-    parser.add_argument("--max-new-tokens", "-n", type=non_negative_int, default=64, help="tokens to generate (default: 64)")
-    parser.add_argument("--temperature", type=non_negative_float, default=None,
-                        help="sampling temperature of the sampling methods (default: 1; drafter: 0); 0 is greedy, and a "
-                             "tiny temperature approaches greedy")
-    parser.add_argument("--top-k", type=positive_int, default=None, help="sample only among the k most likely tokens (the sampling methods)")
-    parser.add_argument("--top-p", type=probability, default=None,
-                        help="sample only from the smallest set of most likely tokens with this much mass (the sampling methods)")
-    parser.add_argument("--seed", type=non_negative_int, default=None, help="random seed of the sampling methods, a whole number "
-                        ">= 0: the same seed gives the same text")
-    parser.add_argument("--n-beams", type=positive_int, default=None,
-                        help="beams for --method beam (default: 4; 1 is greedy decoding, but for float32 near-ties)")
+                             "tree depth for tree; " + runner.bounds("n_draft") + " (default: " +
+                             ", ".join(f"{m.n_draft} {m.name}" for m in methods.METHODS.values() if m.n_draft) + ")")
+    parser.add_argument("--max-new-tokens", "-n", type=setting("max_new_tokens"), default=64,
+                        help=f"tokens to generate, {runner.bounds('max_new_tokens')} (default: 64; the prompt and these "
+                             "must fit the models' context window)")
+    parser.add_argument("--temperature", type=setting("temperature"), default=None,
+                        help=f"sampling temperature of the sampling methods, {runner.bounds('temperature')} (default: 1; "
+                             "drafter: 0); 0 is greedy, and a tiny temperature approaches greedy")
+    parser.add_argument("--top-k", type=setting("top_k"), default=None,
+                        help=f"sample only among the k most likely tokens (the sampling methods), {runner.bounds('top_k')}")
+    parser.add_argument("--top-p", type=setting("top_p"), default=None,
+                        help="sample only from the smallest set of most likely tokens with this much mass (the sampling "
+                             f"methods), {runner.bounds('top_p')}; a p too small to matter keeps the most likely token")
+    parser.add_argument("--seed", type=setting("seed"), default=None,
+                        help=f"random seed of the sampling methods, {runner.bounds('seed')}: the same seed gives the same text")
+    parser.add_argument("--n-beams", type=setting("n_beams"), default=None,
+                        help=f"beams for --method beam, {runner.bounds('n_beams')} (default: 4; 1 is greedy decoding, but "
+                             "for float32 near-ties)")
     parser.add_argument("--models-dir", default=None, help="where named models are stored and downloaded (default: models/ beside this file)")
     parser.add_argument("--compare", action="store_true", help="also run the oracle alone on the same prompt and report the speedup")
     parser.add_argument("--trace", action="store_true", help="print every round: drafted, the oracle's choices (for sps: p(x), "
@@ -96,6 +105,8 @@ def parse_args(argv):
         problem = files.why_not_writable(args.html)
         if problem:
             parser.error(f"--html {problem}")
+    if args.models_dir is not None and os.path.lexists(args.models_dir) and not os.path.isdir(args.models_dir):
+        parser.error(f"--models-dir {printable(args.models_dir)} is not a directory")
     return args
 
 
@@ -108,30 +119,15 @@ def settings_from(args):
                            processor=Processor(temperature, args.top_k, args.top_p), seed=args.seed, n_beams=args.n_beams or 4)
 
 
-def positive_int(text):
-    return _number(text, int, lambda v: v >= 1, "a whole number >= 1")
-
-
-def non_negative_int(text):
-    return _number(text, int, lambda v: v >= 0, "a whole number >= 0")
-
-
-def non_negative_float(text):
-    return _number(text, float, lambda v: math.isfinite(v) and v >= 0, "a finite number >= 0")
-
-
-def probability(text):
-    return _number(text, float, lambda v: 0 < v <= 1, "a number in (0, 1]")
-
-
-def _number(text, kind, ok, what):
-    try:
-        value = kind(text)
-    except ValueError:
-        value = None
-    if value is None or not ok(value):
-        raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
-    return value
+def setting(field):
+    """The argparse type of a number the user sets: app/runner.py's LIMITS, the session's too."""
+    def parse(text):
+        try:
+            return runner.parse_setting(field, text, name=f"--{field.replace('_', '-')}")
+        except program.UsageError as e:
+            raise argparse.ArgumentTypeError(str(e).split(" must be ", 1)[1]) from None  # argparse names the flag itself
+    parse.__name__ = field  # argparse's message: "invalid n_draft value" is not shown, ours is
+    return parse
 
 
 def main_entry(argv=None):

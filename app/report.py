@@ -24,6 +24,7 @@ import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 
+from app import display, methods
 from errors import UserError
 from speed.predict import expected_tokens_per_round, truncated_geometric
 from weights import files
@@ -31,7 +32,6 @@ from weights import files
 MAX_ROUNDS = 200   # rounds shown; the histogram and the numbers at the top still count every round
 OPEN_ROUNDS = 20   # a run with at most this many rounds shows them all open, a longer one its first OPEN_FIRST
 OPEN_FIRST = 5
-SPS_METHODS = ("sps",)  # the methods whose rounds are shown as SpS steps
 
 
 class ReportError(UserError):
@@ -153,6 +153,12 @@ SAMPLING_KINDS = {
 }
 
 
+def sampling(method):
+    """True for a method that verifies sampled drafts (its tokens are kept or resampled, app/methods.py)."""
+    m = methods.METHODS.get(method)
+    return bool(m and m.samples and m.verifies)
+
+
 def last_kind(r):
     """What the token the oracle adds at the end of round r is: "fix", "bonus" or "oracle"."""
     if not r.drafted:
@@ -199,8 +205,8 @@ def header(run):
 
 
 def legend(method, kinds):
-    texts = {**KINDS, **(SAMPLING_KINDS if method in SPS_METHODS else {})}
-    letters = f"<li>{html.escape(LETTERS)}</li>" if method in SPS_METHODS else ""
+    texts = {**KINDS, **(SAMPLING_KINDS if sampling(method) else {})}
+    letters = f"<li>{html.escape(LETTERS)}</li>" if sampling(method) else ""
     return ('<ul class="legend">' + "".join(f'<li><span class="{kind}">{texts[kind][0]}</span> {html.escape(texts[kind][1])}</li>'
                                             for kind in KINDS if kind in kinds) + letters + "</ul>")
 
@@ -295,6 +301,71 @@ def histogram_svg(measured, predicted=None):
     return "".join(parts) + "</svg>"
 
 
+SUITE_COLORS = {"prose": "#4e79a7", "code": "#f28e2b", "lists": "#59a14f", "repeat": "#b07aa1"}
+
+
+def suite_svg(rows):
+    """Grouped bars: for each method, its speedup on each kind of text (the median of the rounds,
+    a whisker from min to max), against the line at 1, the oracle alone."""
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    kinds = [k for k in SUITE_COLORS if any(r["kind"] == k for r in rows)]
+    top = max(2.0, max(r["speedup_max"] for r in rows) * 1.1)
+    bar, gap, left, base, height = 14, 22, 50, 260, 230
+    slot = bar * len(kinds) + gap
+    width = left + slot * len(methods) + 20
+
+    def y(value):
+        return base - height * value / top
+
+    parts = [f'<svg class="suite" viewBox="0 0 {width} 340" width="{width}" role="img" '
+             'aria-label="speedup over the oracle alone, per method and kind of text">',
+             f'<line x1="{left}" y1="{y(1):.1f}" x2="{width - 10}" y2="{y(1):.1f}" stroke="#000" stroke-dasharray="4 3"/>',
+             f'<text x="{left - 6}" y="{y(1) + 4:.1f}" text-anchor="end" class="axis">1x</text>',
+             f'<text x="{left - 6}" y="{y(2) + 4:.1f}" text-anchor="end" class="axis">2x</text>',
+             f'<line x1="{left}" y1="{base}" x2="{width - 10}" y2="{base}" stroke="#000"/>']
+    at = {(r["method"], r["kind"]): r for r in rows}
+    for i, method in enumerate(methods):
+        x0 = left + i * slot + gap / 2
+        for j, kind in enumerate(kinds):
+            r = at.get((method, kind))
+            if r is None:
+                continue
+            x = x0 + j * bar
+            parts.append(f'<rect x="{x:.1f}" y="{y(r["speedup"]):.1f}" width="{bar - 2}" height="{base - y(r["speedup"]):.1f}" '
+                         f'fill="{SUITE_COLORS[kind]}"><title>{html.escape(method)}, {kind}: {r["speedup"]}x '
+                         f'({r["speedup_min"]}-{r["speedup_max"]})</title></rect>'
+                         f'<line x1="{x + bar / 2 - 1:.1f}" y1="{y(r["speedup_min"]):.1f}" x2="{x + bar / 2 - 1:.1f}" '
+                         f'y2="{y(r["speedup_max"]):.1f}" stroke="#000"/>')
+        parts.append(f'<text x="{x0 + bar * len(kinds) / 2:.1f}" y="{base + 14}" text-anchor="end" class="axis" '
+                     f'transform="rotate(-35 {x0 + bar * len(kinds) / 2:.1f} {base + 14})">{html.escape(method)}</text>')
+    for j, kind in enumerate(kinds):
+        parts.append(f'<rect x="{left + j * 80}" y="8" width="12" height="12" fill="{SUITE_COLORS[kind]}"/>'
+                     f'<text x="{left + j * 80 + 16}" y="19" class="axis">{kind}</text>')
+    return "".join(parts) + "</svg>"
+
+
+def write_suite_page(path, rows, facts, command):
+    """The real-text benchmark (app/suite.py) on one page: its figure and its table."""
+    columns = list(rows[0]) if rows else []
+    table = ("<table><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in columns) + "</tr>" +
+             "".join("<tr>" + "".join(f"<td>{html.escape(str(r[c]))}</td>" for c in columns) + "</tr>" for r in rows) +
+             "</table>")
+    text = "\n".join([
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>Speculative decoding on held-out text</title>\n<style>{CSS}</style>\n</head>\n<body>",
+        "<h1>Every method on held-out text</h1>",
+        f"<p><code>{html.escape(command)}</code>: {facts['prompts']} prompts from documents the pair never saw, "
+        f"{facts['n_new']} new tokens each, {facts['rounds']} rounds taking turns; c = T_draft(1) / T_oracle(1) = "
+        f"{facts['c']}. A bar is the median speedup over the oracle alone (greedy decoding, or sampling for the "
+        "sampling methods), its whisker the rounds' min to max; below the dashed line a method loses.</p>",
+        suite_svg(rows), table, "</body>\n</html>\n"])
+    try:
+        files.write_text(path, text)
+    except OSError as e:
+        raise ReportError(f"cannot write the page to {path}: {e.strerror or e}") from None
+
+
 def histogram_section(method, trace):
     head = "<h2>Accepted drafts per round</h2>\n"
     if not any(r.drafted for r in trace):
@@ -316,7 +387,7 @@ def histogram_section(method, trace):
                f"prediction uses its own k, averaging to {mean_predicted:.2f} tokens per pass." if len(ks) > 1 else "")
     letters = (" In SpS a draft x ~ p is kept with probability min(1, q(x)/p(x)), so &alpha; estimates its mean "
                "(q the target, p the draft, as in Chen et al.)."
-               if method in SPS_METHODS else "")
+               if sampling(method) else "")
     return (head + '<p class="key"><span class="swatch measured"></span> measured '
             '<span class="swatch predicted"></span> predicted</p>\n' + histogram_svg(measured, predicted) +
             f"<p>{plural(n_counted, 'round')}{note}. The prediction assumes that every checked draft is kept with the same "
@@ -347,7 +418,8 @@ def rounds_section(run, trace):
     head = "<h2>Rounds</h2>\n"
     if not trace:
         return head + "<p>This run kept no record of its rounds (Stats(trace=[]) keeps one).</p>"
-    style = "tree" if run.method == "tree" else "sps" if run.method in SPS_METHODS else "greedy"
+    style = "tree" if any("parents" in r.details for r in trace) else \
+        "sps" if any("steps" in r.details for r in trace) else "greedy"
     shown = trace[:MAX_ROUNDS]
     n_open = len(shown) if len(trace) <= OPEN_ROUNDS else OPEN_FIRST
     rows = [round_row(run, r, i, style, i <= n_open) for i, r in enumerate(shown, 1)]
@@ -370,6 +442,9 @@ def round_row(run, r, number, style, is_open):
         extra = f", &gamma; = {r.details['gamma']}"
     kept = f"kept {r.accepted} of {len(r.drafted)} {'nodes' if style == 'tree' else 'drafts'} + {ending}{extra}"
     body = {"greedy": greedy_table, "tree": tree_list, "sps": sps_table}[style](run, r)
+    reasons = display.round_reasons(r, lambda tokens: " ".join(display.token_text(run.token_bytes, t) for t in tokens))
+    if reasons:
+        body += '<ul class="why">' + "".join(f"<li>{html.escape(line)}</li>" for line in reasons) + "</ul>"
     caches = ""
     if r.cached:
         draft_cache = "none" if r.cached.get("draft") is None else r.cached["draft"]
@@ -470,7 +545,7 @@ def residual_figure(run, resampled, position):
            f'<line x1="10" y1="{base}" x2="{len(top) * slot + 10}" y2="{base}" stroke="#000" stroke-width="2"/>']
     for g, entry in enumerate(top):
         x = 10 + g * slot
-        drawn = entry["token"] == resampled["token"]
+        drawn, rejected = entry["token"] == resampled["token"], entry["token"] == resampled.get("rejected")
         if drawn:
             svg.append(f'<rect class="drawn" x="{x + 2}" y="8" width="{slot - 4}" height="{base + 50}"/>')
         for j, (key, name) in enumerate(BARS):
@@ -480,15 +555,17 @@ def residual_figure(run, resampled, position):
         label = "".join(s for _, s in visible(token_text(run, entry["token"]), in_token=True))
         label = html.escape(label if len(label) <= 11 else label[:10] + "\u2026", quote=False)  # the table below has it whole
         svg.append(f'<text x="{x + slot / 2}" y="{base + 26}" text-anchor="middle" class="label">{label}</text>')
-        if drawn:
-            svg.append(f'<text x="{x + slot / 2}" y="{base + 50}" text-anchor="middle" class="label">drawn</text>')
-    rows = "".join(('<tr class="drawn">' if e["token"] == resampled["token"] else "<tr>") + f"<td>{chip(run, e['token'])}</td>"
+        if drawn or rejected:
+            svg.append(f'<text x="{x + slot / 2}" y="{base + 50}" text-anchor="middle" class="label">'
+                       f'{"drawn" if drawn else "rejected draft"}</text>')
+    rows = "".join(('<tr class="drawn">' if e["token"] == resampled["token"] else "<tr>")
+                   + f"<td>{chip(run, e['token'])}{' (rejected draft)' if e['token'] == resampled.get('rejected') else ''}</td>"
                    + "".join(f"<td>{probability(e[key])}</td>" for key, _ in BARS) + "</tr>" for e in top)
     key = " ".join(f'<span class="swatch {k}"></span> {html.escape(name)}' for k, name in BARS)
-    elsewhere = ("" if any(e["token"] == resampled["token"] for e in top) else
-                 f", which is not among the {len(top)} most likely tokens of p or q shown here")
-    return (f'<figure><figcaption>Rejected at position {position}: the token is drawn from the residual '
-            f"(q &minus; p)+ renormalised, here {chip(run, resampled['token'], 'fix')}{elsewhere}. "
+    rejected = (f"the draft's {chip(run, resampled['rejected'], 'miss')} (where q &lt; p, so its residual is 0) is replaced by "
+                if "rejected" in resampled else "")
+    return (f'<figure><figcaption>Rejected at position {position}: {rejected}a token drawn from the residual '
+            f"(q &minus; p)+ renormalised, here {chip(run, resampled['token'], 'fix')}. "
             "q(x) = min(p(x), q(x)) + (q(x) &minus; p(x))+: a rejection supplies the part of q that accepted drafts cannot. "
             f"Letters as in Chen et al.: q the target, p the draft.</figcaption>\n<p class=\"key\">{key}</p>\n"
             + "".join(svg) + "</svg>\n"

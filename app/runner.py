@@ -19,11 +19,54 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from app import display, methods, report
+from app.program import UsageError
 from decoding import GenerationError, Stats, check_pair, check_room
+from errors import printable
 from processors import Processor
 from speed.accelerate import load_fast
-from weights.models import resolve_model_dir
+from weights.models import resolve_model_dir, shown_dir
 from weights.tokenizer import TokenizerError, check_vocabulary, encode, endoftext_id, load_tokenizer
+
+
+# Every number a user can set: its kind and its bounds, checked alike by the command line and the
+# session (parse_setting), and stated by both helps (bounds). Wide enough for any real use; each
+# bound keeps a typo from hanging the program (an n-gram order of a billion walks a billion contexts).
+LIMITS = {
+    "max_new_tokens": (int, 0, 100_000),
+    "n_draft": (int, 1, 128),
+    "temperature": (float, 0.0, 1000.0),
+    "top_k": (int, 1, 1_000_000),
+    "top_p": (float, 0.0, 1.0),  # above 0
+    "seed": (int, 0, 2 ** 63 - 1),
+    "n_beams": (int, 1, 256),
+    "gamma_min": (int, 1, 128),
+    "gamma_max": (int, 1, 128),
+    "ema": (float, 0.0, 1.0),
+    "ngram_n": (int, 2, 64),
+    "top_k_filler": (int, 1, 256),
+}
+
+
+def bounds(field):
+    """What a value of field must be, in words: 'a whole number from 1 to 128'."""
+    kind, low, high = LIMITS[field]
+    if field == "top_p":
+        return "a number above 0 and at most 1"
+    shown = str if kind is int else "{:g}".format
+    return f"{'a whole number' if kind is int else 'a number'} from {shown(low)} to {shown(high)}"
+
+
+def parse_setting(field, text, name=None):
+    """The value of field from what a user typed (or a number), checked against LIMITS; else UsageError."""
+    kind, low, high = LIMITS[field]
+    try:
+        value = kind(text)
+    except (TypeError, ValueError, OverflowError):
+        value = None
+    inside = value is not None and low <= value <= high and (field != "top_p" or value > 0)
+    if not inside:
+        raise UsageError(f"{name or field} must be {bounds(field)}, not {str(text)[:40]!r}")
+    return value
 
 
 @dataclass
@@ -60,8 +103,9 @@ def load_model(name_or_path, models_dir, log=sys.stderr):
     start = time.perf_counter()
     model = load_fast(model_dir)
     model.forward([0])
-    print(f"loaded {name_or_path} ({model.n_layer} layers of width {model.n_embd}) in {time.perf_counter() - start:.1f} s",
-          file=log)
+    where = "" if os.path.abspath(name_or_path) == os.path.abspath(model_dir) else f" from {shown_dir(model_dir)}"
+    print(printable(f"loaded {name_or_path}{where} ({model.n_layer} layers of width {model.n_embd}) in "
+                    f"{time.perf_counter() - start:.1f} s"), file=log)
     return model, os.path.abspath(model_dir)
 
 
@@ -194,7 +238,7 @@ def run(settings, loaded, prompt, view, rng=None, drafter=None):
     if view.color and method.verifies:
         print(f"{display.GREEN}green{display.RESET}: proposed by the draft and accepted; plain: chosen by the oracle",
               file=view.info, flush=True)
-    view.text.write(prompt)
+    view.text.write(printable(prompt) if view.text.isatty() else prompt)  # on a terminal, its control characters shown
     start = time.perf_counter()
     try:
         generated = display.stream(tokens, token_bytes, stats.from_draft, view.color, view.text)
@@ -238,14 +282,19 @@ def describe_models(loaded):
 
 
 def compare(settings, loaded, generated, elapsed):
-    """Run the oracle alone (its greedy or sampling baseline) on the same prompt; the line that reports it."""
+    """Run the oracle alone (its greedy or sampling baseline) on the same prompt; the line that reports it.
+
+    A sampling method at temperature 0 is greedy decoding (SpS's acceptance test becomes "is the
+    draft the argmax?"), so there it is compared with greedy decoding and must equal it."""
     method = methods.get(settings.method)
+    greedy_sampler = method.samples and settings.processor.temperature == 0
+    baseline = "greedy" if greedy_sampler else method.baseline
     start = time.perf_counter()
-    alone = list(generator(Settings(**{**vars(settings), "method": method.baseline}), None, loaded.oracle, loaded.ids,
+    alone = list(generator(Settings(**{**vars(settings), "method": baseline}), None, loaded.oracle, loaded.ids,
                            Stats()))
     alone_time = time.perf_counter() - start
-    line = (f"oracle alone ({method.baseline}): {len(alone)} tokens in {alone_time:.2f} s, "
+    line = (f"oracle alone ({baseline}): {len(alone)} tokens in {alone_time:.2f} s, "
             f"{len(alone) / max(alone_time, 1e-9):.1f} tokens/s; speedup {alone_time / max(elapsed, 1e-9):.2f}x")
-    if method.exact:
+    if method.exact or (greedy_sampler and method.verifies):
         line += "; identical output" if alone == generated else "; OUTPUT DIFFERS (see README: near-ties)"
     return line

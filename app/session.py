@@ -14,8 +14,8 @@ import sys
 import numpy as np
 
 from app import ablation, display, methods, program, runner, tables
-from decoding import GenerationError
-from errors import UserError
+from app.program import UsageError
+from errors import UserError, printable
 from ngram import STORAGES, NGramDrafter
 from processors import KINDS, Processor, parse_processor
 from weights import files
@@ -73,6 +73,8 @@ class Session:
             self.generate(line)
         except KeyboardInterrupt:
             self.say("\n(stopped)")
+        except BrokenPipeError:  # the reader of the session's output has gone: nothing more can be said
+            raise
         except (UserError, OSError) as e:
             self.say(f"error: {program.describe(e)}")
         return True
@@ -82,12 +84,12 @@ class Session:
         if name in ("quit", "exit"):
             return False
         if name not in self.commands:
-            raise GenerationError(f"unknown command /{name}; /help lists the commands")
+            raise UsageError(f"unknown command /{name}; /help lists the commands")
         handler, _, usage, _ = self.commands[name]
         try:
             inspect.signature(handler).bind(*values)
         except TypeError:
-            raise GenerationError(f"usage: {usage}") from None
+            raise UsageError(f"usage: {usage}") from None
         handler(*values)
         return True
 
@@ -103,7 +105,7 @@ class Session:
         return matches[state] if state < len(matches) else None
 
     def say(self, text):
-        print(text, file=self.out, flush=True)
+        print(printable(text), file=self.out, flush=True)  # names and values typed or read from files, shown safely
 
     # -- generating ------------------------------------------------------------
 
@@ -122,6 +124,15 @@ class Session:
         if method == "speculative" and not greedy:
             return "sps"
         return method
+
+    def method_said(self):
+        """The method, and why when the processor changed it: /speculative at temperature 0.8 runs SpS."""
+        method = self.method()
+        if method == self.settings.method:
+            return method
+        why = "samples" if method in ("sps", "sample") else "is greedy"
+        return (f"{method} (/{self.settings.method} {why} at temperature {self.settings.processor.temperature:g}; "
+                f"/temperature changes it)")
 
     def generate(self, prompt):
         method = self.method()
@@ -157,9 +168,9 @@ class Session:
 
     def set_method(self, name):
         if name not in methods.METHODS and name != "target":
-            raise GenerationError(f"unknown method {name!r}; the methods are: {', '.join([*methods.METHODS, 'target'])}")
+            raise UsageError(f"unknown method {name!r}; the methods are: {', '.join([*methods.METHODS, 'target'])}")
         self.settings.method = name
-        self.say(f"method {self.method()}")
+        self.say(f"method {self.method_said()}")
 
     def toggle_method(self, method, value=None, off_method="speculative"):
         """The document's /egag and /ngram: on switches to the method, off back to plain speculative."""
@@ -170,12 +181,12 @@ class Session:
         self.names[role] = name
         self.say(f"{role} {name} (loaded on the next generation)")
 
-    def set_number(self, field, kind, low, value, high=None):
+    def set_number(self, field, value):
         shown = SHOWN_AS.get(field, field)
-        number = parse_number(shown, kind, value, low, high)
+        number = runner.parse_setting(field, value, name=shown)
         bounds = {"gamma_min": (number, self.settings.gamma_max), "gamma_max": (self.settings.gamma_min, number)}
         if field in bounds and bounds[field][0] > bounds[field][1]:
-            raise GenerationError(f"need egag_gamma_min <= egag_gamma_max, this would make them {bounds[field][0]} and {bounds[field][1]}")
+            raise UsageError(f"need egag_gamma_min <= egag_gamma_max, this would make them {bounds[field][0]} and {bounds[field][1]}")
         setattr(self.settings, field, number)
         if field in ("ngram_n", "top_k_filler"):
             self.drafter = None
@@ -183,28 +194,32 @@ class Session:
 
     def set_processor(self, *words):
         if not words:
-            raise GenerationError(f"/processor takes one of: {', '.join(KINDS)} (with its values)")
+            raise UsageError(f"/processor takes one of: {', '.join(KINDS)} (with its values)")
         temperature = self.settings.processor.temperature or 1.0
-        self.settings.processor = parse_processor(" ".join(words), temperature=temperature)
+        processor = parse_processor(" ".join(words), temperature=temperature)
+        for field in ("top_k", "top_p"):  # the command line's bounds, here too
+            if getattr(processor, field) is not None:
+                runner.parse_setting(field, getattr(processor, field))
+        self.settings.processor = processor
         self.say(f"processor {self.settings.processor}; it applies to sps, /target and /drafter "
-                 f"(the greedy methods ignore it); now: {self.method()}")
+                 f"(the greedy methods ignore it); now: {self.method_said()}")
 
     def set_temperature(self, value):
         p = self.settings.processor
-        self.settings.processor = Processor(parse_number("temperature", float, value, 0.0), p.top_k, p.top_p)
-        self.say(f"processor {self.settings.processor}")
+        self.settings.processor = Processor(runner.parse_setting("temperature", value), p.top_k, p.top_p)
+        self.say(f"processor {self.settings.processor}; method now: {self.method_said()}")
 
     def set_seed(self, value):
-        self.settings.seed = parse_number("seed", int, value, 0)
+        self.settings.seed = runner.parse_setting("seed", value)
         self.rng = None  # the next generation starts from the new seed
         self.say(f"seed {self.settings.seed}")
 
     def set_storage(self, kind=None, n=None):
         if kind not in STORAGES:
-            raise GenerationError(f"/set_ngramstorage takes {' or '.join(STORAGES)} and n, e.g. /set_ngramstorage basic 3")
+            raise UsageError(f"/set_ngramstorage takes {' or '.join(STORAGES)} and n, e.g. /set_ngramstorage basic 3")
+        if n is not None:  # checked first: a refused n changes nothing, not even the storage
+            self.settings.ngram_n = runner.parse_setting("ngram_n", n, name="n")
         self.settings.storage = kind
-        if n is not None:
-            self.settings.ngram_n = parse_number("n", int, n, 2)
         self.drafter = None
         self.say(f"n-gram storage {kind}, n {self.settings.ngram_n}")
 
@@ -217,26 +232,27 @@ class Session:
             setattr(self, name, new)
         if name == "reset_in_between":
             self.drafter = None  # the next generation's drafter follows the new setting
-        if name == "cache" and not new:
+        if name == "cache" and not new:  # one line: the setting and what it costs
             self.say("cache off: every forward recomputes the whole prefix (tree and beam need the cache)")
-        self.say(f"{name} {on_off(new)}")
+        else:
+            self.say(f"{name} {on_off(new)}")
 
     def set_html(self, path=None):
         if path is None:
-            raise GenerationError("/html takes a file name (the page of each generation) or off")
+            raise UsageError("/html takes a file name (the page of each generation) or off")
         if path != "off":
             problem = files.why_not_writable(path)
             if problem:
-                raise GenerationError(f"/html {problem}")
+                raise UsageError(f"/html {problem}")
         self.html = None if path == "off" else path
         self.say(f"html {self.html or 'off'}")
 
     def run_ablations(self, path="ablation.csv"):
         if self.last_prompt is None:
-            raise GenerationError("/ablation runs on the last prompt: type a prompt first")
+            raise UsageError("/ablation runs on the last prompt: type a prompt first")
         problem = files.why_not_writable(path)
         if problem:
-            raise GenerationError(f"/ablation {problem}")
+            raise UsageError(f"/ablation {problem}")
         run = runner.prepare(self.model, "speculative", self.last_prompt, self.settings.max_new_tokens)
         temperature = self.settings.processor.temperature or 1.0
         rows = ablation.run_ablations(run.draft, run.oracle, [run.ids], self.settings.max_new_tokens, self.settings.k,
@@ -255,6 +271,9 @@ class Session:
 
 def command_table(s):
     """{name: (handler, what it does, usage, the source document's command)}."""
+    def number(field, text, usage, theirs):  # a numeric setting: its bounds in its help (app/runner.py's LIMITS)
+        return (lambda v: s.set_number(field, v), f"{text}, {runner.bounds(field)}", usage, theirs)
+
     return {
         "help": (s.show_help, "this list", "/help", "/help"),
         "settings": (s.show_settings, "every setting", "/settings", ""),
@@ -265,32 +284,29 @@ def command_table(s):
         "drafter": (lambda: s.set_method("drafter"), "the draft model alone", "/drafter", "/drafter"),
         "draft": (lambda name: s.set_model("draft", name), "the draft model: a name or a directory", "/draft NAME_OR_DIR", ""),
         "oracle": (lambda name: s.set_model("oracle", name), "the oracle: a name or a directory", "/oracle NAME_OR_DIR", ""),
-        "length": (lambda v: s.set_number("max_new_tokens", int, 0, v), "tokens to generate", "/length N", "/length"),
-        "gamma": (lambda v: s.set_number("n_draft", int, 1, v), "draft length (tree: depth; threshold: the most)",
-                  "/gamma N", "/gamma"),
+        "length": number("max_new_tokens", "tokens to generate", "/length N", "/length"),
+        "gamma": number("n_draft", "draft length (tree: depth; threshold: the most)", "/gamma N", "/gamma"),
         "processor": (s.set_processor, "sampling: " + " | ".join(" ".join([k] + [v.upper() for v in values])
                                                                  for k, values in KINDS.items()),
                       "/processor NAME [VALUES]", "/processor"),
-        "temperature": (s.set_temperature, "the sampling temperature (0 is greedy)", "/temperature T", "(in /processor)"),
-        "seed": (s.set_seed, "restart sampling from this seed", "/seed S", ""),
+        "temperature": (s.set_temperature, f"the sampling temperature (0 is greedy), {runner.bounds('temperature')}",
+                        "/temperature T", "(in /processor)"),
+        "seed": (s.set_seed, f"restart sampling from this seed, {runner.bounds('seed')}", "/seed S", ""),
         "egag": (lambda v=None: s.toggle_method("adaptive", v), "entropy-adaptive gamma on (method adaptive) or off",
                  "/egag [on|off]", "/egag"),
-        "egag_gamma_min": (lambda v: s.set_number("gamma_min", int, 1, v), "adaptive: the shortest draft",
-                           "/egag_gamma_min N", "/egag_gamma_min"),
-        "egag_gamma_max": (lambda v: s.set_number("gamma_max", int, 1, v), "adaptive: the longest draft",
-                           "/egag_gamma_max N", "/egag_gamma_max"),
-        "egag_ema": (lambda v: s.set_number("ema", float, 0.0, v, 1.0), "adaptive: the moving average's weight on the past",
-                     "/egag_ema X", "/egag_ema"),
+        "egag_gamma_min": number("gamma_min", "adaptive: the shortest draft", "/egag_gamma_min N", "/egag_gamma_min"),
+        "egag_gamma_max": number("gamma_max", "adaptive: the longest draft", "/egag_gamma_max N", "/egag_gamma_max"),
+        "egag_ema": number("ema", "adaptive: the moving average's weight on the past", "/egag_ema X", "/egag_ema"),
         "ngram": (lambda v=None: s.toggle_method("ngram", v), "n-gram drafts, no draft model (NASD) on or off",
                   "/ngram [on|off]", "/ngram"),
-        "ngram_n": (lambda v: s.set_number("ngram_n", int, 2, v), "the n-gram order", "/ngram_n N", "(in /set_ngramstorage)"),
+        "ngram_n": number("ngram_n", "the n-gram order", "/ngram_n N", "(in /set_ngramstorage)"),
         "set_ngramstorage": (s.set_storage, "the n-gram table: basic (back-off) or onelevel, and n",
                              "/set_ngramstorage basic|onelevel N", "/set_ngramstorage"),
-        "top_k_filler": (lambda v: s.set_number("top_k_filler", int, 1, v), "the oracle's top-k learnt by the n-gram table",
-                         "/top_k_filler K", "/top_k_filler"),
+        "top_k_filler": number("top_k_filler", "the oracle's top-k learnt by the n-gram table", "/top_k_filler K",
+                               "/top_k_filler"),
         "reset_in_between": (lambda v=None: s.set_flag("reset_in_between", v), "a fresh n-gram table for each generation",
                              "/reset_in_between [on|off]", "/reset_in_between"),
-        "beams": (lambda v: s.set_number("n_beams", int, 1, v), "beams for /method beam", "/beams N", ""),
+        "beams": number("n_beams", "beams for /method beam", "/beams N", ""),
         "trace": (lambda v=None: s.set_flag("trace", v), "print every round", "/trace [on|off]", "/debug"),
         "debug": (lambda v=None: s.set_flag("trace", v), "the document's name for /trace", "/debug [on|off]", "/debug"),
         "html": (s.set_html, "write each generation's page to FILE", "/html FILE|off", ""),
@@ -315,20 +331,9 @@ def flag(value, default):
     if value is None:
         return default
     if value.lower() not in ON_OFF:
-        raise GenerationError(f"expected on or off, got {value!r}")
+        raise UsageError(f"expected on or off, got {value!r}")
     return ON_OFF[value.lower()]
 
 
 def on_off(value):
     return "on" if value else "off"
-
-
-def parse_number(field, kind, value, low, high=None):
-    try:
-        number = kind(value)
-    except (TypeError, ValueError):
-        raise GenerationError(f"{field} must be a {'whole number' if kind is int else 'number'}, got {value!r}") from None
-    if not low <= number or (high is not None and number > high) or number != number:
-        raise GenerationError(f"{field} must be {'between ' + str(low) + ' and ' + str(high) if high is not None else '>= ' + str(low)}, "
-                              f"got {value}")
-    return number

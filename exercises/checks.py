@@ -830,6 +830,165 @@ def check_tree_mask(f):
 
 
 # ---------------------------------------------------------------------------
+# Part 6, on the learned pair (assets/learned-pair: English, the Python documentation)
+# ---------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=1)
+def learned_pair():
+    """(draft, oracle, encode): the shipped learned pair, written from assets/ into this run's directory."""
+    from weights.demo_pair import build_pair
+    from weights.tokenizer import encode, load_tokenizer
+    draft_dir, oracle_dir = build_pair(models_dir())
+    enc = load_tokenizer(oracle_dir)
+    return gpt2.GPT2.from_pretrained(draft_dir), gpt2.GPT2.from_pretrained(oracle_dir), lambda text: encode(enc, text)
+
+
+@functools.lru_cache(maxsize=1)
+def held_out_prompts():
+    """[(kind, prompt ids)]: the first held-out prompt of each kind, cut to 24 tokens (a quick check)."""
+    import json
+    with open(os.path.join(ROOT, "assets", "learned-pair", "prompts.json"), encoding="utf-8") as f:
+        prompts = json.load(f)
+    encode, kinds = learned_pair()[2], {}
+    for entry in prompts:
+        kinds.setdefault(entry["kind"], encode(entry["prompt"])[:24])
+    return tuple(kinds.items())
+
+
+def check_acceptance_by_kind(f):
+    from speculative import speculative_generate
+    draft, oracle, _ = learned_pair()
+    prompts = list(held_out_prompts())
+    n_new, k = 16, 4
+    two_of_a_kind = prompts + [(prompts[0][0], prompts[1][1])]  # one kind with two prompts: pooled, not averaged
+    expected, per_prompt = {}, {}
+    for kind, ids in two_of_a_kind:
+        stats = Stats()
+        list(speculative_generate(draft, oracle, list(ids), n_new, n_draft=k, stats=stats))
+        drafted, accepted = expected.get(kind, (0, 0))
+        expected[kind] = (drafted + stats.drafted, accepted + stats.accepted)
+        per_prompt.setdefault(kind, []).append(stats.accepted / max(stats.drafted, 1))
+    call = f"acceptance_by_kind(draft, oracle, <{len(two_of_a_kind)} prompts>, n_new={n_new}, k={k})"
+    got = attempt(call, f, draft, oracle, [(kind, list(ids)) for kind, ids in two_of_a_kind], n_new, k)
+    if not isinstance(got, dict) or set(got) != set(expected):
+        raise wrong(f"{call} returned {got!r}; expected a dict with the kinds {sorted(expected)}",
+                    "one entry per kind, the kind as the key")
+    for kind, (drafted, accepted) in expected.items():
+        value = number(call, got[kind])
+        if math.isclose(value, accepted / drafted, abs_tol=1e-9):
+            continue
+        what = f"{call}: for {kind!r} you gave {value:.4f}, expected {accepted / drafted:.4f} ({accepted}/{drafted} drafts)"
+        if len(per_prompt[kind]) > 1 and math.isclose(value, sum(per_prompt[kind]) / len(per_prompt[kind]), abs_tol=1e-9):
+            raise wrong(f"{what}: that is the mean of each prompt's rate", "pool the counts of a kind, then divide once")
+        raise wrong(what, "acceptance counts the drafts the oracle kept over the drafts proposed: stats.accepted and "
+                          "stats.drafted, not the tokens produced (each round adds one token of the oracle's own)")
+
+
+def check_best_draft_length(f):
+    from speed.predict import predicted_speedup
+    draft, oracle, _ = learned_pair()
+    stats = Stats()
+    from speculative import speculative_generate
+    for _, ids in held_out_prompts():
+        list(speculative_generate(draft, oracle, list(ids), 16, n_draft=4, stats=stats))
+    measured = stats.accepted / stats.drafted  # this pair's alpha, the same on every machine
+    flat = {k: 10.0 for k in range(1, 12)}
+    steep = {k: 10.0 * (1 + 0.25 * (k - 1)) for k in range(1, 12)}
+    cases = [(measured, 0.1, steep), (measured, 0.1, flat), (0.5, 0.2, steep), (0.9, 0.05, flat), (1.0, 0.1, steep),
+             (0.0, 0.1, flat), (0.8, 0.1, {1: 10.0, 2: 12.0, 3: 13.0})]
+    for alpha, c, T in cases:
+        call = f"best_draft_length(alpha={alpha:.3f}, c={c}, T=<T(1)..T({max(T)})>)"
+        got = attempt(call, f, alpha, c, dict(T))
+        speed = {K: predicted_speedup(alpha, K, c, T[K + 1] / T[1]) for K in range(1, max(T))}
+        best = max(speed, key=lambda K: (speed[K], -K))
+        if got == best:
+            continue
+        what = f"{call} returned {got!r}, expected {best} (predicted speedup {speed[best]:.3f} there"
+        if got in speed:
+            what += f", {speed[got]:.3f} at yours)"
+            if speed[got] == max(speed.values()):
+                raise wrong(what, "on a tie, the smallest K")
+            free = {K: predicted_speedup(alpha, K, c) for K in speed}
+            if got == max(free, key=lambda K: (free[K], -K)):
+                raise wrong(what + ": that is the best K if checking were free", "the cost of the check, T[K + 1] / T[1]")
+            raise wrong(what, "tokens per round (1 - alpha^(K+1)) / (1 - alpha), over the cost K * c + T[K + 1] / T[1]")
+        raise wrong(what + ")", "K runs from 1 to max(T) - 1: the check of K drafts reads K + 1 tokens")
+
+
+def check_tree_path(f):
+    from tree import tree_generate
+    draft, oracle, _ = learned_pair()
+    cases = [([-1, -1, 0, 0, 1, 2], [11, 12, 13, 14, 15, 16], [12, 0, 15, 0, 0, 0, 0]),
+             ([-1, -1, 0, 0, 1, 2], [11, 12, 13, 14, 15, 16], [11, 13, 0, 16, 0, 0, 0, 9]),
+             ([-1, 0, 1], [5, 6, 7], [5, 6, 7, 8]), ([-1, 0, 1], [5, 6, 7], [9, 6, 7, 8]), ([], [], [3])]
+    stats = Stats(trace=[])
+    for _, ids in held_out_prompts()[:2]:
+        list(tree_generate(draft, oracle, list(ids), 12, max_depth=4, branch=2, confidence=0.6, stats=stats))
+    cases += [(r.details["parents"], r.drafted, r.oracle, r.details["path"]) for r in stats.trace]
+    for case in cases:
+        parents, tokens, choice = case[:3]
+        from tree import Node, accepted_path
+        nodes = [Node(t, p, 0) for t, p in zip(tokens, parents)]
+        expected = accepted_path(nodes, choice)
+        if len(case) > 3:
+            assert expected == case[3]  # the reference is the round's own path
+        call = f"accepted_path(parents={parents}, tokens={tokens}, choice={choice})"
+        got = attempt(call, f, list(parents), list(tokens), list(choice))
+        if list(got) == expected:
+            continue
+        what = f"{call} returned {list(got)}, expected {expected}"
+        if list(got) and parents[got[0]] != -1:
+            raise wrong(what, "the path starts at a child of the root (parent -1)")
+        if any(parents[b] != a for a, b in zip(got, got[1:])):
+            raise wrong(what + ": a step that is not from a node to its child", "each step goes to a child of the last node")
+        raise wrong(what, "the oracle's choice after node i is choice[i + 1], after the root choice[0]")
+
+
+def reference_replay_lookup():
+    from ngram import NGramDrafter
+
+    def replay_lookup(tokens, n_prompt, k, max_tail=3):
+        drafted = accepted = rounds = 0
+        i = n_prompt
+        while i < len(tokens):
+            guesses = NGramDrafter(n=max_tail + 1).lookup(tokens[:i], min(k, len(tokens) - i - 1))
+            n = next((j for j, (g, t) in enumerate(zip(guesses, tokens[i:])) if g != t), len(guesses))
+            drafted, accepted, rounds, i = drafted + len(guesses), accepted + n, rounds + 1, i + n + 1
+        return drafted, accepted, rounds
+    return replay_lookup
+
+
+def check_lookup_replay(f):
+    from ngram import NGramDrafter, ngram_generate
+    from speculative import greedy_generate
+
+    class LookupOnly(NGramDrafter):  # prompt lookup alone: no n-gram table behind it
+        def from_table(self, tokens, k):
+            return []
+
+    draft, oracle, encode = learned_pair()
+    reference = reference_replay_lookup()
+    texts = [list(ids) for _, ids in held_out_prompts()]
+    texts.append(encode("import os\nimport sys\nimport json\nimport os\nimport sys\nimport"))
+    for ids in texts:
+        n_new, k = 20, 4
+        tokens = list(ids) + list(greedy_generate(oracle, list(ids), n_new))
+        stats = Stats()
+        list(ngram_generate(oracle, list(ids), n_new, n_draft=k, drafter=LookupOnly(n=4), stats=stats))
+        measured = (stats.drafted, stats.accepted, stats.rounds)
+        assert reference(tokens, len(ids), k) == measured  # the replay predicts the run exactly
+        call = f"replay_lookup(<{len(tokens)} tokens>, n_prompt={len(ids)}, k={k})"
+        got = tuple(attempt(call, f, list(tokens), len(ids), k))
+        if got == measured:
+            continue
+        what = f"{call} returned {got} (drafted, accepted, rounds); the run measured {measured}"
+        if got[2] != measured[2]:
+            raise wrong(what, "a round moves i past the accepted drafts AND the oracle's own token")
+        raise wrong(what, "the drafts are cut to min(k, len(tokens) - i - 1); count matches from the start, "
+                          "stopping at the first miss")
+
+
+# ---------------------------------------------------------------------------
 # References: the project's functions, or thin adapters over them
 # ---------------------------------------------------------------------------
 
@@ -882,6 +1041,30 @@ def reference_lookup():
     return lambda tokens, k, max_tail=3: NGramDrafter(n=max_tail + 1).lookup(tokens, k)
 
 
+def reference_acceptance_by_kind():
+    from speculative import speculative_generate
+
+    def acceptance_by_kind(draft, oracle, prompts, n_new, k):
+        counts = {}
+        for kind, ids in prompts:
+            stats = Stats()
+            list(speculative_generate(draft, oracle, ids, n_new, n_draft=k, stats=stats))
+            drafted, accepted = counts.get(kind, (0, 0))
+            counts[kind] = (drafted + stats.drafted, accepted + stats.accepted)
+        return {kind: accepted / drafted for kind, (drafted, accepted) in counts.items()}
+    return acceptance_by_kind
+
+
+def reference_best_draft_length():
+    from speed.predict import predicted_speedup
+    return lambda alpha, c, T: max(range(1, max(T)), key=lambda K: (predicted_speedup(alpha, K, c, T[K + 1] / T[1]), -K))
+
+
+def reference_tree_path():
+    from tree import Node, accepted_path
+    return lambda parents, tokens, choice: accepted_path([Node(t, p, 0) for t, p in zip(tokens, parents)], choice)
+
+
 def project(module, name):
     return lambda: getattr(__import__(module), name)
 
@@ -911,4 +1094,9 @@ EXERCISES = {e.number: e for e in [
     Exercise("15", "ex15_sps_round", "sps_round", check_sps_round, reference_sps_round),
     Exercise("16", "ex16_prompt_lookup", "lookup", check_lookup, reference_lookup),
     Exercise("18", "ex18_tree_mask", "tree_mask", check_tree_mask, project("tree", "tree_mask")),
+    Exercise("22", "ex22_acceptance_by_kind", "acceptance_by_kind", check_acceptance_by_kind,
+             reference_acceptance_by_kind),
+    Exercise("23", "ex23_best_draft_length", "best_draft_length", check_best_draft_length, reference_best_draft_length),
+    Exercise("24", "ex24_tree_path", "accepted_path", check_tree_path, reference_tree_path),
+    Exercise("25", "ex25_lookup_replay", "replay_lookup", check_lookup_replay, reference_replay_lookup),
 ]}

@@ -102,3 +102,45 @@ def demo_dirs(tmp_path_factory):
     """The offline demo pair (demo.py): about 0.9 GB written once per test run, in a temporary directory."""
     from weights import demo_pair
     return dict(zip(("draft", "oracle"), demo_pair.build_pair(str(tmp_path_factory.mktemp("demo-models")))))
+
+
+# ---------------------------------------------------------------------------
+# After the whole run: nothing outside the tests' temporary directories was touched
+# ---------------------------------------------------------------------------
+
+SKIPPED_DIRS = {".git", ".venv", "__pycache__", ".pytest_cache", ".hypothesis"}
+OTHER_JOBS = {os.path.join(ROOT, "tools", "out"), os.path.join(ROOT, "tools", "data")}  # training's, not the tests'
+
+
+def tree_state(root):
+    """{path: (size, mtime)} of every file under root, the virtualenv and caches aside."""
+    state = {}
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in SKIPPED_DIRS and os.path.join(folder, d) not in OTHER_JOBS]
+        for name in names:
+            path = os.path.join(folder, name)
+            st = os.lstat(path)
+            state[path] = (st.st_size, st.st_mtime_ns)
+    return state
+
+
+def pytest_sessionstart(session):
+    session.config.tree_before = tree_state(ROOT)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """The run fails if it changed a file of the checkout, left a writer's temporary file or a partial
+    download anywhere in it, or turned /dev/null into anything but a device."""
+    import stat
+    problems = []
+    if os.name == "posix" and not stat.S_ISCHR(os.stat(os.devnull).st_mode):
+        problems.append(f"{os.devnull} is no longer a character device")
+    after = tree_state(ROOT)
+    before = getattr(session.config, "tree_before", after)
+    changed = sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
+    problems += [f"the run changed {os.path.relpath(p, ROOT)}" for p in changed]
+    problems += [f"left behind: {os.path.relpath(p, ROOT)}" for p in after
+                 if os.path.basename(p).startswith(".writing-") or p.endswith((".incomplete", ".tmp", ".lock"))]
+    if problems:
+        print("\n" + "\n".join(problems), file=sys.stderr)
+        session.exitstatus = 1

@@ -46,6 +46,12 @@ def test_each_method_runs_and_reports(pair, method):
         assert "identical output" in r.stderr
 
 
+def test_sps_at_temperature_0_is_compared_with_greedy_and_must_equal_it(pair):
+    r = run("the cat and", *pair, "--method", "sps", "--temperature", "0", "-n", "16", "--compare")
+    assert r.returncode == 0, r.stderr
+    assert "oracle alone (greedy)" in r.stderr and "identical output" in r.stderr
+
+
 def test_greedy_methods_print_the_oracles_greedy_text(pair):
     methods = ("greedy", "speculative", "threshold", "tree", "ngram", "staged", "adaptive", "adaptive-hf")
     texts = {m: run("the cat the cat", *pair, "--method", m, "-n", "15").stdout for m in methods}
@@ -138,15 +144,15 @@ def test_split_characters_are_never_printed_half(tiny_dirs):
 
 @pytest.mark.parametrize("args, fragment", [
     (["--n-draft", "0"], "--n-draft"),
-    (["-K", "x"], "'x' is not a whole number"),
+    (["-K", "x"], "a whole number from 1 to 128, not 'x'"),
     (["--max-new-tokens", "-3"], "--max-new-tokens"),
     (["--top-p", "1.5"], "--top-p"),
     (["--method", "magic"], "invalid choice"),
     (["--temperature", "0.5"], "--temperature applies to --method sps, sample or drafter"),
     (["--bogus"], "unrecognized arguments"),
     (["--method", "sps", "--seed", "-1"], "--seed"),
-    (["--method", "sps", "--temperature", "nan"], "finite"),
-    (["--method", "sps", "--temperature", "inf"], "finite"),
+    (["--method", "sps", "--temperature", "nan"], "a number from 0 to 1000, not 'nan'"),
+    (["--method", "sps", "--temperature", "inf"], "a number from 0 to 1000, not 'inf'"),
 ])
 def test_bad_options_are_one_line(pair, args, fragment):
     assert_one_line_error(run("hi", *pair, *args), fragment, code=2)
@@ -254,10 +260,15 @@ def test_flags_for_other_methods_and_empty_html_are_refused(pair):
     assert_one_line_error(run("hi", *pair, "--html", ""), "needs a file name", code=2)
 
 
-def test_too_many_beams_for_memory_is_one_line(pair):
-    r = run("hi", *pair, "--method", "beam", "--n-beams", "100000000", "-n", "4")
-    assert_one_line_error(r, "of KV caches, more than")
-    assert r.stdout == ""  # refused before the prompt is printed
+def test_too_many_beams_for_memory_is_one_line(pair, monkeypatch, capsys):
+    # --n-beams is bounded (256); within the bound, a search that does not fit is refused before any output.
+    assert_one_line_error(run("hi", *pair, "--method", "beam", "--n-beams", "100000000", "-n", "4"), "from 1 to 256", code=2)
+    import beam
+    monkeypatch.setattr(beam, "memory_budget", lambda: 1000)
+    from app import cli
+    with pytest.raises(beam.GenerationError, match="200 beams of 6 tokens need about .* GB, more than the"):
+        cli.main(["hi", *pair, "--method", "beam", "--n-beams", "200", "-n", "4"])
+    assert capsys.readouterr().out == ""  # refused before the prompt is printed
 
 
 def test_the_session_through_a_pipe_under_an_ascii_locale(pair):

@@ -199,7 +199,14 @@ def test_sps_shows_each_step_and_the_residual_at_each_rejection(runs, tmp_path):
     assert all(any(e["token"] == r.details["resampled"]["token"] for e in r.details["resampled"]["top"])
                for r in rejections)
     assert len(parsed.having("drawn", "rect")) == len(rejections)
-    assert "which is not among the 8 most likely tokens" not in text
+    # and so is the rejected draft, the token the residual exists to replace, labelled in the chart and the table
+    for r in rejections:
+        rejected = r.drafted[r.accepted]
+        assert r.details["resampled"]["rejected"] == rejected
+        assert any(e["token"] == rejected for e in r.details["resampled"]["top"])
+        assert len(r.details["resampled"]["top"]) <= 8
+    assert text.count(">rejected draft</text>") == len(rejections)
+    assert text.count("(rejected draft)</td>") == len(rejections)
     # every checked position shows its decision, every unchecked one says so
     assert text.count("keep: r &lt; min") == sum(r.accepted for r in trace)
     assert text.count("reject: r &ge; min") == len(rejections)

@@ -111,6 +111,17 @@ def test_every_documented_toggle_answers(terminal):
         assert answer in terminal.command(line), line
 
 
+def test_the_session_says_when_the_processor_changes_the_method_and_answers_once(terminal):
+    out = terminal.command("/temperature 0.8")
+    assert "method now: speculative" not in out
+    out = terminal.command("/method speculative")
+    assert "method sps (/speculative samples at temperature 0.8" in out  # never SpS without saying so
+    assert "method sample (/target samples at temperature 0.8" in terminal.command("/target")
+    out = terminal.command("/cache off")
+    answers = [line for line in out.splitlines() if line.startswith("cache")]
+    assert len(answers) == 1, out  # one answer, not the setting and then its cost again
+
+
 def test_ngram_with_options_still_gives_the_oracles_text(terminal):
     terminal.command("/length 16")
     terminal.command("/target")
@@ -124,9 +135,9 @@ def test_ngram_with_options_still_gives_the_oracles_text(terminal):
 
 def test_bad_commands_are_one_line_and_the_session_goes_on(terminal):
     for line, message in [("/bogus", "unknown command /bogus"), ("/gamma x", "gamma must be a whole number"),
-                          ("/gamma", "usage: /gamma N"), ("/gamma 0", "gamma must be >= 1"), ("/method magic", "unknown method"),
+                          ("/gamma", "usage: /gamma N"), ("/gamma 0", "gamma must be a whole number from 1 to 128"), ("/method magic", "unknown method"),
                           ("/processor beam", "unknown processor"), ("/egag maybe", "expected on or off"),
-                          ("/egag_gamma_min 99", "need egag_gamma_min <= egag_gamma_max"), ("/length -1", "length must be >= 0"),
+                          ("/egag_gamma_min 99", "need egag_gamma_min <= egag_gamma_max"), ("/length -1", "length must be a whole number from 0 to 100000"),
                           ("/temperature nan", "temperature must be"), ("/set_ngramstorage fancy", "/set_ngramstorage takes"),
                           ("/", "unknown command /"), ("/html /nonexistent/dir/x.html", "does not exist")]:
         out = terminal.command(line)

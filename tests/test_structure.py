@@ -5,8 +5,11 @@ thin entry scripts, each error class once, and no comment quoting a timing."""
 import ast
 import os
 import re
+import shutil
 import subprocess
 import sys
+
+import pytest
 
 from conftest import ROOT
 
@@ -201,3 +204,13 @@ def test_no_comment_quotes_a_timing():
             if TIMING.search(text):
                 offenders.append(f"{module}: {TIMING.search(text).group(0)!r} in {text.strip()[:80]!r}")
     assert not offenders, "\n".join(offenders)
+
+
+@pytest.mark.parametrize("made", ["report.html", "page.html", "tools/data/train.ids", "tools/out/oracle.pt",
+                                  "bench_results/x.csv", "models/gpt2/model.safetensors"])
+def test_what_runs_make_is_ignored_by_git(made):
+    """Pages (--html), the training corpus and stages, benchmark results and models never show up in git status."""
+    if shutil.which("git") is None or not os.path.isdir(os.path.join(ROOT, ".git")):
+        pytest.skip("needs git and a clone")
+    r = subprocess.run(["git", "check-ignore", "-q", "--no-index", made], cwd=ROOT)
+    assert r.returncode == 0, f"{made} would show up in git status: .gitignore misses it"

@@ -1,0 +1,233 @@
+"""python bench.py suite: every method on held-out text of four kinds, on the learned pair.
+
+In the spirit of Spec-Bench (Xia et al. 2024): prompts cut from documents
+the pair never saw in training (assets/learned-pair/prompts.json, made by
+tools/make_prompts.py), four of each kind:
+  prose    continue a paragraph of the documentation;
+  code     continue an example (a >>> session, a code block);
+  lists    more items of a list, more rows of a table;
+  repeat   text that repeats its prompt, as editing or quoting does.
+Every verifying method of the registry (app/methods.py) runs on every prompt
+against its baseline, the oracle alone: greedy decoding for the greedy
+methods, sampling at the same temperature for the sampling ones. The runs
+take turns, three rounds of everything, so that a busy spell of the machine
+meets every method alike. Per method and kind:
+  speedup          the baseline's seconds over the method's, per round, summed over the kind's
+                   prompts: the median of the three rounds, and their min-max;
+  acceptance       drafts kept / drafts proposed; tokens per oracle pass; draft and oracle passes;
+  output           greedy methods: "identical" when every token equals the baseline's (a proven
+                   float32 near-tie, top-2 gap under 1e-5, is named as one); sampling: the seeds.
+And per method over all kinds, prediction against measurement: c, a drafted
+token's cost in oracle single-token passes (T_draft(1) / T_oracle(1), timed
+in this run; for drafts without a model, their own drafting time), the
+realised acceptance rate alpha and the mean draft length gamma, and the
+speedup Leviathan et al.'s formula predicts from them, with checking assumed
+free and with T_oracle(gamma + 1) / T_oracle(1) as measured.
+Results: a table on the terminal, suite.csv and suite.md, and suite.html with
+the speedup of every method on every kind of text.
+"""
+
+import json
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+from tqdm import tqdm
+
+from app import methods, program, report, runner, tables
+from decoding import Stats, check_room
+from errors import printable
+from kvcache import KVCache
+from processors import Processor
+from speed import measure, predict
+from weights import files
+from weights.demo_pair import ASSETS
+from weights.models import DEFAULT_MODELS_DIR
+
+PROMPTS = os.path.join(ASSETS, "prompts.json")
+KINDS = ("prose", "code", "lists", "repeat")
+ROUNDS = 3
+NEAR_TIE = 1e-5  # a top-2 logit gap below this: batched and single-token passes may pick either
+COLUMNS = ["method", "kind", "speedup", "speedup_min", "speedup_max", "acceptance", "tokens_per_pass", "draft_passes",
+           "oracle_passes", "output"]
+PREDICTION_COLUMNS = ["method", "c", "alpha", "gamma", "predicted_paper", "predicted_measured_check", "measured", "verdict"]
+
+
+def read_prompts(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            prompts = json.load(f)
+        ok = isinstance(prompts, list) and prompts and all(
+            isinstance(p, dict) and p.get("kind") in KINDS and isinstance(p.get("prompt"), str) and p["prompt"] for p in prompts)
+    except (OSError, ValueError) as e:
+        raise program.UsageError(f"{path}: cannot read its prompts ({getattr(e, 'strerror', None) or e})") from None
+    if not ok:
+        raise program.UsageError(f"{path}: not a list of {{\"kind\": one of {', '.join(KINDS)}, \"prompt\": text}}")
+    return prompts
+
+
+def suite_methods():
+    """The verifying methods of the registry: each one's baseline runs beside it."""
+    return [m for m in methods.METHODS.values() if m.verifies]
+
+
+def cost_probe(draft, oracle, context, repeats=7):
+    """Best seconds of T_draft(1) and T_oracle(k), k = 1..9, after `context` cached tokens, taking turns."""
+    runs = {}
+    for model, role, ks in ((draft, "draft", [1]), (oracle, "oracle", range(1, 10))):
+        cache = KVCache()
+        model.forward(np.arange(context) % model.vocab_size, cache, n_logits=1)
+        for k in ks:
+            runs[role, k] = measure.forward_run(model, cache, context, k)
+    best = measure.best_seconds(runs, repeats)
+    return best["draft", 1], {k: best["oracle", k] for k in range(1, 10)}
+
+
+def near_tie(oracle, ids, a, b):
+    """True when the first token where a and b differ is a float32 near-tie of the oracle's top two."""
+    i = next(i for i, (x, y) in enumerate(zip(a, b)) if x != y)
+    logits = np.sort(oracle.forward(list(ids) + list(a[:i]), n_logits=1)[-1])
+    return float(logits[-1] - logits[-2]) < NEAR_TIE
+
+
+def run_suite(draft, oracle, enc, prompts, n_new=64, temperature=1.0, rounds=ROUNDS, progress=True, names=None):
+    """(rows per method and kind, prediction rows per method, facts): see the module docstring.
+    names: the methods to run (default: every verifying method of the registry)."""
+    ids = {i: runner.prompt_ids(enc, p["prompt"]) for i, p in enumerate(prompts)}
+    for i in ids:
+        check_room(ids[i], n_new, draft, oracle)
+    context = int(np.median([len(x) for x in ids.values()]))
+    t_draft, t_oracle = cost_probe(draft, oracle, context)
+    chosen = [m for m in suite_methods() if names is None or m.name in names]
+    baselines = sorted({m.baseline for m in chosen} | {"greedy"})  # greedy: what "identical" is checked against
+    seconds = {}  # (method, prompt, round) -> seconds
+    stats = {}    # (method, prompt) -> [Stats of each round]
+    outputs = {}  # (method, prompt, round) -> tokens
+    total = rounds * len(prompts) * (len(chosen) + len(baselines))
+    with tqdm(total=total, desc="suite", disable=not progress, file=sys.stderr) as bar:
+        for r in range(rounds):
+            for i in ids:
+                for name in baselines + [m.name for m in chosen]:
+                    method = methods.get(name)
+                    settings = runner.Settings(method=name, max_new_tokens=n_new, seed=r,
+                                               processor=Processor(temperature if method.samples else 0.0))
+                    s = Stats()
+                    start = time.perf_counter()
+                    outputs[name, i, r] = list(runner.generator(settings, draft, oracle, ids[i], s))
+                    seconds[name, i, r] = time.perf_counter() - start
+                    stats.setdefault((name, i), []).append(s)
+                    bar.update()
+    rows = [kind_row(m, kind, prompts, ids, seconds, stats, outputs, oracle, rounds) for m in chosen for kind in KINDS
+            if any(p["kind"] == kind for p in prompts)]
+    predictions = [prediction_row(m, prompts, seconds, stats, t_draft, t_oracle, rounds) for m in chosen]
+    facts = {"n_new": n_new, "temperature": temperature, "rounds": rounds, "prompts": len(prompts), "context": context,
+             "T_draft_ms": round(t_draft * 1000, 3), "T_oracle_ms": {k: round(t * 1000, 3) for k, t in t_oracle.items()},
+             "c": round(t_draft / t_oracle[1], 3)}
+    return rows, predictions, facts
+
+
+def kind_row(method, kind, prompts, ids, seconds, stats, outputs, oracle, rounds):
+    chosen = [i for i, p in enumerate(prompts) if p["kind"] == kind]
+    speedups = [sum(seconds[method.baseline, i, r] for i in chosen) / sum(seconds[method.name, i, r] for i in chosen)
+                for r in range(rounds)]
+    all_stats = [s for i in chosen for s in stats[method.name, i]]
+    drafted, accepted = sum(s.drafted for s in all_stats), sum(s.accepted for s in all_stats)
+    tokens, passes = sum(s.n_tokens for s in all_stats), sum(s.rounds for s in all_stats)
+    if method.exact:
+        differs = [(i, r) for i in chosen for r in range(rounds) if outputs[method.name, i, r] != outputs["greedy", i, r]]
+        ties = [near_tie(oracle, ids[i], outputs[method.name, i, r], outputs["greedy", i, r]) for i, r in differs]
+        output = "identical" if not differs else f"near-tie ({len(differs)} runs)" if all(ties) else "DIFFERS"
+    else:
+        output = f"sampled: seeds {', '.join(map(str, range(rounds)))}"
+    return {"method": method.name, "kind": kind, "speedup": round(statistics.median(speedups), 2),
+            "speedup_min": round(min(speedups), 2), "speedup_max": round(max(speedups), 2),
+            "acceptance": round(accepted / drafted, 3) if drafted else "",
+            "tokens_per_pass": round(tokens / passes, 2) if passes else "",
+            "draft_passes": round(sum(s.draft_passes for s in all_stats) / rounds),
+            "oracle_passes": round(sum(s.oracle_passes for s in all_stats) / rounds), "output": output}
+
+
+def prediction_row(method, prompts, seconds, stats, t_draft, t_oracle, rounds):
+    """c, alpha, gamma over all the method's runs, Leviathan's speedup from them, and the one measured."""
+    all_stats = [s for (name, _), runs in stats.items() if name == method.name for s in runs]
+    drafted, accepted = sum(s.drafted for s in all_stats), sum(s.accepted for s in all_stats)
+    n_rounds = sum(s.rounds for s in all_stats)
+    rejections = sum(s.rejections for s in all_stats)
+    alpha = accepted / (accepted + rejections) if accepted + rejections else 0.0  # each rejection ends a round
+    gamma = drafted / n_rounds if n_rounds else 0.0
+    draft_seconds = sum(s.draft_time for s in all_stats)
+    # a drafted token's cost in oracle passes: its model's, or for drafts without a model their own drafting time
+    c = (t_draft / t_oracle[1]) if method.draft_model and sum(s.draft_passes for s in all_stats) else \
+        (draft_seconds / max(drafted, 1)) / t_oracle[1]
+    measured = statistics.median(
+        sum(seconds[method.baseline, i, r] for i in range(len(prompts))) /
+        sum(seconds[method.name, i, r] for i in range(len(prompts))) for r in range(rounds))
+    check = np.interp(gamma + 1, list(t_oracle), list(t_oracle.values())) / t_oracle[1]
+    paper = predict.predicted_speedup(alpha, gamma, c)
+    with_check = predict.predicted_speedup(alpha, gamma, c, verify_ratio=check)
+    return {"method": method.name, "c": round(c, 3), "alpha": round(alpha, 3), "gamma": round(gamma, 2),
+            "predicted_paper": round(paper, 2), "predicted_measured_check": round(with_check, 2),
+            "measured": round(measured, 2), "verdict": "faster" if measured >= 1 else "LOSES"}
+
+
+def markdown(rows, predictions, facts, command):
+    """suite.md: the tables for README.md and PERFORMANCE.md, with the command and what the run measured."""
+    def table(rs, columns):
+        return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)] + \
+               ["| " + " | ".join(str(r.get(c, "")) for c in columns) + " |" for r in rs]
+    lines = [f"# `{command}`", "", f"{time.strftime('%Y-%m-%d %H:%M %Z')}: {facts['prompts']} held-out prompts, "
+             f"{facts['n_new']} new tokens each, {facts['rounds']} rounds taking turns; sampling at temperature "
+             f"{facts['temperature']:g}. T_draft(1) {facts['T_draft_ms']} ms, T_oracle(1) {facts['T_oracle_ms'][1]} ms "
+             f"after {facts['context']} cached tokens: c = {facts['c']}.", ""]
+    lines += table(rows, COLUMNS) + ["", "Prediction against measurement (all kinds together):", ""]
+    lines += table(predictions, PREDICTION_COLUMNS)
+    return "\n".join(lines) + "\n"
+
+
+def main(argv):
+    parser = program.Parser(prog="bench.py suite", description="Every method on held-out text of four kinds "
+                                                                "(prose, code, lists, repeat), on the learned pair.",
+                            epilog="The prompts come from documents held out of the pair's training "
+                                   "(tools/make_prompts.py). Models are names or directories, as in speculative.py.")
+    parser.add_argument("--draft", default="demo-draft", help="draft model (default: demo-draft, the learned pair's)")
+    parser.add_argument("--oracle", default="demo-oracle", help="oracle model (default: demo-oracle)")
+    parser.add_argument("--prompts", default=PROMPTS, help="a JSON list of {kind, prompt} (default: the held-out prompts)")
+    parser.add_argument("-n", "--new-tokens", type=int, default=64, help="tokens per run, 1 to 512 (default: 64)")
+    parser.add_argument("--temperature", type=float, default=1.0, help="the sampling methods' temperature, 0 to 1000 "
+                                                                       "(default: 1)")
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help=f"rounds of every run, 1 to 20 (default: {ROUNDS})")
+    parser.add_argument("--methods", nargs="+", metavar="METHOD", choices=[m.name for m in suite_methods()],
+                        help="only these methods (default: every verifying method: "
+                             + ", ".join(m.name for m in suite_methods()) + ")")
+    parser.add_argument("--models-dir", default=DEFAULT_MODELS_DIR, help="where named models live (default: models/)")
+    parser.add_argument("--out", default="bench_results", help="directory for suite.csv, suite.md, suite.html "
+                                                               "(default: bench_results/)")
+    args = parser.parse_args(argv)
+    if not 1 <= args.new_tokens <= 512 or not 1 <= args.rounds <= 20 or not 0 <= args.temperature <= 1000:
+        parser.error("--new-tokens must be from 1 to 512, --rounds from 1 to 20, --temperature from 0 to 1000")
+    problem = files.why_not_a_folder_to_write(args.out)
+    if problem:
+        parser.error(f"--out {problem}")
+    prompts = read_prompts(args.prompts)
+    names = {"draft": args.draft, "oracle": args.oracle}
+    loaded = runner.prepare(lambda role: runner.load_model(names[role], args.models_dir), "speculative", "", 1, names)
+    start = time.perf_counter()
+    rows, predictions, facts = run_suite(loaded.draft, loaded.oracle, loaded.enc, prompts, args.new_tokens,
+                                         args.temperature, args.rounds, names=args.methods)
+    command = " ".join(["python bench.py suite", *argv])
+    print(f"\n{args.draft} -> {args.oracle}: {facts['prompts']} held-out prompts, {args.new_tokens} new tokens, "
+          f"{args.rounds} rounds; c = T_draft(1)/T_oracle(1) = {facts['c']} ({time.perf_counter() - start:.0f} s)")
+    print(tables.text(rows, COLUMNS))
+    print("\nprediction (Leviathan et al.) against measurement, all kinds together:")
+    print(tables.text(predictions, PREDICTION_COLUMNS))
+    os.makedirs(args.out, exist_ok=True)
+    tables.write_csv(os.path.join(args.out, "suite.csv"), rows, COLUMNS)
+    tables.write_csv(os.path.join(args.out, "suite_prediction.csv"), predictions, PREDICTION_COLUMNS)
+    files.write_text(os.path.join(args.out, "suite.md"), markdown(rows, predictions, facts, command))
+    files.write_text(os.path.join(args.out, "suite.json"), json.dumps({"facts": facts, "rows": rows,
+                                                                       "prediction": predictions}, indent=1))
+    report.write_suite_page(os.path.join(args.out, "suite.html"), rows, facts, command)
+    print(f"\nwrote {printable(args.out)}/suite.csv, suite_prediction.csv, suite.md, suite.json, suite.html",
+          file=sys.stderr)

@@ -1,0 +1,17 @@
+"""Exercise 23 (core): the draft length that is fastest on your machine.   EXERCISES.md, exercise 23
+
+alpha: the draft's acceptance rate (measured on the learned pair);
+c: the draft's cost per token over the oracle's, T_draft(1) / T_oracle(1);
+T: {k: milliseconds of one oracle forward over k new tokens}, measured, k = 1 .. K_max + 1.
+
+A round of K drafts keeps, on average, (1 - alpha^(K+1)) / (1 - alpha) tokens
+(K + 1 when alpha is 1) and costs K * c + T[K + 1] / T[1] oracle single-token
+passes. best_draft_length(alpha, c, T) returns the K in 1 .. max(T) - 1 with
+the most tokens per unit of cost (the smallest such K on a tie).
+
+Check: pytest exercises/ -k ex23
+"""
+
+
+def best_draft_length(alpha, c, T):
+    raise NotImplementedError("exercise 23: write best_draft_length")
