@@ -18,6 +18,7 @@ Sources: Radford et al. 2019, "Language Models are Unsupervised Multitask
 Learners"; OpenAI's gpt-2 model.py; jaymody/picoGPT for the style.
 """
 
+import contextlib
 import os
 
 import numpy as np
@@ -142,6 +143,11 @@ class GPT2:
             kvcache.commit(ids.size)
         x = layer_norm(x[-(n_logits or ids.size):], p["ln_f"]["weight"], p["ln_f"]["bias"], self.eps)
         return x @ p["wte"].T  # the LM head is tied to the token embedding: [n_logits, vocab_size]
+
+    def rows(self, n_rows):
+        """A context for running n_rows rows through the blocks outside forward(); the plain model needs
+        none (speed/accelerate.py's FastGPT2 sets the BLAS's threads there)."""
+        return contextlib.nullcontext()
 
     @classmethod
     def from_pretrained(cls, name_or_path, models_dir=None):

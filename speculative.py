@@ -30,7 +30,7 @@ from decoding import Stats, cache_lengths, check_args, check_room, feed  # noqa:
 from kvcache import KVCache  # noqa: E402
 
 
-def speculative_generate(draft, oracle, ids, n_new, n_draft=8, stats=None):
+def speculative_generate(draft, oracle, ids, n_new, n_draft=4, stats=None):
     """Greedy speculative decoding: yields exactly greedy_generate(oracle, ids, n_new)'s tokens."""
     stats = Stats() if stats is None else stats
     check_args(ids, n_new, draft, oracle, n_draft=n_draft)

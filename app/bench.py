@@ -3,6 +3,7 @@
     python bench.py            # everything (about 13 minutes here, 2 more the first time)
     python bench.py --quick    # gpt2 and gpt2-xl shapes, a smaller sweep
     python bench.py suite      # every method on held-out text of four kinds, on the learned pair (suite.py)
+    python bench.py layers     # self-speculative decoding: acceptance and cost against the draft's depth (layers.py)
     python bench.py ablation "prompt" ...   # every method on your prompts, against the oracle alone (ablation.py)
 
 1. machine:    memory bandwidth, the bound on decoding speed.
@@ -40,7 +41,7 @@ import time
 
 import numpy as np
 
-from app import ablation, methods, program, suite, tables
+from app import ablation, layers, methods, program, suite, tables
 from errors import printable
 from app.runner import Settings, generator
 from decoding import Stats
@@ -299,6 +300,8 @@ def main(argv=None):
         return ablation.main(argv[1:])
     if argv[:1] == ["suite"]:
         return suite.main(argv[1:])
+    if argv[:1] == ["layers"]:
+        return layers.main(argv[1:])
     args = parse_args(argv)
     if args.load_probe:
         return measure.load_probe(args.load_probe)

@@ -74,6 +74,9 @@ def parse_args(argv):
     parser.add_argument("--n-beams", type=setting("n_beams"), default=None,
                         help=f"beams for --method beam, {runner.bounds('n_beams')} (default: 4; 1 is greedy decoding, but "
                              "for float32 near-ties)")
+    parser.add_argument("--draft-layers", type=setting("draft_layers"), default=None,
+                        help="the oracle's first layers that draft for --method self-speculative, from 1 to one less "
+                             "than the oracle has (default: half of them)")
     parser.add_argument("--models-dir", default=None, help="where named models are stored and downloaded (default: models/ beside this file)")
     parser.add_argument("--compare", action="store_true", help="also run the oracle alone on the same prompt and report the speedup")
     parser.add_argument("--trace", action="store_true", help="print every round: drafted, the oracle's choices (for sps: p(x), "
@@ -96,6 +99,8 @@ def parse_args(argv):
         parser.error(f"--n-draft applies to the speculative methods, not {args.method}")
     if args.n_beams is not None and args.method != "beam" and not args.interactive:
         parser.error(f"--n-beams applies to --method beam, not {args.method}")
+    if args.draft_layers is not None and args.method != "self-speculative" and not args.interactive:
+        parser.error(f"--draft-layers applies to --method self-speculative, not {args.method}")
     if (args.trace or args.html is not None) and not method.verifies and not args.interactive:
         flag = "--trace" if args.trace else "--html"
         parser.error(f"{flag} shows verification rounds; --method {args.method} has none")
@@ -116,7 +121,8 @@ def settings_from(args):
         greedy_default = args.method == "drafter" or args.interactive
         temperature = 0.0 if greedy_default and args.top_k is None and args.top_p is None else 1.0
     return runner.Settings(method=args.method, max_new_tokens=args.max_new_tokens, n_draft=args.n_draft,
-                           processor=Processor(temperature, args.top_k, args.top_p), seed=args.seed, n_beams=args.n_beams or 4)
+                           processor=Processor(temperature, args.top_k, args.top_p), seed=args.seed, n_beams=args.n_beams or 4,
+                           draft_layers=args.draft_layers)
 
 
 def setting(field):

@@ -8,7 +8,7 @@ from weights import files
 from weights.demo_pair import build_pair
 from weights.models import DEFAULT_MODELS_DIR
 
-PROMPT = "The warnings module"  # PROMPT and N_NEW: the README's demo session shows this run
+PROMPT = "If the file does not exist, the function"  # PROMPT and N_NEW: the README's demo session shows this run
 N_NEW, K = 48, 4
 NEXT = """
 Next:

@@ -136,8 +136,8 @@ def round_reasons(r, show):
         return [ngram_reason(d["source"], len(r.drafted))]
     if "stages" in d:
         return [staged_reason(d["stages"], r.drafted, show)]
-    if "reason" in d and "parents" not in d:  # the beyond/ methods say their own reason
-        return [d["reason"]]
+    if "reason" in d and ("parents" not in d or "visits" in d):  # the beyond/ methods say their own reason
+        return [d["reason"]]  # (tree sampling's: every child checked, q/p and r, where the last token came from)
     if "parents" in d:
         return tree_reasons(d, r, show) + ([d["reason"]] if "reason" in d else [])
     if "n_draft" in d:  # a fixed draft length

@@ -19,7 +19,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 from adaptive import adaptive_generate
+from beyond.self_speculative import self_speculative_generate
 from beyond.suffix import suffix_generate
+from beyond.tree_sampling import tree_sample_generate
 from beam import beam_search
 from decoding import GenerationError
 from ngram import NGramDrafter, ngram_generate, staged_generate
@@ -101,7 +103,7 @@ def draft_alone(c):
 
 for method in [
     Method("speculative", "greedy speculative decoding (speculative.py); output = the oracle's greedy output",
-           lambda c: speculative_generate(c.draft, c.oracle, c.ids, c.n_new, n_draft=c.k, stats=c.stats), n_draft=8),
+           lambda c: speculative_generate(c.draft, c.oracle, c.ids, c.n_new, n_draft=c.k, stats=c.stats), n_draft=4),
     Method("threshold", "greedy speculative decoding, draft length set by the draft's confidence (threshold.py)",
            lambda c: threshold_generate(c.draft, c.oracle, c.ids, c.n_new, max_draft=c.k, stats=c.stats), n_draft=16),
     Method("sps", "speculative sampling, Chen et al. 2023 Algorithm 2 (sps.py); output ~ the oracle's distribution",
@@ -116,7 +118,7 @@ for method in [
            draft_model=False, n_draft=8),
     Method("staged", "greedy, n-gram -> draft -> oracle: the draft's own drafts come from the n-gram drafter (ngram.py)",
            lambda c: staged_generate(c.draft, c.oracle, c.ids, c.n_new, n_draft=c.k, drafter=drafter_of(c), stats=c.stats),
-           n_draft=8),
+           n_draft=4),
     Method("adaptive", "greedy, draft length set by the draft's entropy and a moving average (EGAG; adaptive.py)",
            adaptive("entropy"), n_draft=4),
     Method("adaptive-hf", "greedy, draft length by Hugging Face's rule: +2 after a clean round, -1 otherwise "
@@ -128,6 +130,15 @@ for method in [
                           "in one pass; no draft model (SuffixDecoding; beyond/suffix.py)",
            lambda c: suffix_generate(c.oracle, c.ids, c.n_new, k=c.k, width=3, stats=c.stats), draft_model=False,
            n_draft=6, needs_cache=True),
+    Method("tree-sps", "speculative sampling over a tree of sampled drafts, SpecInfer's multi-round rejection "
+                       "(beyond/tree_sampling.py); output ~ the oracle's distribution",
+           lambda c: tree_sample_generate(c.draft, c.oracle, c.ids, c.n_new, k=c.k, width=2, rng=c.rng,
+                                          processor=c.settings.processor, stats=c.stats), n_draft=4, samples=True,
+           needs_cache=True),
+    Method("self-speculative", "greedy, the oracle's own first layers draft for it, no second model (Draft & Verify, "
+                               "LayerSkip; beyond/self_speculative.py)",
+           lambda c: self_speculative_generate(c.oracle, c.ids, c.n_new, k=c.k, n_layers_draft=c.settings.draft_layers,
+                                               stats=c.stats), draft_model=False, n_draft=4, needs_cache=True),
     Method("greedy", "the oracle alone, greedy (the baseline of all the greedy methods)",
            lambda c: greedy_generate(c.oracle, c.ids, c.n_new, stats=c.stats), draft_model=False, verifies=False,
            exact=True),

@@ -11,7 +11,11 @@ anywhere else, readable offline, on a projector and on paper. From the top:
     acceptance probability alpha predicts;
   - one row per round: what the draft proposed and what the oracle chose at
     each position (for SpS p(x), q(x), r and the decision, and at a rejection
-    the residual it drew from), what was kept, and the caches after the rollback.
+    the residual it drew from), what was kept, and the caches after the rollback;
+    and each method's own picture of the round: the tree of sampled drafts with
+    every child checked (tree speculative sampling), the oracle's blocks with
+    the draft's first L marked (self-speculative), the earlier match in the text
+    and what followed it (suffix drafts).
 
 Tokens are bytes: a Chinese character or an emoji is often split over two or
 three of them, and a token can be any byte string at all. Every token's text
@@ -20,11 +24,13 @@ is escaped, and bytes that are not (yet) a whole character show as \\xNN.
 
 import codecs
 import html
+import re
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 
 from app import display, methods
+from beyond import tree_sampling
 from errors import UserError
 from speed.predict import expected_tokens_per_round, truncated_geometric
 from weights import files
@@ -45,7 +51,7 @@ class Run:
     prompt_ids: list          # its token ids
     tokens: list              # the generated token ids
     stats: object             # a decoding.Stats, with stats.trace = a list of decoding.Round, one per oracle pass
-    method: str               # "speculative", "threshold", "sps", "tree", "ngram", "staged", "adaptive", "adaptive-hf"
+    method: str               # a name in app/methods.py: "speculative", "sps", "tree", "suffix", ...
     settings: dict            # e.g. {"n_draft": 4} or {"n_draft": 4, "processor": "topk 20, temperature 0.8", "seed": 0}
     models: dict              # {"draft": "gpt2 (12 layers, width 768)", "oracle": "..."}; no draft for ngram
     elapsed: float            # seconds of generation
@@ -204,9 +210,10 @@ def header(run):
                                             for big, what, note in cards) + "</div>")
 
 
-def legend(method, kinds):
-    texts = {**KINDS, **(SAMPLING_KINDS if sampling(method) else {})}
-    letters = f"<li>{html.escape(LETTERS)}</li>" if sampling(method) else ""
+def legend(method, kinds, samples=None):
+    samples = sampling(method) if samples is None else samples
+    texts = {**KINDS, **(SAMPLING_KINDS if samples else {})}
+    letters = f"<li>{html.escape(LETTERS)}</li>" if samples else ""
     return ('<ul class="legend">' + "".join(f'<li><span class="{kind}">{texts[kind][0]}</span> {html.escape(texts[kind][1])}</li>'
                                             for kind in KINDS if kind in kinds) + letters + "</ul>")
 
@@ -232,7 +239,8 @@ def running_text(run, kinds):
 
 def text_section(run, trace):
     kinds = token_kinds(run, trace)
-    return (f"<h2>The text</h2>\n{legend(run.method, set(kinds))}\n"
+    samples = sampling(run.method) or any("visits" in r.details for r in trace)  # tree sampling, registered or not
+    return (f"<h2>The text</h2>\n{legend(run.method, set(kinds), samples)}\n"
             f'<div class="text">{running_text(run, kinds)}</div>')
 
 
@@ -374,7 +382,7 @@ def histogram_section(method, trace):
     ks = Counter(len(r.drafted) for r in trace if r.drafted)
     n_counted, skipped = sum(ks.values()), sum(1 for r in trace if not r.drafted)
     note = f" ({plural(skipped, 'round')} drafted nothing and {'is' if skipped == 1 else 'are'} not counted)" if skipped else ""
-    if method == "tree":
+    if any("parents" in r.details for r in trace):  # tree, suffix-tree, tree sampling
         return (head + histogram_svg(measured) +
                 f"<p>{plural(n_counted, 'round')}{note}, counted by the length of the accepted path. The other methods' "
                 "pages set a prediction from &alpha; beside this histogram; it is for a line of drafts, and a tree hedges "
@@ -411,6 +419,21 @@ HOW_TO_READ = {
     "sps": "Each round the draft samples K tokens x from p; the oracle computes q at every position in one pass. "
            "Draft t is kept if r < min(1, q(x)/p(x)), r uniform on [0, 1); at the first rejection a token is drawn from "
            "the residual (q \u2212 p)+ instead. " + LETTERS,
+    "tree-sps": "Each round the draft samples a tree: at every node it draws its children i.i.d. from its p there; the "
+                "oracle computes q after the root and after every node in one pass. From the root, the children of the "
+                "node reached are checked in turn, as in SpS: kept if r < min(1, q(x)/p(x)), else q becomes the residual "
+                "(q \u2212 p)+ renormalised (q\u2032, q\u2033, ...) for the next sibling (SpecInfer's multi-round "
+                "rejection). The walk goes down after an accepted child; when every child is rejected, the last token is "
+                "drawn from the final residual, and at an accepted leaf the bonus from q itself. " + LETTERS,
+}
+EXTRA_HOW_TO_READ = {  # detail key: what each round's own picture shows
+    "layers": "The draft is the oracle itself cut short: its first L blocks, then its ln_f and LM head. Each round's "
+              "picture shows the oracle's blocks with the draft's marked, one column per token fed: the draft runs "
+              "blocks 0 to L \u2212 1 (their keys and values are the oracle's too), exits early to propose the next "
+              "token, and the oracle verifies from block L on, over the draft's own hidden states.",
+    "match": "There is no draft model: each round looks for the longest suffix of the text that occurred earlier, and "
+             "drafts what followed its latest earlier occurrence. Each round's picture shows that suffix at the end "
+             "of the text, its earlier occurrence, and what followed it.",
 }
 
 
@@ -418,7 +441,8 @@ def rounds_section(run, trace):
     head = "<h2>Rounds</h2>\n"
     if not trace:
         return head + "<p>This run kept no record of its rounds (Stats(trace=[]) keeps one).</p>"
-    style = "tree" if any("parents" in r.details for r in trace) else \
+    style = "tree-sps" if any("visits" in r.details for r in trace) else \
+        "tree" if any("parents" in r.details for r in trace) else \
         "sps" if any("steps" in r.details for r in trace) else "greedy"
     shown = trace[:MAX_ROUNDS]
     n_open = len(shown) if len(trace) <= OPEN_ROUNDS else OPEN_FIRST
@@ -429,20 +453,31 @@ def rounds_section(run, trace):
     buttons = ('<p class="noprint"><button type="button" onclick="for (const d of document.querySelectorAll(\'details.round\')) '
                'd.open = true">open all rounds</button> <button type="button" onclick="for (const d of '
                'document.querySelectorAll(\'details.round\')) d.open = false">close all rounds</button></p>')
-    return head + f"<p>{html.escape(HOW_TO_READ[style])}</p>\n{buttons}\n" + "\n".join(rows)
+    extra = " ".join(text for key, text in EXTRA_HOW_TO_READ.items() if any(key in r.details for r in trace))
+    return head + f"<p>{html.escape(HOW_TO_READ[style])}</p>\n" + (f"<p>{html.escape(extra)}</p>\n" if extra else "") + \
+        f"{buttons}\n" + "\n".join(rows)
 
 
 def round_row(run, r, number, style, is_open):
     kinds = round_kinds(r)
-    ending = {**KINDS, **(SAMPLING_KINDS if style == "sps" else {})}[kinds[-1]][0]
+    ending = {**KINDS, **(SAMPLING_KINDS if style in ("sps", "tree-sps") else {})}[kinds[-1]][0]
     extra = ""
     if "threshold" in r.details:
         extra = f", threshold {r.details['threshold']:.2f}"
     elif "gamma" in r.details:
         extra = f", &gamma; = {r.details['gamma']}"
-    kept = f"kept {r.accepted} of {len(r.drafted)} {'nodes' if style == 'tree' else 'drafts'} + {ending}{extra}"
-    body = {"greedy": greedy_table, "tree": tree_list, "sps": sps_table}[style](run, r)
-    reasons = display.round_reasons(r, lambda tokens: " ".join(display.token_text(run.token_bytes, t) for t in tokens))
+    unit = "nodes" if style in ("tree", "tree-sps") else "drafts"
+    kept = f"kept {r.accepted} of {len(r.drafted)} {unit} + {ending}{extra}"
+    body = {"greedy": greedy_table, "tree": tree_list, "sps": sps_table, "tree-sps": sampled_tree_figure}[style](run, r)
+    if "match" in r.details:  # suffix drafts: where they came from, before how they fared
+        body = suffix_figure(run, r) + body
+    if "layers" in r.details:  # self-speculative: which blocks drafted, which verified
+        body += layers_figure(run, r, number)
+    show = lambda tokens: " ".join(display.token_text(run.token_bytes, t) for t in tokens)  # noqa: E731
+    if "visits" in r.details:  # display's tree lines speak of a greedy tree's branching rule: say the checks instead
+        reasons = [tree_sampling.describe(r.details, show)]
+    else:
+        reasons = display.round_reasons(r, show)
     if reasons:
         body += '<ul class="why">' + "".join(f"<li>{html.escape(line)}</li>" for line in reasons) + "</ul>"
     caches = ""
@@ -573,6 +608,267 @@ def residual_figure(run, resampled, position):
             + f"</tr>{rows}</table></figure>")
 
 
+# ---------------------------------------------------------------------------
+# Each beyond/ method's own picture of a round
+# ---------------------------------------------------------------------------
+
+def svg_label(run, token, limit=10):
+    """A token's visible text for an SVG <text>, cut to `limit` characters and an ellipsis (a chip nearby has it whole)."""
+    label = "".join(s for _, s in visible(token_text(run, token), in_token=True))
+    return html.escape(label if len(label) <= limit else label[:limit - 1] + "\u2026", quote=False)
+
+
+def primes(n):
+    """q, q', q'', ...: the target after n rejections at one node."""
+    return "q" + "\u2032" * n
+
+
+TREE_KEY = (("node-path", "accepted child (the path)"), ("node-rejected", "checked and rejected"),
+            ("node-unchecked", "never checked"), ("node-fix", "last token, drawn from the residual"),
+            ("node-bonus", "last token, the bonus drawn from q"))
+
+
+def sampled_tree_figure(run, r):
+    """Tree speculative sampling: the sampled tree left to right, the accepted path marked, every child checked
+    marked kept or rejected, and the round's last token hung where the walk ended; then every check in order."""
+    d = r.details
+    parents, path, visits, last = d["parents"], d["path"], d["visits"], d["last"]
+    n = len(parents)
+    checked = {}  # node -> (how many siblings were rejected before it, its check)
+    for visit in visits:
+        for i, (child, check) in enumerate(zip(visit["children"], visit["checks"])):
+            checked[child] = (i, check)
+    end = path[-1] if path else -1
+    children = {i: [] for i in range(-1, n + 1)}
+    for i, parent in enumerate(parents):
+        children[parent].append(i)
+    children[end].append(n)  # node n: the round's last token, below where the walk ended
+    depth = {-1: 0}
+    for i, parent in enumerate(parents + [end]):  # level order: a parent comes before its children
+        depth[i] = depth[parent] + 1
+    rows, row = {}, [0]
+
+    def place(i):  # leaves take the next row, a parent sits midway between its first and last child
+        for c in children[i]:
+            place(c)
+        if children[i]:
+            rows[i] = (rows[children[i][0]] + rows[children[i][-1]]) / 2
+        else:
+            rows[i], row[0] = row[0], row[0] + 1
+    place(-1)
+
+    box_w, box_h, col, line, top = 132, 28, 176, 38, 10
+    ending = "fix" if last["from"] == "residual" else "bonus"
+    width = 20 + col * max(depth.values()) + box_w + 250
+    height = top * 2 + line * row[0]
+
+    def at(i):
+        return 10 + col * depth[i], top + line * rows[i]
+
+    svg = [f'<svg class="sampled-tree" viewBox="0 0 {width} {height}" width="{width}" role="img" '
+           'aria-label="the sampled tree, the accepted path and the last token">']
+    for i in range(n + 1):  # the edges first, under the boxes
+        x, y = at(i)
+        px, py = at(parents[i] if i < n else end)
+        on = "on" if i in path or i == n else "off"
+        svg.append(f'<line class="edge-{on}" x1="{px + box_w}" y1="{py + box_h / 2:.1f}" x2="{x}" '
+                   f'y2="{y + box_h / 2:.1f}"/>')
+    x, y = at(-1)
+    svg.append(f'<rect class="node-root" x="{x}" y="{y:.1f}" width="{box_w}" height="{box_h}"><title>the text so far, '
+               f'{r.context} tokens</title></rect><text x="{x + 8}" y="{y + 20:.1f}" class="axis">the text</text>')
+    for i in range(n):
+        x, y = at(i)
+        token = r.drafted[i]
+        if i in checked:
+            before, c = checked[i]
+            cls, mark = ("node-path", " \u2713") if c["accepted"] else ("node-rejected", " \u2717")
+            note = (f"{'accepted' if c['accepted'] else 'rejected'}: p(x) {probability(c['p'])}, {primes(before)}(x) "
+                    f"{probability(c['q'])}, min(1, {primes(before)}/p) {probability(c['accept_prob'])}, r {c['r']:.3f}")
+        else:
+            cls, mark, note = "node-unchecked", "", f"never checked; p(x) {probability(d['probs'][i])}"
+        svg.append(f'<rect class="{cls}" x="{x}" y="{y:.1f}" width="{box_w}" height="{box_h}"><title>token {int(token)}: '
+                   f'{note}</title></rect><text x="{x + 6}" y="{y + 20:.1f}">{svg_label(run, token, 9)}{mark}</text>')
+    x, y = at(n)
+    said = (f"residual ({primes(len(visits[-1]['checks']))} after every child)" if ending == "fix" else
+            "bonus from q" if path else "from q, nothing drafted")
+    svg.append(f'<rect class="node-{ending}" x="{x}" y="{y:.1f}" width="{box_w}" height="{box_h}"><title>token '
+               f'{int(last["token"])}: {said}, probability {probability(last["prob"])}</title></rect>'
+               f'<text x="{x + 6}" y="{y + 20:.1f}">{svg_label(run, last["token"], 10)}</text>'
+               f'<text x="{x + box_w + 8}" y="{y + 20:.1f}" class="axis">&larr; {html.escape(said, quote=False)}</text>')
+    key = " ".join(f'<span class="swatch {cls}"></span> {html.escape(name)}' for cls, name in TREE_KEY)
+
+    rows_html = []
+    for depth_i, visit in enumerate(visits, 1):
+        for i, c in enumerate(visit["checks"]):
+            verdict = "&check; accepted" if c["accepted"] else "&cross; rejected"
+            rows_html.append(f'<tr class="{"ok" if c["accepted"] else "miss"}"><td>{depth_i}</td><td>{i + 1}</td>'
+                             f"<td>{chip(run, c['token'], 'draft' if c['accepted'] else '')}</td>"
+                             f"<td>{probability(c['p'])}</td><td>{primes(i)}</td><td>{probability(c['q'])}</td>"
+                             f"<td>{probability(c['accept_prob'])}</td><td>{c['r']:.3f}</td><td>{verdict}</td></tr>")
+    last_chip = chip(run, last["token"], ending if path or visits else "oracle")
+    rows_html.append(f'<tr class="{ending}"><td>last</td><td></td><td>{last_chip}'
+                     f'</td><td></td><td>{primes(len(visits[-1]["checks"])) if ending == "fix" else "q"}</td>'
+                     f'<td>{probability(last["prob"])}</td><td></td><td></td><td>{html.escape(said)}</td></tr>')
+    table = ('<table class="numbers checks"><tr><th>depth</th><th>child</th><th>token x</th><th>p(x) draft</th>'
+             "<th>target</th><th>target(x)</th><th>min(1, target/p)</th><th>r</th><th>decision</th></tr>"
+             + "".join(rows_html) + "</table>")
+    return (f'<figure class="sampled-tree"><figcaption>The tree the draft sampled ({n} nodes, {d["width"]} children '
+            f"per node), the root on the left. The children of the node reached are checked top to bottom; a rejection "
+            f"turns the target into the residual for the next sibling (q&prime;, q&Prime;, ...).</figcaption>\n"
+            f'<p class="key">{key}</p>\n' + "".join(svg) + "</svg>\n"
+            f'<div class="scroll">{table}</div></figure>')
+
+
+def oracle_layers(run, d):
+    """The oracle's number of blocks: the round's n_layer if it has one, else read from its reason
+    ("layers 0-1 of 3 + ln_f + LM head", beyond/self_speculative.describe) or the page's model line."""
+    if isinstance(d.get("n_layer"), int):
+        return d["n_layer"]
+    found = re.search(r"of (\d+) \+ ln_f", str(d.get("reason", ""))) or \
+        re.search(r"\((\d+) layers", str(getattr(run, "models", {}).get("oracle", "")))
+    return int(found.group(1)) if found else None
+
+
+def layers_figure(run, r, number):
+    """Self-speculative: the oracle's blocks, the draft's first L marked, one column per token fed; the draft's
+    early exit proposes each next token, the oracle's verification runs from block L on and chooses at the top."""
+    L, k, n = r.details["layers"], len(r.drafted), oracle_layers(run, r.details)
+    if n is None or not 0 < L < n:
+        return f'<p class="note">The draft is the oracle\'s first {int(L)} blocks; the oracle\'s depth is not recorded.</p>'
+    h = max(8, min(24, 240 // n))       # one block's height
+    band, stack_w, col, x0 = 30, 190, 104, 230
+    y_head = 26                          # the oracle's ln_f + LM head, its choice in each column
+    y_deep = y_head + band               # blocks n-1 .. L
+    y_line = y_deep + h * (n - L)        # below block L: where the verification starts
+    y_exit = y_line + 24                 # the draft's early exit: ln_f + LM head after block L-1
+    y_draft = y_exit + band              # blocks L-1 .. 0
+    y_in = y_draft + h * L               # the tokens fed
+    width, height = x0 + col * (k + 1) + 10, y_in + 56
+    status = ["ok" if j < r.accepted else "miss" if j == r.accepted else "unused" for j in range(k)]
+    status.append(last_kind(r) if r.accepted == k else "unused")
+
+    def block_y(layer):
+        return y_deep + h * (n - 1 - layer) if layer >= L else y_draft + h * (L - 1 - layer)
+
+    svg = [f'<svg class="layers" viewBox="0 0 {width} {height}" width="{width}" role="img" '
+           f'aria-label="the oracle\'s {n} blocks, the draft\'s first {L}">',
+           f'<text x="10" y="18" class="axis">the oracle&#x27;s {n} blocks</text>']
+    for layer in range(n):  # the stack: the oracle's blocks, the draft's marked
+        y, who = block_y(layer), "draft" if layer < L else "oracle"
+        svg.append(f'<rect class="blk-{who}" x="10" y="{y}" width="{stack_w}" height="{h}">'
+                   f"<title>block {layer}: {'the draft and the oracle' if who == 'draft' else 'the oracle only'}"
+                   "</title></rect>")
+        if h >= 16:
+            svg.append(f'<text x="16" y="{y + h - 4}" class="small">block {layer}</text>')
+    if h < 16:  # too thin to name each block: name the two groups
+        for first, last, y in ((0, L - 1, y_draft + h * L / 2), (L, n - 1, y_deep + h * (n - L) / 2)):
+            svg.append(f'<text x="16" y="{y + 5:.1f}" class="small">'
+                       f'{"block " + str(first) if first == last else f"blocks {first}&ndash;{last}"}</text>')
+    svg.append(f'<rect class="head stack" x="10" y="{y_head}" width="{stack_w}" height="{band - 4}"/>'
+               f'<text x="16" y="{y_head + 19}" class="small">ln_f + LM head</text>'
+               f'<rect class="head exit stack" x="10" y="{y_exit + 2}" width="{stack_w}" height="{band - 4}"/>'
+               f'<text x="16" y="{y_exit + 21}" class="small">draft exit: ln_f + head</text>'
+               f'<text x="16" y="{y_in + 22}" class="small">tokens fed</text>')
+    for j in range(k + 1):
+        x = x0 + j * col
+        token = r.drafted[j - 1] if j else None
+        for layer in range(n):
+            who = "draft" if layer < L else "oracle"
+            svg.append(f'<rect class="lay-{who}" x="{x}" y="{block_y(layer)}" width="{col - 8}" height="{h}"/>')
+        # the oracle's choice at the top, compared with the draft's exit in the same column
+        choice, s = r.oracle[j], status[j]
+        mark = {"ok": " \u2713", "miss": " \u2717", "bonus": " +"}.get(s, "")
+        svg.append(f'<rect class="head {s}" x="{x}" y="{y_head}" width="{col - 8}" height="{band - 4}"><title>the oracle'
+                   f"&#x27;s choice after this column: token {int(choice)}</title></rect>"
+                   f'<text x="{x + 4}" y="{y_head + 19}">{svg_label(run, choice, 7)}{mark}</text>')
+        if j < k:  # draft pass j exits early with the next draft; pass k runs its blocks for the oracle only
+            svg.append(f'<rect class="head exit {s if s != "bonus" else "ok"}" x="{x}" y="{y_exit + 2}" width="{col - 8}" '
+                       f'height="{band - 4}"><title>the draft\'s exit: token {int(r.drafted[j])}</title></rect>'
+                       f'<text x="{x + 4}" y="{y_exit + 21}">&rarr; {svg_label(run, r.drafted[j], 6)}</text>')
+        else:
+            svg.append(f'<text x="{x + 4}" y="{y_exit + 21}" class="small">no exit</text>')
+        svg.append(f'<text x="{x + (col - 8) / 2}" y="{y_in + 22}" text-anchor="middle">'
+                   f'{svg_label(run, token, 8) if token is not None else "text" if number > 1 else "prompt"}</text>'
+                   f'<text x="{x + (col - 8) / 2}" y="{y_in + 42}" text-anchor="middle" class="small">'
+                   f'{"d" + str(j) if j else "last token" if number > 1 else "whole prompt"}</text>')
+    svg.append(f'<line class="start" x1="10" y1="{y_line}" x2="{width - 10}" y2="{y_line}"/>'
+               f'<text x="{x0}" y="{y_line + 17}" class="small">&uarr; the oracle: verification starts at layer {L}, '
+               f"over all {k + 1} columns in one pass</text>")
+    draft_blocks = "block 0" if L == 1 else f"blocks 0&ndash;{L - 1}"
+    return (f'<figure class="layers"><figcaption>The draft is {draft_blocks} of the oracle\'s {n}, then ln_f and the '
+            f"LM head. Column j is draft pass j: it runs {'the text' if number > 1 else 'the prompt'} (then d<sub>j</sub>) "
+            f"through {draft_blocks}, their keys and values going into the one cache both share, and exits early with "
+            f"the next draft; the last pass proposes nothing, its rows are for the oracle. The oracle then runs only "
+            f"blocks {L}&ndash;{n - 1}, in one pass over all {k + 1} columns, from the draft's hidden states after block "
+            f"{L - 1}, and chooses at the top: a draft is kept while the oracle's choice in its column equals the "
+            f"draft's exit there.</figcaption>\n" + "".join(svg) + "</svg></figure>")
+
+
+SUFFIX_WINDOW = 48  # a text up to this long is shown whole in a round's suffix picture; a longer one around the match
+
+
+def suffix_figure(run, r):
+    """Suffix drafts: the text before the round with the suffix it ends in, the latest earlier occurrence of that
+    suffix (and any other earlier one in view), and what followed it there: the draft (tree: its likeliest line)."""
+    m = r.details["match"]
+    if "end" not in m:
+        return ""  # nothing matched, or too short: the round's reason says so
+    text = (list(getattr(run, "prompt_ids", [])) + list(getattr(run, "tokens", [])))[:r.context]
+    n, length, end = len(text), m["length"], m["end"]
+    start = end - length + 1
+    if not (0 <= start and end < n - 1 and length <= n and text[start:end + 1] == text[n - length:]):
+        return ('<p class="note">The match this round recorded does not fit the page\'s text (the prompt\'s ids, then '
+                "the tokens generated), so it is not drawn.</p>")
+    suffix = text[n - length:]
+    ends = [e for e in range(length - 1, n - 1) if text[e - length + 1:e + 1] == suffix]  # every earlier occurrence
+    followed = []
+    for i in range(end + 1, end + 1 + max(len(r.drafted) if "parents" not in r.details else draft_length(r), 1)):
+        followed.append(text[i] if i < n else followed[i - n])  # past the end: copy on (beyond/suffix.continuation)
+    in_text = list(range(end + 1, min(end + 1 + len(followed), n)))  # what followed, as far as the text goes
+    roles = {}
+    for e in ends:
+        for i in range(e - length + 1, e + 1):
+            roles.setdefault(i, set()).add("sfx-other")
+    for i in range(start, end + 1):
+        roles.setdefault(i, set()).add("sfx-match")
+    for i in in_text:
+        roles.setdefault(i, set()).add("sfx-follow")
+    for i in range(n - length, n):
+        roles.setdefault(i, set()).add("sfx-end")
+    if n <= SUFFIX_WINDOW:
+        shown = list(range(n))
+    else:  # around the earlier occurrence and what followed it, and the text's end
+        shown = sorted({i for i in range(start - 6, min(start + 10, n))} | {i for i in range(end - 8, end + 1)}
+                       | set(in_text[:16]) | set(range(end + 1 + len(in_text) - 4, end + 1 + len(in_text) + 4))
+                       | set(range(n - length - 6, n - length + 8)) | set(range(n - 10, n)))
+        shown = [i for i in shown if 0 <= i < n]
+    parts, previous = [], -1
+    for i in shown:
+        if i > previous + 1:
+            parts.append(f'<span class="gap">&hellip; {plural(i - previous - 1, "token")} &hellip;</span>')
+        classes = " ".join(c for c in ("sfx-other", "sfx-match", "sfx-follow", "sfx-end") if c in roles.get(i, ()))
+        parts.append(f'<span class="pos {classes}" title="position {i}">{chip(run, text[i])}</span>' if classes
+                     else chip(run, text[i]))
+        previous = i
+    if shown and shown[-1] < n - 1:
+        parts.append(f'<span class="gap">&hellip; {plural(n - 1 - shown[-1], "token")} &hellip;</span>')
+    copied = len(followed) - len(in_text)
+    copy_note = (f"; the text ends {plural(len(in_text), 'token')} after it, so the last {plural(copied, 'token')} "
+                 f"{'is' if copied == 1 else 'are'} copied on from what was just copied, as LZ77 does" if copied else "")
+    others = (f" It is the latest of {m['occurrences']} earlier occurrences (in lighter yellow where shown)."
+              if m.get("occurrences", 1) > 1 else "")
+    tree = (" The tree below gathers what followed every earlier occurrence, the most frequent first; this line is "
+            "what followed the latest." if "parents" in r.details else "")
+    key = " ".join(f'<span class="swatch {cls}"></span> {html.escape(name)}' for cls, name in (
+        ("sfx-end", "the suffix the text ends in"), ("sfx-match", "its latest earlier occurrence"),
+        ("sfx-follow", "what followed it there: the draft"), ("sfx-other", "another earlier occurrence")))
+    return (f'<figure class="suffix"><figcaption>The text before the round ends in {plural(length, "token")} '
+            f"{chips(run, suffix, ['sfx-end'] * length)} that occurred earlier, ending at position {end} (positions "
+            f"count from 0, the prompt included).{others} What followed there: "
+            f"{chips(run, followed, ['sfx-follow'] * len(followed))}{copy_note}.{tree}</figcaption>\n"
+            f'<p class="key">{key}</p>\n<div class="strip">{" ".join(parts)}</div></figure>')
+
+
 CSS = """
 :root { color-scheme: light; }
 body { font: 20px/1.5 "DejaVu Sans", "Liberation Sans", Arial, sans-serif; color: #000; background: #fff;
@@ -636,6 +932,35 @@ table.numbers { border-collapse: collapse; }
 table.numbers td, table.numbers th { padding: 0.1em 0.6em; text-align: right; border-bottom: 1px solid #ccc; }
 table.numbers tr.drawn { background: #fff2b3; font-weight: bold; }
 .note { font-weight: bold; }
+svg text.small { font: 13px "DejaVu Sans", sans-serif; }
+rect.node-root { fill: #fff; stroke: #000; stroke-width: 2; stroke-dasharray: 4 3; }
+rect.node-path { fill: #bdecbd; stroke: #0b6b0b; stroke-width: 3; }
+rect.node-rejected { fill: #ffd4c2; stroke: #b02a00; stroke-width: 2; stroke-dasharray: 6 3; }
+rect.node-unchecked { fill: #f2f2f2; stroke: #999; stroke-width: 1; stroke-dasharray: 2 2; }
+rect.node-fix { fill: #ffd4c2; stroke: #b02a00; stroke-width: 3; }
+rect.node-bonus { fill: #c9dbff; stroke: #133f9e; stroke-width: 3; }
+line.edge-on { stroke: #0b6b0b; stroke-width: 4; } line.edge-off { stroke: #aaa; stroke-width: 1.5; }
+.swatch.node-path { background: #bdecbd; border: 2px solid #0b6b0b; }
+.swatch.node-rejected { background: #ffd4c2; border: 2px dashed #b02a00; }
+.swatch.node-unchecked { background: #f2f2f2; border: 1px dotted #999; } .swatch.node-fix { background: #ffd4c2; }
+.swatch.node-bonus { background: #c9dbff; }
+table.checks td { text-align: center; } table.checks tr.miss { background: #ffe9e0; }
+table.checks tr.fix { background: #ffd4c2; } table.checks tr.bonus { background: #e4edff; }
+rect.blk-draft, rect.lay-draft { fill: #bdecbd; stroke: #0b6b0b; }
+rect.blk-oracle, rect.lay-oracle { fill: #c9dbff; stroke: #133f9e; }
+rect.head { fill: #fff; stroke: #000; } rect.head.exit { fill: #f4fff4; stroke: #0b6b0b; }
+rect.head.ok { fill: #bdecbd; } rect.head.miss { fill: #ffd4c2; } rect.head.bonus { fill: #c9dbff; }
+rect.head.unused { fill: #eee; stroke: #999; stroke-dasharray: 2 2; }
+line.start { stroke: #000; stroke-width: 3; stroke-dasharray: 8 4; }
+.strip { line-height: 2.2; overflow-wrap: anywhere; }
+.strip .gap { color: #555; font-style: italic; padding: 0 0.3em; }
+.pos { padding: 0.15em 0.05em; border-radius: 4px; }
+.sfx-other { background: #fff7d6; }
+.sfx-match { background: #ffe066; outline: 2px solid #8a6d00; }
+.sfx-follow { background: #e3cff5; outline: 2px dashed #6a2c91; }
+.sfx-end { background: #ffe066; outline: 3px solid #000; }
+.swatch.sfx-other { background: #fff7d6; } .swatch.sfx-match { background: #ffe066; }
+.swatch.sfx-follow { background: #e3cff5; } .swatch.sfx-end { background: #ffe066; border: 3px solid #000; }
 button { font-size: 0.9em; padding: 0.2em 0.8em; }
 @media print {
   .noprint { display: none; }

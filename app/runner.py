@@ -44,6 +44,7 @@ LIMITS = {
     "ema": (float, 0.0, 1.0),
     "ngram_n": (int, 2, 64),
     "top_k_filler": (int, 1, 256),
+    "draft_layers": (int, 1, 127),
 }
 
 
@@ -85,6 +86,7 @@ class Settings:
     top_k_filler: int = 1                         # the oracle's top-k counted into the table (1: off),
     reset_in_between: bool = True                 # a fresh table for every generation
     n_beams: int = 4
+    draft_layers: int = None                      # self-speculative: the oracle's layers that draft (None: half)
     cache: bool = True                            # False: every forward recomputes the whole prefix
 
     @property
@@ -96,6 +98,10 @@ class Settings:
 # Loading: the models, their shared tokenizer, the prompt
 # ---------------------------------------------------------------------------
 
+def shape(model):  # "8 layers of width 288", "1 layer of width 128"
+    return f"{model.n_layer} layer{'s' if model.n_layer != 1 else ''} of width {model.n_embd}"
+
+
 def load_model(name_or_path, models_dir, log=sys.stderr):
     """(model, its directory): the fast model (speed/accelerate.py). A first forward pages the mapped
     weights in, so that later timings measure decoding."""
@@ -104,7 +110,7 @@ def load_model(name_or_path, models_dir, log=sys.stderr):
     model = load_fast(model_dir)
     model.forward([0])
     where = "" if os.path.abspath(name_or_path) == os.path.abspath(model_dir) else f" from {shown_dir(model_dir)}"
-    print(printable(f"loaded {name_or_path}{where} ({model.n_layer} layers of width {model.n_embd}) in "
+    print(printable(f"loaded {name_or_path}{where} ({shape(model)}) in "
                     f"{time.perf_counter() - start:.1f} s"), file=log)
     return model, os.path.abspath(model_dir)
 
@@ -277,7 +283,7 @@ def describe_settings(settings):
 
 def describe_models(loaded):
     """{"draft": "NAME (L layers of width D)", "oracle": ...} for the models a run used."""
-    return {role: f"{loaded.names.get(role, model.name)} ({model.n_layer} layers of width {model.n_embd})"
+    return {role: f"{loaded.names.get(role, model.name)} ({shape(model)})"
             for role, model in (("draft", loaded.draft), ("oracle", loaded.oracle)) if model is not None}
 
 

@@ -163,7 +163,8 @@ class Session:
         self.say(self.describe())
         self.say(f"seed {s.seed}; EGAG (adaptive) gamma {s.gamma_min}..{s.gamma_max}, ema {s.ema}; "
                  f"n-gram n {s.ngram_n}, storage {s.storage}, top_k_filler {s.top_k_filler}, "
-                 f"reset_in_between {on_off(s.reset_in_between)}; beams {s.n_beams}")
+                 f"reset_in_between {on_off(s.reset_in_between)}; beams {s.n_beams}; "
+                 f"draft layers {s.draft_layers or 'half'} (self-speculative)")
         self.say(f"trace {on_off(self.trace)}, html {self.html or 'off'}, cache {on_off(s.cache)}, compare {on_off(self.compare)}")
 
     def set_method(self, name):
@@ -307,6 +308,8 @@ def command_table(s):
         "reset_in_between": (lambda v=None: s.set_flag("reset_in_between", v), "a fresh n-gram table for each generation",
                              "/reset_in_between [on|off]", "/reset_in_between"),
         "beams": number("n_beams", "beams for /method beam", "/beams N", ""),
+        "draft_layers": number("draft_layers", "self-speculative: the oracle's first layers that draft", "/draft_layers N",
+                               ""),
         "trace": (lambda v=None: s.set_flag("trace", v), "print every round", "/trace [on|off]", "/debug"),
         "debug": (lambda v=None: s.set_flag("trace", v), "the document's name for /trace", "/debug [on|off]", "/debug"),
         "html": (s.set_html, "write each generation's page to FILE", "/html FILE|off", ""),

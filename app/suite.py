@@ -15,6 +15,8 @@ meets every method alike. Per method and kind:
   speedup          the baseline's seconds over the method's, per round, summed over the kind's
                    prompts: the median of the three rounds, and their min-max;
   acceptance       drafts kept / drafts proposed; tokens per oracle pass; draft and oracle passes;
+  repeats          the share of the method's new tokens that end a 4-gram already in the text: a speedup
+                   on text that loops is not a speedup on text that does not;
   output           greedy methods: "identical" when every token equals the baseline's (a proven
                    float32 near-tie, top-2 gap under 1e-5, is named as one); sampling: the seeds.
 And per method over all kinds, prediction against measurement: c, a drafted
@@ -51,7 +53,8 @@ KINDS = ("prose", "code", "lists", "repeat")
 ROUNDS = 3
 NEAR_TIE = 1e-5  # a top-2 logit gap below this: batched and single-token passes may pick either
 COLUMNS = ["method", "kind", "speedup", "speedup_min", "speedup_max", "acceptance", "tokens_per_pass", "draft_passes",
-           "oracle_passes", "output"]
+           "oracle_passes", "repeats", "output"]
+REPEAT_N = 4  # a new token "repeats" when it ends a 4-gram that already occurred in the prompt or the output
 PREDICTION_COLUMNS = ["method", "c", "alpha", "gamma", "predicted_paper", "predicted_measured_check", "measured", "verdict"]
 
 
@@ -128,6 +131,20 @@ def run_suite(draft, oracle, enc, prompts, n_new=64, temperature=1.0, rounds=ROU
     return rows, predictions, facts
 
 
+def repeated_share(prompt, output, n=REPEAT_N):
+    """The share of output tokens that end an n-gram seen earlier in prompt + output: how much the text loops.
+    Drafts from the text (and a draft that learnt the loop) are accepted most where this is high."""
+    text, seen, repeats = list(prompt), set(), 0
+    for j in range(n, len(prompt) + 1):
+        seen.add(tuple(prompt[j - n:j]))
+    for token in output:
+        text.append(token)
+        gram = tuple(text[-n:])
+        repeats += len(gram) == n and gram in seen
+        seen.add(gram)
+    return repeats / max(len(output), 1)
+
+
 def kind_row(method, kind, prompts, ids, seconds, stats, outputs, oracle, rounds):
     chosen = [i for i, p in enumerate(prompts) if p["kind"] == kind]
     speedups = [sum(seconds[method.baseline, i, r] for i in chosen) / sum(seconds[method.name, i, r] for i in chosen)
@@ -146,7 +163,9 @@ def kind_row(method, kind, prompts, ids, seconds, stats, outputs, oracle, rounds
             "acceptance": round(accepted / drafted, 3) if drafted else "",
             "tokens_per_pass": round(tokens / passes, 2) if passes else "",
             "draft_passes": round(sum(s.draft_passes for s in all_stats) / rounds),
-            "oracle_passes": round(sum(s.oracle_passes for s in all_stats) / rounds), "output": output}
+            "oracle_passes": round(sum(s.oracle_passes for s in all_stats) / rounds),
+            "repeats": round(statistics.mean(repeated_share(ids[i], outputs[method.name, i, r])
+                                             for i in chosen for r in range(rounds)), 2), "output": output}
 
 
 def prediction_row(method, prompts, seconds, stats, t_draft, t_oracle, rounds):
@@ -174,15 +193,12 @@ def prediction_row(method, prompts, seconds, stats, t_draft, t_oracle, rounds):
 
 def markdown(rows, predictions, facts, command):
     """suite.md: the tables for README.md and PERFORMANCE.md, with the command and what the run measured."""
-    def table(rs, columns):
-        return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)] + \
-               ["| " + " | ".join(str(r.get(c, "")) for c in columns) + " |" for r in rs]
     lines = [f"# `{command}`", "", f"{time.strftime('%Y-%m-%d %H:%M %Z')}: {facts['prompts']} held-out prompts, "
              f"{facts['n_new']} new tokens each, {facts['rounds']} rounds taking turns; sampling at temperature "
              f"{facts['temperature']:g}. T_draft(1) {facts['T_draft_ms']} ms, T_oracle(1) {facts['T_oracle_ms'][1]} ms "
              f"after {facts['context']} cached tokens: c = {facts['c']}.", ""]
-    lines += table(rows, COLUMNS) + ["", "Prediction against measurement (all kinds together):", ""]
-    lines += table(predictions, PREDICTION_COLUMNS)
+    lines += [tables.markdown(rows, COLUMNS), "", "Prediction against measurement (all kinds together):", "",
+              tables.markdown(predictions, PREDICTION_COLUMNS)]
     return "\n".join(lines) + "\n"
 
 

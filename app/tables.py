@@ -14,6 +14,12 @@ def text(rows, columns):
     return "\n".join(lines)
 
 
+def markdown(rows, columns):
+    """The rows as a markdown table (README.md and PERFORMANCE.md take them as they are)."""
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    return "\n".join(lines + ["| " + " | ".join(str(r.get(c, "")) for c in columns) + " |" for r in rows])
+
+
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # a spreadsheet runs a cell that starts so as a formula
 
 

@@ -155,7 +155,7 @@ def rounds(draft, oracle, tokens, n_new, n_draft, stats):  # self_speculative_ge
         reason = f"draft = {describe(n_layers, oracle.n_layer)}; {n_accepted} of {k} accepted"
         stats.add_round(new_tokens, drafted, n_accepted, context=context, oracle=oracle_choice,
                         cached=cache_lengths(shared, deep),
-                        details={"n_draft": n_draft, "k": k, "layers": n_layers, "reason": reason})
+                        details={"n_draft": n_draft, "k": k, "layers": n_layers, "n_layer": oracle.n_layer, "reason": reason})
         yield from new_tokens
 
 
@@ -168,11 +168,12 @@ def draft_tokens(draft, shared, tokens, k, stats):
     drafted, hidden = [], []
     for i in range(k + 1):
         start = time.perf_counter()
-        x = embed(draft, fresh, shared.n_tokens())                     # [n_fresh, n_embd]
-        hidden.append(run_blocks(draft, x, range(draft.n_layer), shared))  # layers 0..L-1, K/V into shared
-        if i < k:  # pass k ran d_k's layers for the oracle only: nothing is drafted after d_k
-            drafted.append(int(np.argmax(lm_head(draft, hidden[-1][-1:]))))  # the early exit: [1, vocab_size]
-            fresh = drafted[-1:]
+        with draft.rows(len(fresh)):  # the model's thread setting, as its forward() would make it
+            x = embed(draft, fresh, shared.n_tokens())                     # [n_fresh, n_embd]
+            hidden.append(run_blocks(draft, x, range(draft.n_layer), shared))  # layers 0..L-1, K/V into shared
+            if i < k:  # pass k ran d_k's layers for the oracle only: nothing is drafted after d_k
+                drafted.append(int(np.argmax(lm_head(draft, hidden[-1][-1:]))))  # the early exit: [1, vocab_size]
+                fresh = drafted[-1:]
         stats.add_pass("draft", time.perf_counter() - start)
     return drafted, np.concatenate(hidden)  # [n_fed, n_embd]
 
@@ -184,8 +185,9 @@ def verify_from_layer(oracle, deep, n_layers, hidden, drafted, stats):
     values of layers 0..L-1: what the oracle's own pass would compute there, so it is not run again.
     """
     start = time.perf_counter()
-    x = run_blocks(oracle, hidden, range(n_layers, oracle.n_layer), deep)  # [n_fed, n_embd] -> [n_fed, n_embd]
-    logits = lm_head(oracle, x[-(len(drafted) + 1):])  # row i: the choice after d_1..d_i: [k + 1, vocab_size]
+    with oracle.rows(len(hidden)):
+        x = run_blocks(oracle, hidden, range(n_layers, oracle.n_layer), deep)  # [n_fed, n_embd] -> [n_fed, n_embd]
+        logits = lm_head(oracle, x[-(len(drafted) + 1):])  # row i: the choice after d_1..d_i: [k + 1, vocab_size]
     stats.add_pass("oracle", time.perf_counter() - start)
     return accept(drafted, logits)
 

@@ -26,18 +26,28 @@ import numpy as np
 from errors import printable
 from gpt2 import GPT2, nest
 from speed.blocked import BLOCK, Rows, blocked_shape, to_blocks
-from speed.threads import threads_for
+from speed import threads
 from weights import checkpoint, files, models
 
 BLOCKED_FILE = "model.blocked.safetensors"
 
 
 class FastGPT2(GPT2):
-    """gpt2.GPT2 with its weights in the blocked layout: each forward sets the BLAS's threads for its rows."""
+    """gpt2.GPT2 with its weights in the blocked layout: each forward sets the BLAS's threads for its rows
+    (a model streaming under threads.SHARE_MIN_BYTES per token runs on the calling thread alone)."""
+
+    def __init__(self, params, config, name="gpt2"):
+        super().__init__(params, config, name=name)
+        h, d, v = config["n_layer"], config["n_embd"], config["vocab_size"]
+        self.shares = 4 * (12 * h * d * d + v * d) >= threads.SHARE_MIN_BYTES  # float32 weights streamed per token
 
     def forward(self, ids, *args, **kwargs):
-        with threads_for(np.size(ids)):
+        with threads.threads_for(np.size(ids), self.shares):
             return super().forward(ids, *args, **kwargs)
+
+    def rows(self, n_rows):
+        """The same setting for code that runs the model's blocks itself (beyond/self_speculative.py)."""
+        return threads.threads_for(n_rows, self.shares)
 
 
 def accelerate(model):

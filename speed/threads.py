@@ -6,6 +6,11 @@ rows (a verification) are many small products (blocked.py): the BLAS runs
 single-threaded and each core takes a share of the blocks on threads this
 module owns, which sleep on a queue between forwards.
 
+A model that streams less than SHARE_MIN_BYTES of weights per token (the
+learned demo pair) runs everything in the calling thread, the BLAS
+single-threaded: its products are too small for any hand-over to pay
+(PERFORMANCE.md, "Small models").
+
 threads_for(n_rows) sets the BLAS's threads at run time (threadpoolctl) for
 each forward, so the setting holds whatever the program imported first: an
 environment variable such as OPENBLAS_NUM_THREADS is read only once, when
@@ -25,9 +30,11 @@ from threadpoolctl import ThreadpoolController
 
 N_THREADS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 THREADED_MIN_SIZE = 1 << 20  # weights of fewer elements (4 MB) are multiplied in the calling thread
+SHARE_MIN_BYTES = 64 << 20   # a model streaming fewer bytes of weights per token runs on the calling thread only
 _blas = None  # threadpoolctl's handle on the BLAS, made on first use
 _stop_blas_threads = None  # OpenBLAS's own function that ends its thread pool, found on first use
 _blas_shares_rows = False  # True while the BLAS's own threads share out matrix-vector products
+_shares = True  # False while a small model's forward runs: no product is handed to other threads
 _pool = None  # this module's worker threads, started on first use
 _tasks = queue.SimpleQueue()  # (part, share, done) for the workers
 _starting = threading.Lock()  # one caller at a time starts workers
@@ -40,27 +47,28 @@ def blas_shares_rows():
 
 
 @contextlib.contextmanager
-def threads_for(n_rows):
+def threads_for(n_rows, share=True):
     """The BLAS's threads while products of x with n_rows rows run, the program's own setting after.
 
     One row: the BLAS shares each matrix-vector product out itself. More: the
     BLAS runs single-threaded and blocked.product shares the blocks out on this
-    module's threads. Forwards from several threads take turns: the setting
-    belongs to the whole process.
+    module's threads. share=False (a small model): the BLAS single-threaded and
+    no product handed to this module's threads either. Forwards from several
+    threads take turns: the setting belongs to the whole process.
     """
-    global _blas, _blas_shares_rows
+    global _blas, _blas_shares_rows, _shares
     with _setting:
         if _blas is None:
             _blas = ThreadpoolController()
-        one_row, before = n_rows == 1 and N_THREADS > 1, _blas_shares_rows
+        one_row, before = n_rows == 1 and N_THREADS > 1 and share, (_blas_shares_rows, _shares)
         with _blas.limit(limits=N_THREADS if one_row else 1, user_api="blas"):
             if not one_row:
                 park_idle_blas_threads()
-            _blas_shares_rows = one_row
+            _blas_shares_rows, _shares = one_row, share
             try:
                 yield
             finally:
-                _blas_shares_rows = before
+                _blas_shares_rows, _shares = before
 
 
 def park_idle_blas_threads():
@@ -110,7 +118,7 @@ def in_shares(part, n_blocks, threaded):
     The other shares go to this module's worker threads through a queue, and
     their answers (None, or the exception raised) come back through another.
     """
-    if not threaded or N_THREADS == 1:  # a small weight: handing it to threads costs more than it saves
+    if not threaded or N_THREADS == 1 or not _shares:  # small: handing it to threads costs more than it saves
         return part(slice(0, n_blocks))
     mine, *others = shares(n_blocks, N_THREADS)
     start_workers(len(others))

@@ -148,7 +148,7 @@ def test_split_characters_are_never_printed_half(tiny_dirs):
     (["--max-new-tokens", "-3"], "--max-new-tokens"),
     (["--top-p", "1.5"], "--top-p"),
     (["--method", "magic"], "invalid choice"),
-    (["--temperature", "0.5"], "--temperature applies to --method sps, sample or drafter"),
+    (["--temperature", "0.5"], "--temperature applies to --method sps, tree-sps, sample or drafter"),
     (["--bogus"], "unrecognized arguments"),
     (["--method", "sps", "--seed", "-1"], "--seed"),
     (["--method", "sps", "--temperature", "nan"], "a number from 0 to 1000, not 'nan'"),
@@ -257,6 +257,8 @@ def test_a_tokenizer_that_is_not_the_models_is_one_line(tmp_path, tiny_dirs):
 
 def test_flags_for_other_methods_and_empty_html_are_refused(pair):
     assert_one_line_error(run("hi", *pair, "--n-beams", "3"), "--n-beams applies to --method beam", code=2)
+    assert_one_line_error(run("hi", *pair, "--draft-layers", "1"), "--draft-layers applies to --method self-speculative",
+                          code=2)
     assert_one_line_error(run("hi", *pair, "--html", ""), "needs a file name", code=2)
 
 

@@ -19,6 +19,7 @@ import threadpoolctl
 
 from conftest import ROOT, make_model_dir
 from gpt2 import GPT2
+from kvcache import KVCache
 from speculative import greedy_generate
 from speed import blocked, threads
 from speed.accelerate import BLOCKED_FILE, FastGPT2, accelerate, load_fast
@@ -140,6 +141,7 @@ def watched(x, w):
     return real(x, w)
 blocked.product = watched
 threads.THREADED_MIN_SIZE = 0  # the tiny model's weights shared out too
+threads.SHARE_MIN_BYTES = 0    # and the tiny model counted as big enough for threads at all
 before = threadpoolctl.threadpool_info()[0]["num_threads"]
 model = accelerate.load_fast(sys.argv[1])
 cache = KVCache()
@@ -188,6 +190,30 @@ def test_threads_for_one_row_lets_the_blas_share_out_and_restores_the_setting():
     with threads.threads_for(1):
         shared_by_blas = blocked.product(x, blocks_of(w))
     np.testing.assert_allclose(shared_by_blas, blocked.product(x, blocks_of(w)), rtol=1e-6)
+
+
+def test_a_small_model_runs_on_the_calling_thread_alone(tiny_dirs, monkeypatch):
+    # Under SHARE_MIN_BYTES per token no product is handed to any other thread: the BLAS is limited
+    # to one thread for one row as for several, and in_shares never queues a share; same logits.
+    model = load_fast(tiny_dirs["oracle"])
+    assert not model.shares
+    queued = []
+    monkeypatch.setattr(threads, "THREADED_MIN_SIZE", 0)  # a big model would share even these weights out
+    monkeypatch.setattr(threads, "_tasks", type("Queue", (), {"put": lambda self, task: queued.append(task)})())
+    seen = []
+    real = blocked.product
+
+    def watched(x, w):
+        seen.append((threadpoolctl.threadpool_info()[0]["num_threads"], threads.blas_shares_rows()))
+        return real(x, w)
+    monkeypatch.setattr(blocked, "product", watched)
+    cache = KVCache()
+    logits = [model.forward([1, 2, 3], cache), model.forward([4], cache)]
+    assert queued == [] and set(seen) == {(1, False)}
+    plain = GPT2.from_pretrained(tiny_dirs["oracle"])
+    expected = [plain.forward([1, 2, 3]), plain.forward([1, 2, 3, 4])[-1:]]
+    for got, want in zip(logits, expected):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)  # float32 sums in another order
 
 
 def openblas_with_its_own_threads():
