@@ -17,8 +17,11 @@ from conftest import ROOT
 
 sys.path.insert(0, os.path.join(ROOT, "exercises"))
 import checks  # noqa: E402
+from decoding import Stats  # noqa: E402
 from gpt2 import MASKED, softmax  # noqa: E402
 from kvcache import KVCache  # noqa: E402
+from ngram import NGramDrafter  # noqa: E402
+from speculative import speculative_generate  # noqa: E402
 from sps import residual, sample  # noqa: E402
 
 
@@ -394,3 +397,140 @@ def test_tree_mask_without_the_node_itself():
         mask[np.arange(len(new)), n_text + np.asarray(new)] = MASKED
         return mask
     fails("18", answer, r"hides column 4; column 4 is node 0, itself")
+
+
+# --- part 6, on the learned pair: exercises 22-25 -------------------------------------
+
+def acceptance_by_kind(pooled=True, fresh=True, bottom=lambda s: s.drafted, consume=True, n_draft=None):
+    def answer(draft, oracle, prompts, n_new, k):
+        counts, rates, stats = {}, {}, Stats()
+        for kind, ids in prompts:
+            stats = Stats() if fresh else stats
+            run = speculative_generate(draft, oracle, ids, n_new, n_draft=n_draft or k, stats=stats)
+            if consume:
+                list(run)
+            accepted, proposed = counts.get(kind, (0, 0)) if fresh else (0, 0)
+            counts[kind] = (accepted + stats.accepted, proposed + bottom(stats))
+            rates.setdefault(kind, []).append(stats.accepted / bottom(stats))
+        if not pooled:
+            return {kind: sum(r) / len(r) for kind, r in rates.items()}
+        return {kind: accepted / proposed for kind, (accepted, proposed) in counts.items()}
+    return answer
+
+
+def test_acceptance_by_kind_averaged_over_prompts():
+    fails("22", acceptance_by_kind(pooled=False), "that is the mean of its prompts' rates", "pool the kind's counts")
+
+
+def test_acceptance_by_kind_with_one_stats_for_every_prompt():
+    fails("22", acceptance_by_kind(fresh=False), r"the acceptance of the first \d+ prompts together", "a fresh")
+
+
+def test_acceptance_by_kind_over_the_tokens_produced():
+    fails("22", acceptance_by_kind(bottom=lambda s: s.n_tokens), "new tokens that were drafts", r"stats\.drafted")
+
+
+def test_acceptance_by_kind_with_the_default_draft_length():
+    fails("22", acceptance_by_kind(n_draft=8), "8 drafts per round", "n_draft=k")
+
+
+def test_acceptance_by_kind_that_never_runs_the_generator():
+    fails("22", acceptance_by_kind(consume=False), "raised ZeroDivisionError", "generator")
+
+
+def tokens_per_round(alpha, K):
+    return K + 1 if alpha == 1 else (1 - alpha ** (K + 1)) / (1 - alpha)
+
+
+def best_draft_length(per_round=tokens_per_round, check=lambda T, K: T[K + 1] / T[1], last=lambda T: max(T) - 1,
+                      largest_on_tie=False):
+    def answer(alpha, c, T):
+        best, best_score = None, -1.0
+        for K in range(1, last(T) + 1):
+            score = per_round(alpha, K) / (K * c + check(T, K))
+            if score > best_score or (largest_on_tie and score == best_score):
+                best, best_score = K, score
+        return best
+    return answer
+
+
+def test_best_draft_length_with_free_checking():
+    fails("23", best_draft_length(check=lambda T, K: 1.0), "best K if checking were free", r"T\[K \+ 1\] / T\[1\]")
+
+
+def test_best_draft_length_that_divides_by_zero_at_alpha_1():
+    fails("23", best_draft_length(per_round=lambda alpha, K: (1 - alpha ** (K + 1)) / (1 - alpha)),
+          r"alpha=1, .* raised ZeroDivisionError", r"K \+ 1 tokens")
+
+
+def test_best_draft_length_checking_k_tokens():
+    fails("23", best_draft_length(check=lambda T, K: T[K] / T[1]), r"costed at T\[K\]", r"reads K \+ 1 tokens")
+
+
+def test_best_draft_length_past_the_curve():
+    fails("23", best_draft_length(last=max), "raised KeyError", r"K runs from 1 to max\(T\) - 1")
+
+
+def test_best_draft_length_largest_on_a_tie():
+    fails("23", best_draft_length(largest_on_tie=True), "the two tie", "smallest K")
+
+
+def accepted_path(choice_after=lambda i: i + 1, any_parent=False, one_level=False):
+    def answer(parents, tokens, choice):
+        path, at = [], -1
+        while True:
+            want = choice[0] if at == -1 else choice[choice_after(at)]
+            child = next((j for j in range(len(parents)) if (any_parent or parents[j] == at) and tokens[j] == want
+                          and j not in path), None)
+            if child is None or (one_level and path):
+                return path
+            path.append(child)
+            at = child
+    return answer
+
+
+def test_tree_path_with_choice_off_by_one():
+    fails("24", accepted_path(choice_after=lambda i: i), r"the oracle chose \d+ \(choice\[\d+\]\)",
+          r"after node i is choice\[i \+ 1\]")
+
+
+def test_tree_path_to_any_node_with_the_token():
+    fails("24", accepted_path(any_parent=True), r"node \d+ is not a child of node \d+", "a child of the last node")
+
+
+def test_tree_path_of_one_level():
+    fails("24", accepted_path(one_level=True), "the path goes on", "keep stepping down")
+
+
+def test_tree_path_as_tokens():
+    def answer(parents, tokens, choice):
+        return [tokens[i] for i in checks.EXERCISES["24"].reference()(parents, tokens, choice)]
+    fails("24", answer, "those are the path tokens", "indices")
+
+
+def replay_lookup(step=1, room=1, sees=0, prefix=True):
+    def answer(tokens, n_prompt, k, max_tail=3):
+        drafter, drafted, accepted, rounds, i = NGramDrafter(n=max_tail + 1), 0, 0, 0, n_prompt
+        while i < len(tokens):
+            guesses = drafter.lookup(tokens[:i + sees], k if room is None else min(k, len(tokens) - i - room))
+            matches = [g == t for g, t in zip(guesses, tokens[i:])]
+            n = (matches + [False]).index(False) if prefix else sum(matches)
+            drafted, accepted, rounds, i = drafted + len(guesses), accepted + n, rounds + 1, i + n + step
+        return drafted, accepted, rounds
+    return answer
+
+
+def test_lookup_replay_without_the_oracles_token():
+    fails("25", replay_lookup(step=0), "did not finish", "AND the oracle's own token")
+
+
+def test_lookup_replay_that_reads_ahead():
+    fails("25", replay_lookup(sees=1), r"also sees tokens\[i\]", r"lookup\(tokens\[:i\], \.\.\.\)")
+
+
+def test_lookup_replay_without_the_cut():
+    fails("25", replay_lookup(room=None), "always asks for k drafts", r"min\(k, len\(tokens\) - i - 1\)")
+
+
+def test_lookup_replay_counting_every_match():
+    fails("25", replay_lookup(prefix=False), "counts every draft matching", "first one that differs")
