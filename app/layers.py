@@ -31,14 +31,25 @@ from weights.models import DEFAULT_MODELS_DIR
 K = 4           # drafts per round
 CONTEXT = 128   # cached tokens before each timed pass
 XL_LAYERS = (6, 12, 18, 24, 30, 36, 42)
-LEARNED_COLUMNS = ["L", "acceptance", "tokens_per_round", "speedup", "speedup_unshared"]
-XL_COLUMNS = ["L", "fraction", "c", "verify_ratio", "alpha_at_fraction", "predicted_speedup"]
+LEARNED_COLUMNS = ["L", "acceptance", "tokens_per_round", "alpha", "speedup", "speedup_unshared"]
+XL_COLUMNS = ["L", "fraction", "c", "verify_ratio", "alpha_at_fraction", "predicted_speedup"]  # alpha: part 1's
+
+
+def alpha_of(tokens_per_round, k=K):
+    """Leviathan et al.'s alpha that gives this many tokens per round of k drafts (bisection: the mean
+    grows with alpha). The share of drafts kept is lower: it also counts drafts after a rejection."""
+    low, high = 0.0, 1.0
+    for _ in range(50):
+        mid = (low + high) / 2
+        low, high = (mid, high) if predict.expected_tokens_per_round(mid, k) < tokens_per_round else (low, mid)
+    return low
 
 
 def learned_rows(oracle, prompts_ids, n_new):
     """Part 1: per L, the acceptance and the measured speedup on the learned oracle."""
     results = measure_layers(oracle, prompts_ids, n_new, K, range(1, oracle.n_layer))
     return [{"L": n, "acceptance": round(r["acceptance"], 3), "tokens_per_round": round(r["tokens_per_round"], 2),
+             "alpha": round(alpha_of(r["tokens_per_round"]), 3),
              "speedup": round(r["speedup"], 2),
              "speedup_unshared": round(r["greedy_seconds_per_token"] / r["unshared_seconds_per_token"], 2)}
             for n, r in results.items()]
@@ -106,7 +117,7 @@ def main(argv):
     print(tables.text(learned, LEARNED_COLUMNS))
     xl, t_xl = [], None
     if not args.no_xl:
-        by_fraction = {row["L"] / oracle.n_layer: row["acceptance"] for row in learned}
+        by_fraction = {row["L"] / oracle.n_layer: row["alpha"] for row in learned}
         xl_model, _, _ = measure.bench_model("gpt2-xl", args.models_dir)
         fractions = sorted(by_fraction)
         print("gpt2-xl shape: timing each L, taking turns", file=sys.stderr)

@@ -14,9 +14,10 @@ Sample at temperature 1, with no top-k. What you may use:
     rng.random()            # r ~ U[0, 1)
     residual(q, p)          # (q - p)+ renormalised: exercise 11
 
-The checker runs your round a thousand times on two tiny models over a
-vocabulary of 6 tokens, and compares what comes out with the target's exact
-distribution (a chi-square test), and how often drafts are kept with alpha.
+The checker runs your round 300 times (K = 2) on two tiny models over a
+vocabulary of 6 tokens and compares how often drafts are kept with alpha; then
+it runs your rounds 500 times until 3 tokens are out, and compares those with
+the target's exact distribution (a chi-square test).
 
 Check: pytest exercises/ -k ex15
 """
