@@ -14,7 +14,7 @@ import sys
 import pytest
 import regex
 
-from app import cli, display, report
+from app import cli, display, methods, report
 from conftest import ROOT
 from decoding import Round, Stats
 from weights.tokenizer import GPT2_PATTERN, bytes_to_unicode, encode, load_tokenizer
@@ -80,11 +80,10 @@ def generate(argv):
         sys.stdout, sys.stderr = real
 
 
-@pytest.mark.parametrize("method", ["speculative", "threshold", "sps", "tree", "ngram", "staged", "adaptive",
-                                    "adaptive-hf", "greedy", "sample", "beam", "drafter"])
+@pytest.mark.parametrize("method", list(methods.METHODS))
 def test_a_chinese_prompt_through_every_method(demo_dirs, method, tmp_path):
     prompt = "投机解码：草稿模型先猜，大模型验证 🙂"
-    verifying = method in ("speculative", "threshold", "sps", "tree", "ngram", "staged", "adaptive", "adaptive-hf")
+    verifying = methods.METHODS[method].verifies
     page = tmp_path / "run.html"
     args = [prompt, "--draft", demo_dirs["draft"], "--oracle", demo_dirs["oracle"], "--method", method, "-n", "8",
             *(["--trace", "--html", str(page)] if verifying else [])]

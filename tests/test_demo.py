@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from app import demo as demo_app
+from app import methods, runner
 from conftest import ROOT
 from decoding import Stats
 from processors import make_processor
@@ -124,6 +125,20 @@ def test_greedy_speculative_text_is_greedy_text_on_held_out_prompts(pair):
         assert list(speculative_generate(draft, oracle, ids, 32, n_draft=4, stats=stats)) == \
             list(greedy_generate(oracle, ids, 32)), kind
     assert stats.acceptance_rate >= 0.55, stats.acceptance_rate
+
+
+EXACT = [m.name for m in methods.METHODS.values() if m.exact and m.verifies]
+
+
+@pytest.mark.parametrize("method", EXACT)
+def test_every_greedy_method_gives_greedy_text_on_held_out_prompts(pair, method):
+    # The registry's every greedy method (the beyond/ ones too), one held-out prompt of each kind.
+    draft, oracle, enc = pair
+    for kind, prompt in held_out():
+        ids = encode(enc, prompt)[:40]
+        settings = runner.Settings(method=method, max_new_tokens=24)
+        got = list(runner.generator(settings, draft, oracle, ids, Stats()))
+        assert got == list(greedy_generate(oracle, ids, 24)), (method, kind)
 
 
 def test_the_oracle_writes_words_of_the_documentation(pair):

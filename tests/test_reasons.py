@@ -21,8 +21,27 @@ from ngram import NGramDrafter, ngram_generate, staged_generate
 from threshold import threshold_generate
 from tree import tree_generate
 
-PROMPTS = ([5, 9, 2, 7], [3, 3, 8, 1, 3, 3, 8])
+PROMPTS = ([5, 9, 2, 7], [3, 3, 8, 1, 3, 3, 8])  # token ids: bytes in any GPT-2 vocabulary, the learned one too
 NEAR_TIE = 1e-5  # the only excusable greedy difference (README: near-ties)
+
+
+@pytest.fixture(scope="module", params=["tiny random pair", "learned pair"])
+def models(request, tiny_dirs, demo_dirs):
+    """(draft, oracle): every test here runs on the tests' tiny random pair and on the learned pair."""
+    from speed.accelerate import load_fast
+    if request.param == "learned pair":
+        return load_fast(demo_dirs["draft"]), load_fast(demo_dirs["oracle"])
+    return load_fast(tiny_dirs["related"]), load_fast(tiny_dirs["oracle"])
+
+
+@pytest.fixture
+def related(models):  # the draft (conftest's name for the tiny pair's draft, kept so the tests read alike)
+    return models[0]
+
+
+@pytest.fixture
+def oracle(models):
+    return models[1]
 
 
 def traced(generate, *args, **kwargs):
