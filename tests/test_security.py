@@ -299,7 +299,7 @@ def test_15_a_folder_named_like_a_model_is_not_taken_for_it(tmp_path, tiny_dirs)
                   cwd=tmp_path)
     by_path = run("speculative.py", "the cat", "--oracle", "./gpt2", "--method", "greedy", "-n", "6", cwd=tmp_path)
     assert by_name.returncode == 0 and by_path.returncode == 0, by_name.stderr + by_path.stderr
-    assert "loaded gpt2 from models/gpt2 (1 layers" in by_name.stderr and "loaded ./gpt2 (2 layers" in by_path.stderr
+    assert "loaded gpt2 from models/gpt2 (1 layer of" in by_name.stderr and "loaded ./gpt2 (2 layers" in by_path.stderr
     assert "looked up in --models-dir" in run("speculative.py", "--help").stdout
 
 
