@@ -80,17 +80,22 @@ def draft_tree(draft, draft_cache, tokens, max_depth, branch, max_nodes, confide
     return nodes, n_fed
 
 
-def verify_tree(oracle, oracle_cache, tokens, nodes, stats):
-    """Steps 2 and 3: (indices of the accepted root path, new tokens, the oracle's choice after the root and each node)."""
+def tree_logits(oracle, oracle_cache, tokens, nodes, stats):  # -> [1 + len(nodes), vocab_size]
+    """The oracle's logits after the root (row 0: the text's last token) and after each node (row i + 1),
+    in one tree-masked pass; the root row sees the text and itself."""
     n = len(tokens)
     if oracle_cache.n_tokens() < n - 1:  # the prompt: read all but its last token first
         feed(oracle, oracle_cache, tokens[:-1], stats, "oracle")
-    # 2. The root and every node in one pass; the root row sees the text and itself.
     root_row = np.where(np.arange(n + len(nodes)) < n, np.float32(0), MASKED)[None, :]
     mask = np.vstack([root_row, tree_mask(nodes, range(len(nodes)), n, 0)])
     positions = [n - 1] + [n - 1 + node.depth for node in nodes]
-    logits = timed_forward(oracle, oracle_cache, [tokens[-1]] + [node.token for node in nodes],
-                           positions, mask, stats, "oracle")
+    return timed_forward(oracle, oracle_cache, [tokens[-1]] + [node.token for node in nodes],
+                         positions, mask, stats, "oracle")
+
+
+def verify_tree(oracle, oracle_cache, tokens, nodes, stats):
+    """Steps 2 and 3: (indices of the accepted root path, new tokens, the oracle's choice after the root and each node)."""
+    logits = tree_logits(oracle, oracle_cache, tokens, nodes, stats)  # 2. the root and every node, one pass
     choice = np.argmax(logits, axis=-1)  # choice[0]: after the root; choice[i + 1]: after node i
     path = accepted_path(nodes, choice)
     at = path[-1] if path else -1

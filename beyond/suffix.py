@@ -223,13 +223,19 @@ class SuffixDrafter:
             out.append(self.tokens[i] if i < len(self.tokens) else out[i - len(self.tokens)])
         return out
 
-    def propose(self, k):
-        """Up to k tokens: what followed the most recent earlier occurrence of the longest match."""
+    def _match_to_draft(self, k):
+        """(length, ends) of the longest match to draft from; (0, []) when there is none, or no room (k <= 0).
+        Clears the round's source and reason first: a proposal that drafts sets its own."""
         self.source, self.reason = {}, "nothing left to draft: the oracle adds the last token alone"
         if k <= 0:
-            return []
+            return 0, []
         length, ends = self.match()
-        if not self._long_enough(length):
+        return (length, ends) if self._long_enough(length) else (0, [])
+
+    def propose(self, k):
+        """Up to k tokens: what followed the most recent earlier occurrence of the longest match."""
+        length, ends = self._match_to_draft(k)
+        if not ends:
             return []
         latest = max(ends)
         drafted = self.continuation(latest, k)
@@ -247,11 +253,8 @@ class SuffixDrafter:
         greedy expansion): add the candidate with the highest score, then offer its own `width`
         most frequent children, until max_nodes. A parent always comes before its children.
         """
-        self.source, self.reason = {}, "nothing left to draft: the oracle adds the last token alone"
-        if k <= 0:
-            return []
-        length, ends = self.match()
-        if not self._long_enough(length):
+        length, ends = self._match_to_draft(k)
+        if not ends:
             return []
         ends = sorted(ends, reverse=True)  # most recent first: ties go to recent evidence
         continuations = [self.continuation(e, k) for e in ends]

@@ -55,12 +55,11 @@ One round (tree_sample_generate):
 import numpy as np
 
 from decoding import Stats, cache_lengths, check_args, feed
-from gpt2 import MASKED
 from kvcache import KVCache
 from processors import as_processor
 from speculative import rollback
 from sps import acceptance_probability, residual, sample
-from tree import Node, timed_forward, tree_mask
+from tree import Node, timed_forward, tree_logits, tree_mask
 
 
 def tree_sample_generate(draft, oracle, ids, n_new, k=4, width=2, max_nodes=32, rng=None, processor=None,
@@ -131,15 +130,8 @@ def sample_tree(draft, draft_cache, tokens, max_depth, width, max_nodes, process
 
 def oracle_pass(oracle, oracle_cache, tokens, nodes, processor, stats):  # -> [1 + len(nodes), V]
     """Step 2: the oracle's q after the root (row 0) and after each node (row i + 1), in one tree-masked pass,
-    laid out as tree.verify_tree lays it out (which keeps only the argmax)."""
-    n = len(tokens)
-    if oracle_cache.n_tokens() < n - 1:  # the prompt: read all but its last token first
-        feed(oracle, oracle_cache, tokens[:-1], stats, "oracle")
-    root_row = np.where(np.arange(n + len(nodes)) < n, np.float32(0), MASKED)[None, :]
-    mask = np.vstack([root_row, tree_mask(nodes, range(len(nodes)), n, 0)])
-    positions = [n - 1] + [n - 1 + node.depth for node in nodes]
-    return processor(timed_forward(oracle, oracle_cache, [tokens[-1]] + [node.token for node in nodes],
-                                   positions, mask, stats, "oracle"))
+    tree.py's pass, whose logits tree.verify_tree reduces to the argmax."""
+    return processor(tree_logits(oracle, oracle_cache, tokens, nodes, stats))
 
 
 # ---------------------------------------------------------------------------
