@@ -38,8 +38,7 @@ class FastGPT2(GPT2):
 
     def __init__(self, params, config, name="gpt2"):
         super().__init__(params, config, name=name)
-        h, d, v = config["n_layer"], config["n_embd"], config["vocab_size"]
-        self.shares = 4 * (12 * h * d * d + v * d) >= threads.SHARE_MIN_BYTES  # float32 weights streamed per token
+        self.shares = weight_bytes(self) >= threads.SHARE_MIN_BYTES
 
     def forward(self, ids, *args, **kwargs):
         with threads.threads_for(np.size(ids), self.shares):
@@ -48,6 +47,17 @@ class FastGPT2(GPT2):
     def rows(self, n_rows):
         """The same setting for code that runs the model's blocks itself (beyond/self_speculative.py)."""
         return threads.threads_for(n_rows, self.shares)
+
+
+def weight_bytes(model):
+    """Bytes a single-token forward streams: every weight (wpe only has a row read)."""
+    def total(node):
+        if isinstance(node, dict):
+            return sum(total(v) for v in node.values())
+        if isinstance(node, list):
+            return sum(total(v) for v in node)
+        return node.nbytes
+    return total(model.params) - model.params["wpe"].nbytes
 
 
 def accelerate(model):

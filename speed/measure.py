@@ -21,7 +21,7 @@ import numpy as np
 import threadpoolctl
 
 from kvcache import KVCache
-from speed.accelerate import load_fast
+from speed.accelerate import load_fast, weight_bytes
 from speed.threads import N_THREADS, threads_for
 from weights import checkpoint
 
@@ -49,17 +49,6 @@ def bench_model(name, models_dir):
     if not has_checkpoint(fake):
         checkpoint.random_checkpoint(fake, {**SHAPES[name], "n_positions": 1024, "vocab_size": 50257}, seed=0)
     return load_fast(fake), fake, False
-
-
-def weight_bytes(model):
-    """Bytes a single-token forward streams: every weight (wpe only has a row read)."""
-    def total(node):
-        if isinstance(node, dict):
-            return sum(total(v) for v in node.values())
-        if isinstance(node, list):
-            return sum(total(v) for v in node)
-        return node.nbytes
-    return total(model.params) - model.params["wpe"].nbytes
 
 
 # ---------------------------------------------------------------------------
