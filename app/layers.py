@@ -21,6 +21,7 @@ import time
 import numpy as np
 
 from app import program, runner, tables
+from app.suite import PROMPTS, read_prompts  # the held-out prompts of the real-text suite
 from beyond.self_speculative import early_exit_draft, lm_head, measure_layers, run_blocks
 from errors import printable
 from kvcache import KVCache
@@ -87,7 +88,7 @@ def xl_rows(oracle, alpha_at, repeats=5):
         alpha = alpha_at(fraction)
         rows.append({"L": n, "fraction": round(fraction, 3), "c": round(c, 3), "verify_ratio": round(v, 2),
                      "alpha_at_fraction": round(alpha, 3),
-                     "predicted_speedup": round(predict.expected_tokens_per_round(alpha, K) / (K * c + v), 2)})
+                     "predicted_speedup": round(predict.predicted_speedup(alpha, K, c, verify_ratio=v), 2)})
     return rows, best["oracle"]
 
 
@@ -108,7 +109,6 @@ def main(argv):
     problem = files.why_not_a_folder_to_write(args.out)
     if problem:
         parser.error(f"--out {problem}")
-    from app.suite import PROMPTS, read_prompts  # the held-out prompts of the real-text suite
     loaded = runner.prepare(lambda role: runner.load_model(args.oracle, args.models_dir), "self-speculative", "", 1)
     oracle = loaded.oracle
     prompts = [runner.prompt_ids(loaded.enc, p["prompt"]) for p in read_prompts(PROMPTS)]

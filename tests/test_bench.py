@@ -283,3 +283,35 @@ def test_real_models_without_a_tokenizer_fail_at_once(tiny_dirs, tmp_path):
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert r.stderr.strip().count("\n") == 0 and "tokenizer files" in r.stderr
     assert not os.path.exists(tmp_path / "out")
+
+
+def test_the_real_text_suite_runs_on_the_learned_pair_and_writes_its_tables(demo_dirs, tmp_path):
+    # bench.py suite, small: two methods, one round, 8 tokens; every greedy row's text checked against greedy.
+    models_dir = os.path.dirname(demo_dirs["draft"])
+    r = run_bench("suite", "--methods", "speculative", "suffix", "-n", 8, "--rounds", 1, "--models-dir", models_dir,
+                  "--out", tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    with open(tmp_path / "out" / "suite.csv", newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert {(row["method"], row["kind"]) for row in rows} == {(m, k) for m in ("speculative", "suffix")
+                                                              for k in ("prose", "code", "lists", "repeat")}
+    assert all(row["output"] == "identical" and 0 <= float(row["repeats"]) <= 1 for row in rows)
+    for name in ("suite_prediction.csv", "suite.md", "suite.json", "suite.html"):
+        assert (tmp_path / "out" / name).is_file()
+    assert "python bench.py suite --methods speculative suffix" in (tmp_path / "out" / "suite.md").read_text()
+
+
+def test_the_layers_bench_runs_every_depth_of_the_learned_oracle(demo_dirs, tmp_path):
+    models_dir = os.path.dirname(demo_dirs["oracle"])
+    r = run_bench("layers", "--no-xl", "-n", 4, "--models-dir", models_dir, "--out", tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    learned = json.loads((tmp_path / "out" / "layers.json").read_text())["learned"]
+    assert [row["L"] for row in learned] == list(range(1, 8))  # every depth short of the oracle's 8 layers
+    for row in learned:  # alpha is Leviathan's: the one that gives the measured tokens per round
+        assert abs(predict.expected_tokens_per_round(row["alpha"], 4) - row["tokens_per_round"]) < 0.01
+
+
+def test_repeats_count_the_tokens_that_close_a_known_4_gram():
+    from app.suite import repeated_share
+    assert repeated_share([1, 2, 3, 4], [1, 2, 3, 4, 5]) == 1 / 5  # only the second 4 closes (1, 2, 3, 4)
+    assert repeated_share([1, 2, 3], [4, 5, 6]) == 0
