@@ -315,3 +315,16 @@ def test_repeats_count_the_tokens_that_close_a_known_4_gram():
     from app.suite import repeated_share
     assert repeated_share([1, 2, 3, 4], [1, 2, 3, 4, 5]) == 1 / 5  # only the second 4 closes (1, 2, 3, 4)
     assert repeated_share([1, 2, 3], [4, 5, 6]) == 0
+
+
+def test_before_after_compares_two_checkouts_round_by_round(tiny_dirs, tmp_path):
+    # tools/before_after.py, the check that a refactoring kept the speed: here this checkout against itself
+    shutil.copytree(tiny_dirs["related"], tmp_path / "random-gpt2")
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "before_after.py"), ROOT, ROOT,
+                        "--models-dir", tmp_path, "--rounds", "2", "--models", "gpt2"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count("done") == 2
+    lines = r.stdout.splitlines()
+    assert lines[0].split()[:3] == ["figure", "before", "after"]
+    assert [line.split()[0:2] for line in lines[1:]] == [["gpt2", "T(1)"], ["gpt2", "T(8)/T(1)"], ["gpt2", "ms"]]

@@ -1,0 +1,104 @@
+"""Is a change as fast as the code before it? T(1) and T(8) of two checkouts, paired, on one machine.
+
+    git worktree add /tmp/before <commit>
+    python bench.py --quick --models-dir /tmp/bm        # once: random gpt2 and gpt2-xl of the real shapes
+    python tools/before_after.py /tmp/before . --models-dir /tmp/bm
+
+A single bench.py --quick's T(8)/T(1) moves by 10-20% with a busy neighbour, more than
+the differences a refactoring must rule out. Here each round runs the two checkouts one
+after the other (ABBA order, so neither always goes first), each in a fresh process that
+imports only its own code, and times forwards of 1 and 8 tokens after 128 cached, taking
+turns (as bench.py's cost curve does). The figures are medians over the rounds, beside
+their spread and the median of the rounds' after/before ratios.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+CONTEXT = 128
+KS = (1, 8)
+REPEATS = {"gpt2": 41, "gpt2-xl": 9}  # timings per k in each process: a gpt2-xl forward takes 0.3 s
+
+
+def measure(checkout, models_dir, names):
+    """In a fresh process: {name: {k: median ms}} with `checkout`'s own model code."""
+    sys.path.insert(0, checkout)
+    import numpy as np
+    from kvcache import KVCache
+    try:
+        from speed.accelerate import load_fast as load
+    except ImportError:  # before the move (f43c335): gpt2.py made the blocked layout itself
+        import gpt2
+        load = gpt2.GPT2.from_pretrained
+    result = {}
+    for name in names:
+        model, cache = load(os.path.join(models_dir, "random-" + name)), KVCache()
+        context = min(CONTEXT, model.n_positions - max(KS))  # a tiny test model's window may be shorter
+        model.forward(np.arange(context) % model.vocab_size, cache, n_logits=1)
+
+        def seconds(k):
+            start = time.perf_counter()
+            model.forward(np.arange(k) % model.vocab_size, cache)
+            cache.truncate(context)
+            return time.perf_counter() - start
+
+        for k in KS:  # warm-up: page the weights in
+            seconds(k)
+        times = {k: [] for k in KS}
+        for _ in range(REPEATS[name]):
+            for k in KS:
+                times[k].append(seconds(k))
+        result[name] = {str(k): statistics.median(t) * 1e3 for k, t in times.items()}
+    return result
+
+
+def figures(ms):
+    """The issue's figures from one process's medians."""
+    out = {}
+    for name, t in ms.items():
+        out[f"{name} T(1) ms"] = t["1"]
+        out[f"{name} T(8)/T(1)"] = t["8"] / t["1"]
+        out[f"{name} ms per token at 8"] = t["8"] / 8
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("before", help="a checkout of the code before the change")
+    parser.add_argument("after", help="a checkout of the code after it")
+    parser.add_argument("--models-dir", required=True, help="bench.py's --models-dir, holding random-gpt2 and random-gpt2-xl")
+    parser.add_argument("--rounds", type=int, default=12)
+    parser.add_argument("--models", nargs="+", default=["gpt2", "gpt2-xl"], choices=sorted(REPEATS))
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(measure(os.path.abspath(args.before), args.models_dir, args.models)))
+        return
+    runs = {"before": [], "after": []}
+    for round_ in range(args.rounds):
+        order = ("before", "after") if round_ % 2 == 0 else ("after", "before")
+        for side in order:
+            checkout = os.path.abspath(getattr(args, side))
+            r = subprocess.run([sys.executable, os.path.abspath(__file__), checkout, checkout, "--child",
+                                "--models-dir", args.models_dir, "--models", *args.models],
+                               cwd=checkout, capture_output=True, text=True)
+            if r.returncode != 0:
+                sys.exit(f"error: the {side} checkout failed: {r.stderr.strip().splitlines()[-1:]}")
+            runs[side].append(figures(json.loads(r.stdout)))
+        print(f"round {round_ + 1} of {args.rounds} done", file=sys.stderr)
+    print(f"{'figure':28s} {'before':>8s} {'after':>8s} {'change':>7s}  after/before (median of rounds)  spread before | after")
+    for key in runs["before"][0]:
+        b, a = ([r[key] for r in runs[side]] for side in ("before", "after"))
+        paired = statistics.median(y / x for x, y in zip(b, a))
+        mb, ma = statistics.median(b), statistics.median(a)
+        print(f"{key:28s} {mb:8.2f} {ma:8.2f} {100 * (ma / mb - 1):+6.1f}%  {paired:.3f}"
+              f"  {min(b):.2f}-{max(b):.2f} | {min(a):.2f}-{max(a):.2f}")
+
+
+if __name__ == "__main__":
+    main()
