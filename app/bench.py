@@ -234,18 +234,16 @@ def write_summary(path, results):
                   "Predictions at the realised rate: the paper's (verification free); from the cost curves, "
                   "drafting and the prompt passes; and the same with a round's passes, and the oracle alone's "
                   "steps, timed as decoding runs them (round_costs); gap = measured / that last prediction - 1. "
-                  "Speculative rows: the faster of two runs; the other methods: one run.", "",
-                  "| alpha | realised | method | setting | tokens/s | acceptance | tokens per pass | speedup "
-                  "| predicted (paper) | predicted (cost curve) | predicted (measured rounds) | gap |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "Speculative rows: the faster of two runs; the other methods: one run.", ""]
         columns = ["alpha", "realised", "method", "setting", "tokens_per_s", "acceptance", "tokens_per_pass", "speedup",
                    "predicted", "predicted_with_cost_curve", "predicted_with_costs", "gap"]
+        titles = ["alpha", "realised", "method", "setting", "tokens/s", "acceptance", "tokens per pass", "speedup",
+                  "predicted (paper)", "predicted (cost curve)", "predicted (measured rounds)", "gap"]
     else:
-        lines += [f"End to end, {e2e[0]['pair']}, real weights, {len(PROMPTS)} prompts.", "",
-                  "| prompt | method | setting | tokens/s | acceptance | tokens per pass | speedup |", "|---|---|---|---|---|---|---|"]
+        lines += [f"End to end, {e2e[0]['pair']}, real weights, {len(PROMPTS)} prompts.", ""]
         columns = ["prompt", "method", "setting", "tokens_per_s", "acceptance", "tokens_per_pass", "speedup"]
-    for r in e2e:
-        lines.append("| " + " | ".join(str(r.get(c, "")) for c in columns) + " |")
+        titles = ["prompt", "method", "setting", "tokens/s", "acceptance", "tokens per pass", "speedup"]
+    lines.append(tables.markdown(e2e, columns, titles))
     files.write_text(path, "\n".join(lines) + "\n")
 
 

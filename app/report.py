@@ -24,13 +24,13 @@ is escaped, and bytes that are not (yet) a whole character show as \\xNN.
 
 import codecs
 import html
-import re
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 
 from app import display, methods
 from beyond import tree_sampling
+from beyond.suffix import continuation
 from errors import UserError
 from speed.predict import expected_tokens_per_round, truncated_geometric
 from weights import files
@@ -719,21 +719,11 @@ def sampled_tree_figure(run, r):
             f'<div class="scroll">{table}</div></figure>')
 
 
-def oracle_layers(run, d):
-    """The oracle's number of blocks: the round's n_layer if it has one, else read from its reason
-    ("layers 0-1 of 3 + ln_f + LM head", beyond/self_speculative.describe) or the page's model line."""
-    if isinstance(d.get("n_layer"), int):
-        return d["n_layer"]
-    found = re.search(r"of (\d+) \+ ln_f", str(d.get("reason", ""))) or \
-        re.search(r"\((\d+) layers", str(getattr(run, "models", {}).get("oracle", "")))
-    return int(found.group(1)) if found else None
-
-
 def layers_figure(run, r, number):
     """Self-speculative: the oracle's blocks, the draft's first L marked, one column per token fed; the draft's
     early exit proposes each next token, the oracle's verification runs from block L on and chooses at the top."""
-    L, k, n = r.details["layers"], len(r.drafted), oracle_layers(run, r.details)
-    if n is None or not 0 < L < n:
+    L, k, n = r.details["layers"], len(r.drafted), r.details.get("n_layer")  # the oracle's blocks
+    if not isinstance(n, int) or not 0 < L < n:
         return f'<p class="note">The draft is the oracle\'s first {int(L)} blocks; the oracle\'s depth is not recorded.</p>'
     h = max(8, min(24, 240 // n))       # one block's height
     band, stack_w, col, x0 = 30, 190, 104, 230
@@ -821,9 +811,7 @@ def suffix_figure(run, r):
                 "the tokens generated), so it is not drawn.</p>")
     suffix = text[n - length:]
     ends = [e for e in range(length - 1, n - 1) if text[e - length + 1:e + 1] == suffix]  # every earlier occurrence
-    followed = []
-    for i in range(end + 1, end + 1 + max(len(r.drafted) if "parents" not in r.details else draft_length(r), 1)):
-        followed.append(text[i] if i < n else followed[i - n])  # past the end: copy on (beyond/suffix.continuation)
+    followed = continuation(text, end, max(len(r.drafted) if "parents" not in r.details else draft_length(r), 1))
     in_text = list(range(end + 1, min(end + 1 + len(followed), n)))  # what followed, as far as the text goes
     roles = {}
     for e in ends:

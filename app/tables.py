@@ -14,9 +14,10 @@ def text(rows, columns):
     return "\n".join(lines)
 
 
-def markdown(rows, columns):
-    """The rows as a markdown table (README.md and PERFORMANCE.md take them as they are)."""
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+def markdown(rows, columns, titles=None):
+    """The rows as a markdown table (README.md and PERFORMANCE.md take them as they are); titles: the
+    header's words for the columns, if not their keys."""
+    lines = ["| " + " | ".join(titles or columns) + " |", "|" + "---|" * len(columns)]
     return "\n".join(lines + ["| " + " | ".join(str(r.get(c, "")) for c in columns) + " |" for r in rows])
 
 

@@ -170,6 +170,15 @@ class Matcher:
         return self.length
 
 
+def continuation(tokens, end, k):
+    """The k tokens after position `end` of tokens. Near the text's end they run out: continue copying from
+    what was just copied (as LZ77 does), so a text repeating with a short period gets a full draft."""
+    out = []
+    for i in range(end + 1, end + 1 + k):
+        out.append(tokens[i] if i < len(tokens) else out[i - len(tokens)])
+    return out
+
+
 class SuffixDrafter:
     """Drafts from the text itself: what followed the earlier occurrences of the text's longest repeated suffix.
 
@@ -215,14 +224,6 @@ class SuffixDrafter:
         ends = [e for e in self.automaton.endpos(self.matcher.state) if e < len(self.tokens) - 1]
         return length, ends
 
-    def continuation(self, end, k):
-        """The k tokens after position `end`. Near the text's end they run out: continue copying from what
-        was just copied (as LZ77 does), so a text repeating with a short period gets a full draft."""
-        out = []
-        for i in range(end + 1, end + 1 + k):
-            out.append(self.tokens[i] if i < len(self.tokens) else out[i - len(self.tokens)])
-        return out
-
     def _match_to_draft(self, k):
         """(length, ends) of the longest match to draft from; (0, []) when there is none, or no room (k <= 0).
         Clears the round's source and reason first: a proposal that drafts sets its own."""
@@ -238,7 +239,7 @@ class SuffixDrafter:
         if not ends:
             return []
         latest = max(ends)
-        drafted = self.continuation(latest, k)
+        drafted = continuation(self.tokens, latest, k)
         self.source = {"length": length, "end": latest, "occurrences": len(ends)}
         self.reason = (f"longest match: {length} token(s) ending at position {latest}"
                        f"{self._others(len(ends))}; proposed the {len(drafted)} that followed")
@@ -257,7 +258,7 @@ class SuffixDrafter:
         if not ends:
             return []
         ends = sorted(ends, reverse=True)  # most recent first: ties go to recent evidence
-        continuations = [self.continuation(e, k) for e in ends]
+        continuations = [continuation(self.tokens, e, k) for e in ends]
         nodes, heap, order = [], [], 0
 
         def offer(parent, depth, members, score):  # push the `width` most frequent next tokens of members

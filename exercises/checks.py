@@ -67,14 +67,15 @@ def wrong(what, hint):
     return AssertionError(f"{what}\n  where to look: {hint}")
 
 
-def attempt(call_text, f, *args, hint=None):
-    """f(*args), with a crash turned into a one-paragraph failure naming the line of your file."""
+def attempt(call_text, f, *args, hint=None, hints=()):
+    """f(*args), with a crash turned into a one-paragraph failure naming the line of your file.
+    hints ((exception type, hint), ...) choose the hint by the exception's type; hint is the one otherwise."""
     try:
         return f(*args)
     except NotImplementedError:
         raise
     except Exception as e:
-        raise crash(call_text, e, hint) from None
+        raise crash(call_text, e, next((h for kind, h in hints if isinstance(e, kind)), hint)) from None
 
 
 def crash(call_text, e, hint=None):
@@ -855,16 +856,6 @@ def held_out_prompts():
     return tuple(kinds.items())
 
 
-def call_student(call_text, f, *args, hints=()):
-    """attempt(), with the hint chosen by the exception's type: hints is ((exception type, hint), ...)."""
-    try:
-        return f(*args)
-    except NotImplementedError:
-        raise
-    except Exception as e:
-        raise crash(call_text, e, next((hint for kind, hint in hints if isinstance(e, kind)), None)) from None
-
-
 # --- exercise 22: acceptance by kind of text -----------------------------------
 
 @functools.lru_cache(maxsize=None)
@@ -904,7 +895,7 @@ def check_acceptance_by_kind(f):
     kinds = list(dict.fromkeys(kind for kind, _ in cases))
     call = (f"acceptance_by_kind(draft, oracle, <{len(cases)} prompts of the kinds "
             f"{', '.join(kind for kind, _ in cases)}>, n_new={n_new}, k={k})")
-    got = call_student(call, f, draft, oracle, [(kind, list(ids)) for kind, ids in cases], n_new, k, hints=(
+    got = attempt(call, f, draft, oracle, [(kind, list(ids)) for kind, ids in cases], n_new, k, hints=(
         (ZeroDivisionError, "speculative_generate is a generator: it decodes, and fills its Stats, only as you "
                             "iterate over it (list(...) or a for loop); until then stats.drafted is 0"),))
     if not isinstance(got, dict) or set(got) != set(kinds):
@@ -981,7 +972,7 @@ def check_best_draft_length(f):
         alpha, c, T = case
         Ks = range(1, max(T))
         call = f"best_draft_length(alpha={alpha:.4g}, c={c}, T={{{', '.join(f'{k}: {v:g}' for k, v in T.items())}}})"
-        got = call_student(call, f, alpha, c, dict(T), hints=(
+        got = attempt(call, f, alpha, c, dict(T), hints=(
             (ZeroDivisionError, "with alpha = 1 every draft is kept: a round yields K + 1 tokens, and the formula's "
                                 "(1 - alpha^(K+1)) / (1 - alpha) is 0 / 0 there"),
             (KeyError, f"K runs from 1 to max(T) - 1 = {max(T) - 1}: the check of K drafts reads K + 1 tokens, and "
@@ -1068,7 +1059,7 @@ def path_after(parents, tokens, choice_after):
 
 def diagnose_tree_path(f, parents, tokens, choice, expected, shift_ruled_out=False):
     call = f"accepted_path(parents={list(parents)}, tokens={list(tokens)}, choice={list(choice)})"
-    got = call_student(call, f, list(parents), list(tokens), list(choice), hints=(
+    got = attempt(call, f, list(parents), list(tokens), list(choice), hints=(
         (IndexError, "choice has one entry more than there are nodes: choice[0] after the root, choice[i + 1] after "
                      "node i"),))
     try:
@@ -1185,7 +1176,7 @@ def check_lookup_replay(f):
                       f"counted {measured}")
         call = f"replay_lookup(<{len(tokens)} tokens>, n_prompt={len(ids)}, k={k})"
         try:
-            got = call_student(call, f, GuardedTokens(tokens, 200 * len(tokens) + 10000), len(ids), k)
+            got = attempt(call, f, GuardedTokens(tokens, 200 * len(tokens) + 10000), len(ids), k)
         except Stuck:
             raise wrong(f"{call} did not finish: it read the text {200 * len(tokens) + 10000} times, and the replay of "
                         f"{len(tokens) - len(ids)} tokens takes at most {len(tokens) - len(ids)} rounds",

@@ -11,7 +11,7 @@ import ctypes.util
 import os
 import sys
 
-CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH = 1, 2
+CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_SETPCAP = 1, 2, 8
 OVERRIDES = (1 << CAP_DAC_OVERRIDE) | (1 << CAP_DAC_READ_SEARCH)
 PR_CAPBSET_DROP = 24
 LINUX_CAPABILITY_VERSION_3 = 0x20080522
@@ -29,6 +29,15 @@ def libc():
     return ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True) if sys.platform.startswith("linux") else None
 
 
+def capabilities():
+    """(libc, header, data) holding the calling thread's capability sets (capget(2)), or None off Linux."""
+    c = libc()
+    header, data = CapHeader(LINUX_CAPABILITY_VERSION_3, 0), (CapData * 2)()
+    if c is None or c.capget(ctypes.byref(header), data) != 0:
+        return None
+    return c, header, data
+
+
 def permissions_bind():
     """Whether permission bits stop this process now (always, unless it runs as root)."""
     return os.name == "posix" and os.geteuid() != 0
@@ -44,11 +53,11 @@ def permissions_binding_root():
     if permissions_bind():
         yield True
         return
-    c = libc()
-    header, data = CapHeader(LINUX_CAPABILITY_VERSION_3, 0), (CapData * 2)()
-    if c is None or c.capget(ctypes.byref(header), data) != 0 or data[0].effective & OVERRIDES != OVERRIDES:
+    caps = capabilities()
+    if caps is None or caps[2][0].effective & OVERRIDES != OVERRIDES:
         yield False
         return
+    c, header, data = caps
     saved = data[0].effective
     data[0].effective = saved & ~OVERRIDES
     if c.capset(ctypes.byref(header), data) != 0:
@@ -82,11 +91,8 @@ def bound_command(command):
     """
     if permissions_bind():
         return list(command)
-    if not os.path.exists("/proc/self/status") or libc() is None:
-        return None
-    with open("/proc/self/status") as f:
-        effective = next(int(line.split()[1], 16) for line in f if line.startswith("CapEff:"))
-    if not effective & (1 << 8):  # CAP_SETPCAP: without it the bounding set cannot shrink
+    caps = capabilities()
+    if caps is None or not caps[2][0].effective & (1 << CAP_SETPCAP):  # without it the bounding set cannot shrink
         return None
     return [sys.executable, os.path.abspath(__file__), *map(str, command)]
 

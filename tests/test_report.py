@@ -380,7 +380,7 @@ HOSTILE_RUNS = {
          "last": {"token": 11, "from": "residual", "prob": 0.9}, "reason": "hand-made"})]),
     "self-speculative": lambda: beyond_run("self-speculative", [10, 3], [(
         [0, 1, 2], 1, [0, 9], [0, 9, 4, 5],
-        {"n_draft": 3, "k": 3, "layers": 1, "reason": "draft = layer 0 of 2 + ln_f + LM head; 1 of 3 accepted"})]),
+        {"n_draft": 3, "k": 3, "layers": 1, "n_layer": 2, "reason": "draft = layer 0 of 2 + ln_f + LM head; 1 of 3 accepted"})]),
     # the text 10 0 1 0 1 ends in "0 1", which ended earlier at position 2; after it came 0 1, then (copied on) 0 1
     "suffix": lambda: beyond_run("suffix", [10, 0, 1, 0, 1], [(
         [0, 1, 0, 1], 2, [0, 1, 9], [0, 1, 9, 2, 3],
