@@ -344,7 +344,8 @@ def save_safetensors(path, shapes, tensor, metadata=None, progress=None, dtype="
     that fails removes its temporary file, and one that is killed leaves it to the next
     writer in that directory, which removes it (files.remove_stale).
     """
-    header, offset, kind = {"__metadata__": metadata or {}}, 0, WRITTEN_DTYPES[dtype]
+    # {"format": "pt"} is what the hub's files carry; transformers' from_pretrained refuses a file without it.
+    header, offset, kind = {"__metadata__": {"format": "pt", **(metadata or {})}}, 0, WRITTEN_DTYPES[dtype]
     for name, shape in shapes.items():
         n_bytes = np.dtype(kind).itemsize * math.prod(shape)
         header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + n_bytes]}
