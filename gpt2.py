@@ -111,15 +111,23 @@ class GPT2:
         self.eps = np.float32(config["layer_norm_epsilon"])
 
     def forward(self, ids, kvcache=None, positions=None, mask=None, n_logits=None):
-        """Logits for each token of `ids`: float32 [len(ids), vocab_size].
+        """Logits for the last n_logits tokens of `ids` (all of them by default): float32 [n_logits, vocab_size].
+
+        hidden_states, then logits on the rows asked for (the LM head is a big
+        product: a prompt needs one row). The arguments are hidden_states'.
+        """
+        x = self.hidden_states(ids, kvcache, positions, mask)  # [len(ids), n_embd]
+        return self.logits(x[-(n_logits or len(x)):])
+
+    def hidden_states(self, ids, kvcache=None, positions=None, mask=None):
+        """The last block's output for each token of `ids`, before ln_f: float32 [len(ids), n_embd]
+        (EAGLE's "feature", beyond/eagle.py).
 
         With a kvcache, `ids` are only the tokens after the kvcache.n_tokens()
         cached ones: their positions continue from there and their keys and
-        values are appended to the cache. n_logits asks for the last n_logits
-        rows only (the LM head is a big product: a prompt needs one row).
-        `positions` and `mask` override the default consecutive positions and
-        causal mask (a draft tree needs both: positions are depths, and each
-        node sees only its ancestors).
+        values are appended to the cache. `positions` and `mask` override the
+        default consecutive positions and causal mask (a draft tree needs both:
+        positions are depths, and each node sees only its ancestors).
         """
         ids = np.asarray(ids, dtype=np.int64).reshape(-1)
         n_cached = 0 if kvcache is None else kvcache.n_tokens()
@@ -141,8 +149,12 @@ class GPT2:
             x = block(x, layer_params, self.n_head, self.eps, kvcache, layer, mask)
         if kvcache is not None:
             kvcache.commit(ids.size)
-        x = layer_norm(x[-(n_logits or ids.size):], p["ln_f"]["weight"], p["ln_f"]["bias"], self.eps)
-        return x @ p["wte"].T  # the LM head is tied to the token embedding: [n_logits, vocab_size]
+        return x
+
+    def logits(self, x):  # [n_rows, n_embd] -> [n_rows, vocab_size]
+        """The final layer norm ln_f, then the LM head, tied to the token embedding wte."""
+        p = self.params
+        return layer_norm(x, p["ln_f"]["weight"], p["ln_f"]["bias"], self.eps) @ p["wte"].T
 
     def rows(self, n_rows):
         """A context for running n_rows rows through the blocks outside forward(); the plain model needs
