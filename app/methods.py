@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from adaptive import adaptive_generate
+from beyond.lookahead import lookahead_generate
 from beyond.self_speculative import self_speculative_generate
 from beyond.suffix import suffix_generate
 from beyond.tree_sampling import tree_sample_generate
@@ -153,3 +154,7 @@ for method in [
            samples=True, verifies=False),
 ]:
     register(method)
+register(Method("lookahead", "greedy, n-grams guessed by Jacobi iteration over a window of future positions and "
+                            "checked in the same pass; no draft model (beyond/lookahead.py); --n-draft is N - 1",
+                lambda c: lookahead_generate(c.oracle, c.ids, c.n_new, N=c.k + 1, stats=c.stats), draft_model=False,
+                n_draft=3, needs_cache=True))

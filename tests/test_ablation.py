@@ -8,7 +8,7 @@ import sys
 from conftest import ROOT
 
 METHODS = ["greedy", "drafter", "speculative", "adaptive", "adaptive-hf", "threshold", "tree", "staged", "ngram", "sample", "sps",
-           "suffix", "suffix-tree", "tree-sps", "self-speculative", "beam"]  # the document's set, then the others
+           "suffix", "suffix-tree", "tree-sps", "self-speculative", "beam", "lookahead"]  # the document's set, then the others
 
 
 def run(*args, cwd=ROOT):
