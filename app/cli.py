@@ -16,7 +16,6 @@ import speculative
 from app import display, methods, program, runner, session
 from errors import printable
 from processors import Processor
-from speed import threads
 from weights import files
 from weights.models import DEFAULT_MODELS_DIR, LOOKUP_ORDER
 
@@ -27,14 +26,14 @@ def main(argv=None):
     models_dir = args.models_dir or DEFAULT_MODELS_DIR
     display.as_utf8(sys.stdout, errors="replace")
     if args.verbose:
-        print(f"speed: {threads.parking()}", file=sys.stderr)
+        print(f"speed: {'plain NumPy (--plain)' if args.plain else speed_line()}", file=sys.stderr)
     if args.interactive:
         display.as_utf8(sys.stdin, errors="surrogateescape")
         return session.Session(args.draft, args.oracle, models_dir, settings, trace=args.trace, html=args.html,
-                               compare=args.compare, color=args.color).loop()
+                               compare=args.compare, color=args.color, plain=args.plain).loop()
     names = {"draft": args.draft, "oracle": args.oracle}
-    loaded = runner.prepare(lambda role: runner.load_model(names[role], models_dir), args.method, args.prompt,
-                            args.max_new_tokens, names)
+    loaded = runner.prepare(lambda role: runner.load_model(names[role], models_dir, plain=args.plain), args.method,
+                            args.prompt, args.max_new_tokens, names)
     view = runner.View(sys.stdout, sys.stderr, color=display.use_color(args.color, sys.stdout), trace=args.trace,
                        html=args.html, compare=args.compare)
     runner.run(settings, loaded, args.prompt, view)
@@ -86,15 +85,26 @@ def parse_args(argv):
                         help="colour accepted draft tokens (default: auto = on a terminal, unless NO_COLOR is set)")
     parser.add_argument("--interactive", "-i", action="store_true",
                         help="a session: type prompts, change settings with /commands (/help lists them)")
+    parser.add_argument("--plain", action="store_true",
+                        help="the models exactly as gpt2.GPT2.from_pretrained gives them, NumPy's own @, nothing of "
+                             "speed/ run: the same tokens, slower verification; for stepping through the code in a "
+                             "debugger (READING.md, 'Stepping through the code')")
     parser.add_argument("--verbose", action="store_true", help="also say how the products are run (threads, layout)")
     args = parser.parse_args(argv)
     method = methods.METHODS[args.method]
-    if not method.samples:
-        for flag in ("temperature", "top_k", "top_p", "seed"):
-            if getattr(args, flag) is not None and not args.interactive:
-                *others, last = [m.name for m in methods.METHODS.values() if m.samples]
-                sampling = f"{', '.join(others)} or {last}" if others else last
-                parser.error(f"--{flag.replace('_', '-')} applies to --method {sampling}, not {args.method}")
+    for flag in ("temperature", "top_k", "top_p", "seed"):
+        if getattr(args, flag) is not None and not args.interactive:
+            try:
+                runner.check_sampling(args.method, f"--{flag.replace('_', '-')}")
+            except program.UsageError as e:
+                parser.error(str(e))
+    if args.interactive:  # the session starts as it goes on: a processor that samples only with a method that does
+        processor = settings_from(args).processor
+        if processor.temperature > 0:
+            try:
+                runner.check_sampling(args.method, f"--interactive with the processor {processor}")
+            except program.UsageError as e:
+                parser.error(str(e))
     if args.n_draft is not None and method.n_draft is None and not args.interactive:
         parser.error(f"--n-draft applies to the speculative methods, not {args.method}")
     if args.n_beams is not None and args.method != "beam" and not args.interactive:
@@ -113,6 +123,12 @@ def parse_args(argv):
     if args.models_dir is not None and os.path.lexists(args.models_dir) and not os.path.isdir(args.models_dir):
         parser.error(f"--models-dir {printable(args.models_dir)} is not a directory")
     return args
+
+
+def speed_line():
+    """How speed/ runs the products (--verbose); imported here, so that a --plain run imports nothing of speed/."""
+    from speed import threads
+    return threads.parking()
 
 
 def settings_from(args):

@@ -14,16 +14,17 @@ import filecmp
 import os
 import sys
 import time
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from app import display, methods, report
+from app import display, methods
 from app.program import UsageError
 from decoding import GenerationError, Stats, check_pair, check_room
 from errors import printable
+from gpt2 import GPT2
 from processors import Processor
-from speed.accelerate import load_fast
 from weights.models import resolve_model_dir, shown_dir
 from weights.tokenizer import TokenizerError, check_vocabulary, encode, endoftext_id, load_tokenizer
 
@@ -39,8 +40,8 @@ LIMITS = {
     "top_p": (float, 0.0, 1.0),  # above 0
     "seed": (int, 0, 2 ** 63 - 1),
     "n_beams": (int, 1, 256),
-    "gamma_min": (int, 1, 128),
-    "gamma_max": (int, 1, 128),
+    "n_draft_min": (int, 1, 128),
+    "n_draft_max": (int, 1, 128),
     "ema": (float, 0.0, 1.0),
     "ngram_n": (int, 2, 64),
     "top_k_filler": (int, 1, 256),
@@ -70,6 +71,17 @@ def parse_setting(field, text, name=None):
     return value
 
 
+def check_sampling(method, what, command="--method "):
+    """One rule for the command line and the session: the sampling settings (what: "--temperature", "the
+    processor (multinomial, temperature 0.8)") apply to the methods that sample, and any other method refuses
+    them. So `--method speculative --temperature 0.8` and the session's /speculative at temperature 0.8 are
+    refused alike: speculative sampling is a method of its own, sps."""
+    if not methods.get(method).samples:
+        *others, last = [m.name for m in methods.METHODS.values() if m.samples]
+        sampling = f"{', '.join(others)} or {last}" if others else last
+        raise UsageError(f"{what} applies to {command}{sampling}, not {method}")
+
+
 @dataclass
 class Settings:
     """Everything that decides a generation but the prompt (the session's /settings)."""
@@ -78,8 +90,8 @@ class Settings:
     n_draft: int = None                           # /gamma; None: the method's default (methods.Method.n_draft)
     processor: Processor = field(default_factory=Processor)  # the sampling methods: temperature 1, no cut
     seed: int = None
-    gamma_min: int = 1                            # adaptive (EGAG): the draft length's bounds ...
-    gamma_max: int = 16
+    n_draft_min: int = 1                          # adaptive (EGAG): the draft length's bounds (/egag_gamma_min) ...
+    n_draft_max: int = 16                         # (/egag_gamma_max)
     ema: float = 0.7                              # ... and its moving average's weight on the past
     ngram_n: int = 4                              # NASD: the n-gram order,
     storage: str = "basic"                        # "basic" (back-off) or "onelevel",
@@ -102,12 +114,18 @@ def shape(model):  # "8 layers of width 288", "1 layer of width 128"
     return f"{model.n_layer} layer{'s' if model.n_layer != 1 else ''} of width {model.n_embd}"
 
 
-def load_model(name_or_path, models_dir, log=sys.stderr):
-    """(model, its directory): the fast model (speed/accelerate.py). A first forward pages the mapped
-    weights in, so that later timings measure decoding."""
+def load_model(name_or_path, models_dir=None, log=sys.stderr, plain=False):
+    """(model, its directory): the fast model (speed/accelerate.py), or with plain=True the model exactly
+    as gpt2.GPT2.from_pretrained gives it, NumPy's own `@` (--plain: the same tokens, slower, and every
+    step of a debugger stays in gpt2.py). A first forward pages the mapped weights in, so that later
+    timings measure decoding."""
     model_dir = resolve_model_dir(name_or_path, models_dir)
     start = time.perf_counter()
-    model = load_fast(model_dir)
+    if plain:
+        model = GPT2.from_pretrained(model_dir)
+    else:
+        from speed.accelerate import load_fast  # imported here: a --plain run imports nothing of speed/
+        model = load_fast(model_dir)
     model.forward([0])
     where = "" if os.path.abspath(name_or_path) == os.path.abspath(model_dir) else f" from {shown_dir(model_dir)}"
     print(printable(f"loaded {name_or_path}{where} ({shape(model)}) in "
@@ -188,12 +206,14 @@ class Recompute:
     a cache does (the session's /cache off, to feel what the cache saves).
 
     The generators still hand it a KVCache, and still truncate it after a rejection: here
-    the cache only keeps the prefix's token ids, and its length.
+    the cache holds no keys or values, only its length; the token ids it stands for are kept
+    beside it, in self.ids (the KVCache class is used as it is, nothing added to it).
     """
 
     def __init__(self, model):
         self.model = model
         self.name, self.vocab_size, self.n_positions = model.name, model.vocab_size, model.n_positions
+        self.ids = weakref.WeakKeyDictionary()  # {a KVCache handed to forward: the token ids it has been fed}
 
     def forward(self, ids, kvcache=None, positions=None, mask=None, n_logits=None):
         if kvcache is None:
@@ -201,9 +221,9 @@ class Recompute:
         if positions is not None or mask is not None:
             raise GenerationError("without the KV cache only plain left-to-right decoding runs")
         ids = list(np.asarray(ids).reshape(-1))
-        prefix = getattr(kvcache, "ids", [])[:kvcache.n_tokens()]
+        prefix = self.ids.get(kvcache, [])[:kvcache.n_tokens()]  # truncate() shortened it: so is the prefix
         logits = self.model.forward(prefix + ids, n_logits=n_logits or len(ids))  # all of it, again
-        kvcache.ids = prefix + ids
+        self.ids[kvcache] = prefix + ids
         kvcache.commit(len(ids))
         return logits
 
@@ -265,6 +285,7 @@ def run(settings, loaded, prompt, view, rng=None, drafter=None):
         if stats.trace is None:
             print(f"no page: method {method.name} has no rounds to show", file=view.info)
         else:
+            from app import report  # imported here: only a page needs it, and it reads speed/predict.py (--plain: none)
             report.write_page(view.html, report.Run(
                 prompt=prompt, prompt_ids=loaded.ids, tokens=generated, stats=stats, method=method.name,
                 settings=describe_settings(settings), models=describe_models(loaded), elapsed=elapsed,

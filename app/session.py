@@ -30,12 +30,13 @@ ON_OFF = {"on": True, "off": False, "true": True, "false": False, "1": True, "0"
 
 class Session:
     def __init__(self, draft, oracle, models_dir, settings, trace=False, html=None, compare=False, color="auto",
-                 out=sys.stdout):
+                 out=sys.stdout, plain=False):
         self.names = {"draft": draft, "oracle": oracle}
         self.models_dir, self.settings, self.out = models_dir, settings, out
         self.trace, self.html, self.compare = trace, html, compare
         self.color = display.use_color(color, out)
-        self.loaded = {}           # name -> (model, directory): each model is loaded once
+        self.plain = plain         # /plain: the models as gpt2.GPT2.from_pretrained gives them (--plain)
+        self.loaded = {}           # (name, plain) -> (model, directory): each model is loaded once
         self.drafter = None        # the n-gram drafter, kept between generations when reset_in_between is off
         self.rng = None            # the sampling generator: /seed restarts it
         self.last_prompt = None
@@ -111,32 +112,38 @@ class Session:
 
     def model(self, role):
         """(model, directory) of the draft or the oracle, loaded on first use and kept."""
-        name = self.names[role]
-        if name not in self.loaded:
-            self.loaded[name] = runner.load_model(name, self.models_dir, log=self.out)
-        return self.loaded[name]
+        key = (self.names[role], self.plain)
+        if key not in self.loaded:
+            self.loaded[key] = runner.load_model(key[0], self.models_dir, log=self.out, plain=self.plain)
+        return self.loaded[key]
 
-    def method(self):
-        """The method a generation runs: /target and /speculative follow the processor (greedy or sampling)."""
-        method, greedy = self.settings.method, self.settings.processor.temperature == 0
+    def method(self, method=None, processor=None):
+        """The method a generation runs (default: the current one's): /target, the oracle alone, is greedy or
+        sampling by the processor; every other method is itself."""
+        method, processor = method or self.settings.method, processor or self.settings.processor
         if method == "target":
-            return "greedy" if greedy else "sample"
-        if method == "speculative" and not greedy:
-            return "sps"
+            return "greedy" if processor.temperature == 0 else "sample"
         return method
 
+    def check_sampling(self, method, processor):
+        """The command line's rule (runner.check_sampling): a processor that samples, only with a method that
+        samples. Checked before a command changes either, so that no setting is left that the next generation
+        would refuse: /speculative at temperature 0.8 is refused as --method speculative --temperature 0.8 is."""
+        if processor.temperature > 0:
+            runner.check_sampling(self.method(method, processor), f"the processor ({processor})", command="/method ")
+
     def method_said(self):
-        """The method, and why when the processor changed it: /speculative at temperature 0.8 runs SpS."""
+        """The method, and which one /target runs: "sample (/target samples at temperature 0.8; ...)"."""
         method = self.method()
         if method == self.settings.method:
             return method
-        why = "samples" if method in ("sps", "sample") else "is greedy"
+        why = "samples" if method == "sample" else "is greedy"
         return (f"{method} (/{self.settings.method} {why} at temperature {self.settings.processor.temperature:g}; "
                 f"/temperature changes it)")
 
     def generate(self, prompt):
-        method = self.method()
-        settings = runner.Settings(**{**vars(self.settings), "method": method})
+        settings = self.runs()
+        method = settings.method
         loaded = runner.prepare(self.model, method, prompt, settings.max_new_tokens, self.names)
         if self.rng is None:
             self.rng = np.random.default_rng(self.settings.seed)
@@ -155,21 +162,30 @@ class Session:
     def describe(self):
         s = self.settings
         method = self.method() + (f" (/{s.method})" if s.method != self.method() else "")
-        return (f"draft {self.names['draft']}, oracle {self.names['oracle']}; method {method}, length {s.max_new_tokens}, "
-                f"gamma {s.k}, processor {s.processor}")
+        return (f"draft {self.names['draft']}, oracle {self.names['oracle']}{' (plain)' if self.plain else ''}; "
+                f"method {method}, length {s.max_new_tokens}, gamma {self.runs().k}, processor {s.processor}")
+
+    def runs(self):
+        """The settings a generation runs with: /target's method resolved by the processor."""
+        return runner.Settings(**{**vars(self.settings), "method": self.method()})
 
     def show_settings(self):
         s = self.settings
         self.say(self.describe())
-        self.say(f"seed {s.seed}; EGAG (adaptive) gamma {s.gamma_min}..{s.gamma_max}, ema {s.ema}; "
+        self.say(f"seed {s.seed}; EGAG (adaptive) gamma {s.n_draft_min}..{s.n_draft_max}, ema {s.ema}; "
                  f"n-gram n {s.ngram_n}, storage {s.storage}, top_k_filler {s.top_k_filler}, "
                  f"reset_in_between {on_off(s.reset_in_between)}; beams {s.n_beams}; "
                  f"draft layers {s.draft_layers or 'half'} (self-speculative)")
-        self.say(f"trace {on_off(self.trace)}, html {self.html or 'off'}, cache {on_off(s.cache)}, compare {on_off(self.compare)}")
+        self.say(f"trace {on_off(self.trace)}, html {self.html or 'off'}, cache {on_off(s.cache)}, compare {on_off(self.compare)}, "
+                 f"plain {on_off(self.plain)}")
 
     def set_method(self, name):
         if name not in methods.METHODS and name != "target":
             raise UsageError(f"unknown method {name!r}; the methods are: {', '.join([*methods.METHODS, 'target'])}")
+        try:
+            self.check_sampling(name, self.settings.processor)
+        except UsageError as e:
+            raise UsageError(f"{e}: /processor greedy first, or a method that samples") from None
         self.settings.method = name
         self.say(f"method {self.method_said()}")
 
@@ -185,13 +201,33 @@ class Session:
     def set_number(self, field, value):
         shown = SHOWN_AS.get(field, field)
         number = runner.parse_setting(field, value, name=shown)
-        bounds = {"gamma_min": (number, self.settings.gamma_max), "gamma_max": (self.settings.gamma_min, number)}
+        bounds = {"n_draft_min": (number, self.settings.n_draft_max), "n_draft_max": (self.settings.n_draft_min, number)}
         if field in bounds and bounds[field][0] > bounds[field][1]:
             raise UsageError(f"need egag_gamma_min <= egag_gamma_max, this would make them {bounds[field][0]} and {bounds[field][1]}")
+        if field in ("max_new_tokens", "draft_layers"):
+            self.check_fits(field, number)
         setattr(self.settings, field, number)
         if field in ("ngram_n", "top_k_filler"):
             self.drafter = None
         self.say(f"{shown} {number}")
+
+    def check_fits(self, field, number):
+        """/length and /draft_layers against the models themselves (loaded for it, as the next generation
+        would): the tokens a context window leaves after a one-token prompt, the layers below the oracle's last."""
+        if field == "max_new_tokens":
+            roles = ["oracle"] + (["draft"] if methods.get(self.method()).draft_model else [])
+            window, role = min((self.model(role)[0].n_positions, role) for role in roles)  # the smaller window
+            if number > window - 1:
+                raise UsageError(f"length must be a whole number from 0 to {window - 1} with these models (the {role} "
+                                 f"{self.names[role]} has a context window of {window} tokens, and a prompt takes at "
+                                 f"least one), not {number}")
+        else:
+            oracle = self.model("oracle")[0]
+            if oracle.n_layer < 2:
+                raise UsageError(f"the oracle {self.names['oracle']} has 1 layer: no shorter draft can be cut from it")
+            if number > oracle.n_layer - 1:
+                raise UsageError(f"draft_layers must be a whole number from 1 to {oracle.n_layer - 1} with the oracle "
+                                 f"{self.names['oracle']} ({oracle.n_layer} layers), not {number}")
 
     def set_processor(self, *words):
         if not words:
@@ -201,14 +237,19 @@ class Session:
         for field in ("top_k", "top_p"):  # the command line's bounds, here too
             if getattr(processor, field) is not None:
                 runner.parse_setting(field, getattr(processor, field))
-        self.settings.processor = processor
-        self.say(f"processor {self.settings.processor}; it applies to sps, /target and /drafter "
-                 f"(the greedy methods ignore it); now: {self.method_said()}")
+        self.change_processor(processor)
 
     def set_temperature(self, value):
         p = self.settings.processor
-        self.settings.processor = Processor(runner.parse_setting("temperature", value), p.top_k, p.top_p)
-        self.say(f"processor {self.settings.processor}; method now: {self.method_said()}")
+        self.change_processor(Processor(runner.parse_setting("temperature", value), p.top_k, p.top_p))
+
+    def change_processor(self, processor):
+        try:
+            self.check_sampling(self.settings.method, processor)
+        except UsageError as e:
+            raise UsageError(f"{e}: a method that samples first (/method sps)") from None
+        self.settings.processor = processor
+        self.say(f"processor {processor}; method now: {self.method_said()}")
 
     def set_seed(self, value):
         self.settings.seed = runner.parse_setting("seed", value)
@@ -235,6 +276,9 @@ class Session:
             self.drafter = None  # the next generation's drafter follows the new setting
         if name == "cache" and not new:  # one line: the setting and what it costs
             self.say("cache off: every forward recomputes the whole prefix (tree and beam need the cache)")
+        elif name == "plain":
+            self.say(f"plain {on_off(new)}: " + ("the models as gpt2.GPT2.from_pretrained gives them, NumPy's own @ "
+                                                 "(the same tokens, slower)" if new else "the fast models (speed/)"))
         else:
             self.say(f"{name} {on_off(new)}")
 
@@ -256,7 +300,7 @@ class Session:
             raise UsageError(f"/ablation {problem}")
         run = runner.prepare(self.model, "speculative", self.last_prompt, self.settings.max_new_tokens)
         temperature = self.settings.processor.temperature or 1.0
-        rows = ablation.run_ablations(run.draft, run.oracle, [run.ids], self.settings.max_new_tokens, self.settings.k,
+        rows = ablation.run_ablations(run.draft, run.oracle, [run.ids], self.settings.max_new_tokens, self.runs().k,
                                       temperature, self.settings.seed or 0)
         self.say(tables.text(rows, ablation.COLUMNS))
         tables.write_csv(path, rows, ablation.COLUMNS)
@@ -279,13 +323,14 @@ def command_table(s):
         "help": (s.show_help, "this list", "/help", "/help"),
         "settings": (s.show_settings, "every setting", "/settings", ""),
         "method": (s.set_method, "the decoding method: " + ", ".join([*methods.METHODS, "target"]), "/method NAME", ""),
-        "speculative": (lambda: s.set_method("speculative"), "speculative decoding: greedy, or SpS when the processor samples",
+        "speculative": (lambda: s.set_method("speculative"), "greedy speculative decoding (sampling: /method sps)",
                         "/speculative", "/speculative"),
         "target": (lambda: s.set_method("target"), "the oracle alone (greedy or sampling, by the processor)", "/target", "/target"),
         "drafter": (lambda: s.set_method("drafter"), "the draft model alone", "/drafter", "/drafter"),
         "draft": (lambda name: s.set_model("draft", name), "the draft model: a name or a directory", "/draft NAME_OR_DIR", ""),
         "oracle": (lambda name: s.set_model("oracle", name), "the oracle: a name or a directory", "/oracle NAME_OR_DIR", ""),
-        "length": number("max_new_tokens", "tokens to generate", "/length N", "/length"),
+        "length": number("max_new_tokens", "tokens to generate (fewer than the models' context window)", "/length N",
+                         "/length"),
         "gamma": number("n_draft", "draft length (tree: depth; threshold: the most)", "/gamma N", "/gamma"),
         "processor": (s.set_processor, "sampling: " + " | ".join(" ".join([k] + [v.upper() for v in values])
                                                                  for k, values in KINDS.items()),
@@ -295,8 +340,8 @@ def command_table(s):
         "seed": (s.set_seed, f"restart sampling from this seed, {runner.bounds('seed')}", "/seed S", ""),
         "egag": (lambda v=None: s.toggle_method("adaptive", v), "entropy-adaptive gamma on (method adaptive) or off",
                  "/egag [on|off]", "/egag"),
-        "egag_gamma_min": number("gamma_min", "adaptive: the shortest draft", "/egag_gamma_min N", "/egag_gamma_min"),
-        "egag_gamma_max": number("gamma_max", "adaptive: the longest draft", "/egag_gamma_max N", "/egag_gamma_max"),
+        "egag_gamma_min": number("n_draft_min", "adaptive: the shortest draft", "/egag_gamma_min N", "/egag_gamma_min"),
+        "egag_gamma_max": number("n_draft_max", "adaptive: the longest draft", "/egag_gamma_max N", "/egag_gamma_max"),
         "egag_ema": number("ema", "adaptive: the moving average's weight on the past", "/egag_ema X", "/egag_ema"),
         "ngram": (lambda v=None: s.toggle_method("ngram", v), "n-gram drafts, no draft model (NASD) on or off",
                   "/ngram [on|off]", "/ngram"),
@@ -308,8 +353,8 @@ def command_table(s):
         "reset_in_between": (lambda v=None: s.set_flag("reset_in_between", v), "a fresh n-gram table for each generation",
                              "/reset_in_between [on|off]", "/reset_in_between"),
         "beams": number("n_beams", "beams for /method beam", "/beams N", ""),
-        "draft_layers": number("draft_layers", "self-speculative: the oracle's first layers that draft", "/draft_layers N",
-                               ""),
+        "draft_layers": number("draft_layers", "self-speculative: the oracle's first layers that draft (fewer than it "
+                               "has)", "/draft_layers N", ""),
         "trace": (lambda v=None: s.set_flag("trace", v), "print every round", "/trace [on|off]", "/debug"),
         "debug": (lambda v=None: s.set_flag("trace", v), "the document's name for /trace", "/debug [on|off]", "/debug"),
         "html": (s.set_html, "write each generation's page to FILE", "/html FILE|off", ""),
@@ -317,15 +362,18 @@ def command_table(s):
                   "/cache [on|off]", "/cache"),
         "compare": (lambda v=None: s.set_flag("compare", v), "also run the oracle alone, report the speedup",
                     "/compare [on|off]", ""),
+        "plain": (lambda v=None: s.set_flag("plain", v), "the models as gpt2.GPT2.from_pretrained gives them, NumPy's own "
+                  "@, nothing of speed/ (the same tokens, slower; for a debugger)", "/plain [on|off]", ""),
         "ablation": (s.run_ablations, "run the ablation set on the last prompt, write a CSV", "/ablation [FILE.csv]",
                      "scripts/run_ablation.ps1"),
     }
 
 
-SHOWN_AS = {"max_new_tokens": "length", "n_draft": "gamma", "gamma_min": "egag_gamma_min", "gamma_max": "egag_gamma_max",
+SHOWN_AS = {"max_new_tokens": "length", "n_draft": "gamma", "n_draft_min": "egag_gamma_min", "n_draft_max": "egag_gamma_max",
             "ema": "egag_ema", "n_beams": "beams"}
 COMPLETIONS = {"method": list(methods.METHODS) + ["target"], "processor": list(KINDS), "set_ngramstorage": list(STORAGES),
-               **{name: ["on", "off"] for name in ("egag", "ngram", "reset_in_between", "trace", "debug", "cache", "compare")},
+               **{name: ["on", "off"] for name in ("egag", "ngram", "reset_in_between", "trace", "debug", "cache", "compare",
+                                                   "plain")},
                "html": ["off"], "draft": ["demo-draft", "gpt2"], "oracle": ["demo-oracle", "gpt2-large", "gpt2-xl"]}
 
 

@@ -106,17 +106,42 @@ def test_every_documented_toggle_answers(terminal):
                          ("/set_ngramstorage onelevel 3", "n-gram storage onelevel, n 3"), ("/reset_in_between off", "reset_in_between off"),
                          ("/target", "method greedy"), ("/drafter", "method drafter"), ("/speculative", "method speculative"),
                          ("/trace on", "trace on"), ("/debug off", "trace off"), ("/cache off", "cache off"), ("/cache on", "cache on"),
-                         ("/compare on", "compare on"), ("/temperature 0.5", "temperature 0.5"), ("/processor greedy", "processor greedy"),
+                         ("/compare on", "compare on"), ("/method sps", "method sps"), ("/temperature 0.5", "temperature 0.5"),
+                         ("/processor greedy", "processor greedy"), ("/plain on", "plain on"), ("/plain off", "plain off"),
                          ("/method beam", "method beam"), ("/beams 2", "beams 2"), ("/html off", "html off")]:
         assert answer in terminal.command(line), line
 
 
-def test_the_session_says_when_the_processor_changes_the_method_and_answers_once(terminal):
+def test_a_sampling_processor_is_refused_by_speculative_as_on_the_command_line(terminal):
+    # The command line's rule (runner.check_sampling): --method speculative --temperature 0.8 is refused, so is this.
+    refused = "the processor (multinomial, temperature 0.8) applies to /method sps, tree-sps, sample or drafter, not speculative"
     out = terminal.command("/temperature 0.8")
-    assert "method now: speculative" not in out
-    out = terminal.command("/method speculative")
-    assert "method sps (/speculative samples at temperature 0.8" in out  # never SpS without saying so
+    assert f"\nerror: {refused}" in out and "temperature 0.8" not in terminal.command("/settings")
+    assert "method sps" in terminal.command("/method sps")
+    assert "processor multinomial, temperature 0.8; method now: sps" in terminal.command("/temperature 0.8")
+    for line, method in (("/speculative", "speculative"), ("/method speculative", "speculative"), ("/egag on", "adaptive")):
+        out = terminal.command(line)
+        assert "\nerror: " + refused.replace("not speculative", f"not {method}") in out, (line, out)
+    assert "method sps" in terminal.command("/settings")  # a refused command changes nothing
     assert "method sample (/target samples at temperature 0.8" in terminal.command("/target")
+    assert "method now: greedy" in terminal.command("/processor greedy")
+    assert "method speculative" in terminal.command("/speculative")
+
+
+def test_length_and_draft_layers_are_refused_at_the_command_with_the_models_range(terminal):
+    # The tiny models: a context window of 128 tokens, an oracle of 3 layers.
+    out = terminal.command("/length 100000")
+    assert "loaded" in out and "\nerror: length must be a whole number from 0 to 127 with these models" in out
+    assert "context window of 128 tokens" in out
+    assert "length 127" in terminal.command("/length 127")
+    out = terminal.command("/draft_layers 3")
+    assert "error: draft_layers must be a whole number from 1 to 2 with the oracle" in out and "(3 layers)" in out
+    assert "draft_layers 2" in terminal.command("/draft_layers 2")
+    settings = terminal.command("/settings")
+    assert "length 127" in settings and "draft layers 2" in settings
+
+
+def test_the_session_answers_once(terminal):
     out = terminal.command("/cache off")
     answers = [line for line in out.splitlines() if line.startswith("cache")]
     assert len(answers) == 1, out  # one answer, not the setting and then its cost again
