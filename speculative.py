@@ -20,14 +20,10 @@ greedy_generate, at the end, is the baseline: the oracle alone, one pass per tok
 The command line is app/cli.py; running this file starts it.
 """
 
-if __name__ == "__main__":  # run as a program: Ctrl-C while it loads is one line, not a traceback
-    from app.program import interrupt_quietly
-    interrupt_quietly()
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from decoding import Stats, cache_lengths, check_args, check_room, feed  # noqa: E402
-from kvcache import KVCache  # noqa: E402
+from decoding import Stats, cache_lengths, check_args, check_room, feed
+from kvcache import KVCache
 
 
 def speculative_generate(draft, oracle, ids, n_new, n_draft=4, stats=None):
@@ -107,5 +103,7 @@ def greedy_generate(model, ids, n_new, stats=None):
 
 
 if __name__ == "__main__":  # the command line: app/cli.py
+    from app.program import interrupt_quietly
+    interrupt_quietly()  # first: Ctrl-C while the command line and the models load is one line, not a traceback
     from app.cli import main_entry
     main_entry()
