@@ -77,11 +77,10 @@ from numbers import Integral
 
 import numpy as np
 
-from decoding import GenerationError, Stats, cache_lengths, check_room, feed
+from decoding import GenerationError, Stats, cache_lengths, check_room, feed, timed_forward
 from gpt2 import MASKED
 from kvcache import KVCache
 from speculative import rollback
-from tree import timed_forward
 
 
 class NGramPool:
@@ -186,8 +185,8 @@ def wide_pass(oracle, cache, tokens, rows, stats):  # -> [n_rows, vocab_size]
     """The oracle's logits for every row, in one pass (the prompt's other tokens first, in the first round)."""
     if cache.n_tokens() < len(tokens) - 1:
         feed(oracle, cache, tokens[:-1], stats, "oracle")
-    return timed_forward(oracle, cache, rows.tokens, rows.positions, branch_mask(rows, cache.n_tokens()),
-                         stats, "oracle")
+    return timed_forward(oracle, cache, rows.tokens, stats, "oracle", n_logits=len(rows.tokens),
+                         positions=rows.positions, mask=branch_mask(rows, cache.n_tokens()))
 
 
 def best_candidate(candidates, rows, choice):
