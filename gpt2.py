@@ -193,5 +193,7 @@ def nest(tensors):
             else:
                 node = node.setdefault(part, [] if after.isdigit() else {})
         node[leaf] = t
-    params["wte"], params["wpe"] = params["wte"]["weight"], params["wpe"]["weight"]
+    for name in ("wte", "wpe"):  # a model's; a drafting head (beyond/) has neither
+        if name in params:
+            params[name] = params[name]["weight"]
     return params

@@ -1,0 +1,183 @@
+"""EAGLE: a one-layer head drafts from the oracle's own hidden state (Li, Wei, Zhang, Zhang, ICML 2024,
+arXiv 2401.15077).
+
+No second model. The oracle's last block already holds, at position t, a state f_t (before its final
+layer norm; the paper's "feature") from which its LM head reads the next token. EAGLE trains a small
+head to guess the next feature from this one and the token that followed:
+
+    f^_(t+1) = block(fc([e(x_(t+1)), f_t]))       e: the oracle's token embedding wte; fc: 2d -> d
+    draft x_(t+2) = argmax of logits(f^_(t+1))    logits: the oracle's own ln_f and LM head
+
+and then reads its own guess for the token after: f^_(t+2) from (f^_(t+1), x_(t+2)), and so on. Drafting
+in feature space works better than in token space: the feature is what the LM head reads, and the
+head is told which token was drawn, so it need not guess it. tools/train_heads.py trains the head on
+the oracle's features (smooth L1 on the feature, plus 0.1 times the draft's cross-entropy against
+the oracle's distribution) and docs/LEARNED_PAIR.md gives its figures.
+
+Each round (eagle_generate, in order):
+  1. draft:     the head catches up on the pairs (f_t, x_(t+1)) whose true features came from the
+                oracle's last verification (its own cache holds the older ones), then runs on its
+                own guesses: k drafts in k passes of one layer;
+  2. verify:    one oracle pass over [newest token, d_1 .. d_k] gives its argmax after each prefix
+                (speculative.accept keeps the agreeing prefix plus one) AND the true features of
+                those rows, which the next round's head reads instead of its guesses;
+  3. roll back: the oracle's cache to the kept tokens; the head's cache to the pairs whose
+                features were true (its guesses are gone, the true ones come next round).
+The output is exactly the oracle's greedy output: a draft is kept only if the oracle chooses it.
+eagle_sample verifies by speculative sampling instead (sps.py's rule with the head's
+distribution as the draft's p), so its output has the oracle's distribution.
+EAGLE-2's dynamic tree (arXiv 2406.16858) is not here: one chain a round, as speculative.py drafts.
+"""
+
+import json
+import os
+import time
+
+import numpy as np
+
+from decoding import GenerationError, Stats, check_lengths, check_room
+from gpt2 import block, causal_mask, nest
+from kvcache import KVCache
+from processors import as_processor
+from speculative import accept, rollback
+from sps import acceptance_probability, residual, sample
+
+
+class EagleHead:
+    """fc and one GPT-2 block, the weights tools/train_heads.py exports ("fc.*", "h.0.*")."""
+
+    def __init__(self, params, config, oracle):
+        if config.get("kind") != "eagle" or config.get("n_embd") != oracle.n_embd:
+            raise GenerationError(f"this head is not an EAGLE head for a model of width {oracle.n_embd}")
+        self.params, self.oracle = params, oracle
+        self.n_head, self.eps = config["n_head"], np.float32(config["layer_norm_epsilon"])
+
+    def forward(self, tokens, features, cache):  # tokens [n], features [n, n_embd] -> guesses [n, n_embd]
+        """The next feature after each (feature f_t, token x_(t+1)) pair, after the pairs in cache."""
+        fc = self.params["fc"]
+        x = np.concatenate([self.oracle.params["wte"][np.asarray(tokens)], features], axis=1) @ fc["weight"] + fc["bias"]
+        n = len(tokens)
+        mask = causal_mask(n, cache.n_tokens() + n) if n > 1 else None
+        x = block(x, self.params["h"][0], self.n_head, self.eps, cache, 0, mask)
+        cache.commit(n)
+        return x
+
+    @classmethod
+    def load(cls, head_dir, oracle):
+        from weights import checkpoint  # reading files is the weights package's job
+        with open(os.path.join(head_dir, "config.json"), encoding="utf-8") as f:
+            config = json.load(f)
+        tensors = checkpoint.load_safetensors(os.path.join(head_dir, "model.safetensors"))
+        tensors = {name: np.array(t, dtype=np.float32) for name, t in tensors.items()}  # float16 on disk
+        return cls(nest(tensors), config, oracle)  # params['fc']['weight'], params['h'][0]['ln_1']['weight'], ...
+
+
+def oracle_pass(oracle, cache, tokens, stats):  # -> (features [n, n_embd], logits [n, vocab_size])
+    """The oracle over the tokens its cache lacks: its last block's states and its logits, every row."""
+    start = time.perf_counter()
+    fed = tokens[cache.n_tokens():]
+    with oracle.rows(len(fed)):
+        features = oracle.hidden_states(fed, cache)
+        logits = oracle.logits(features)
+    stats.add_pass("oracle", time.perf_counter() - start)
+    return features, logits
+
+
+def draft_chain(head, head_cache, tokens, features, n_draft, stats, choose):
+    """Step 1: n_draft tokens, each chosen by choose(logits) from the head's guess of the next feature.
+
+    features[t] is the oracle's true f_t for every token it has been fed (all but the newest);
+    the head's pair t is (f_t, tokens[t + 1]). Returns the drafts and the logits each came from."""
+    start = time.perf_counter()
+    first = head_cache.n_tokens()  # pairs 0..first-1 are in the head's cache already
+    guess = head.forward(tokens[first + 1:], features[first:], head_cache)[-1:]  # [1, n_embd]
+    drafted, logits = [], []
+    for i in range(n_draft):
+        logits.append(head.oracle.logits(guess)[0])
+        drafted.append(choose(logits[-1]))
+        if i + 1 < n_draft:
+            guess = head.forward([drafted[-1]], guess, head_cache)
+    stats.add_pass("draft", time.perf_counter() - start)
+    return drafted, logits
+
+
+def prepare(head, oracle, ids, n_new, n_draft, stats):
+    check_room(ids, n_new, oracle)
+    check_lengths(n_draft=n_draft)
+    if head.oracle is not oracle:
+        raise GenerationError("the EAGLE head was loaded for another oracle")
+    return Stats() if stats is None else stats
+
+
+def eagle_generate(head, oracle, ids, n_new, n_draft=4, stats=None):
+    """Greedy decoding with EAGLE's drafts: yields exactly greedy_generate(oracle, ids, n_new)'s tokens."""
+    stats = prepare(head, oracle, ids, n_new, n_draft, stats)
+    tokens, end = list(ids), len(ids) + n_new
+    if n_new == 0:
+        return
+    oracle_cache, head_cache = KVCache(), KVCache()
+    # The prompt: the oracle's features for it, and its first token (no draft: nothing to read yet).
+    features, logits = oracle_pass(oracle, oracle_cache, tokens, stats)
+    tokens.append(int(np.argmax(logits[-1])))
+    stats.add_round(tokens[-1:], context=len(ids), details={"kind": "eagle prompt"})
+    yield tokens[-1]
+    while len(tokens) < end:
+        k = min(n_draft, end - len(tokens) - 1)  # the oracle adds one more: no overshoot
+        drafted = []
+        if k > 0:
+            drafted, _ = draft_chain(head, head_cache, tokens, features, k, stats, lambda lg: int(np.argmax(lg)))
+        fresh, logits = oracle_pass(oracle, oracle_cache, tokens + drafted, stats)  # rows: newest, d_1..d_k
+        n_accepted, new_tokens, oracle_choice = accept(drafted, logits)
+        features = np.concatenate([features, fresh[:n_accepted + 1]])  # true features of the kept rows
+        context = len(tokens)
+        tokens += new_tokens
+        rollback(len(tokens) - 1, oracle_cache)
+        head_cache.truncate(min(head_cache.n_tokens(), context - 1))  # only pairs of true features stay
+        stats.add_round(new_tokens, drafted, n_accepted, context=context, oracle=oracle_choice,
+                        cached={"draft": head_cache.n_tokens(), "oracle": oracle_cache.n_tokens()},
+                        details={"kind": "eagle", "n_draft": n_draft, "k": k})
+        yield from new_tokens
+
+
+def eagle_sample(head, oracle, ids, n_new, n_draft=4, rng=None, processor=None, stats=None, **flags):
+    """Speculative sampling with EAGLE's drafts (Chen et al.'s rule, sps.py: q the oracle's distribution,
+    p the head's): yields n_new ids distributed exactly as sps.autoregressive_sample(oracle, ...)'s."""
+    stats = prepare(head, oracle, ids, n_new, n_draft, stats)
+    rng = np.random.default_rng() if rng is None else rng
+    processor = as_processor(processor, **flags)
+    tokens, end = list(ids), len(ids) + n_new
+    if n_new == 0:
+        return
+    oracle_cache, head_cache = KVCache(), KVCache()
+    features, logits = oracle_pass(oracle, oracle_cache, tokens, stats)
+    tokens.append(sample(processor(logits[-1]), rng))
+    stats.add_round(tokens[-1:], context=len(ids), details={"kind": "eagle prompt"})
+    yield tokens[-1]
+    while len(tokens) < end:
+        k = min(n_draft, end - len(tokens) - 1)
+        drafted, p = [], []
+        if k > 0:
+            drafted, draft_logits = draft_chain(head, head_cache, tokens, features, k, stats,
+                                                lambda lg: sample(processor(lg), rng))
+            p = [processor(lg) for lg in draft_logits]  # the same processor: the p each draft was drawn from
+        fresh, logits = oracle_pass(oracle, oracle_cache, tokens + drafted, stats)
+        q = processor(logits)  # [k + 1, vocab]
+        new_tokens = []
+        for t in range(k):  # sps.py's step 3: keep with min(1, q/p), else the residual, and stop
+            if rng.random() < acceptance_probability(q[t], p[t], drafted[t]):
+                new_tokens.append(drafted[t])
+            else:
+                new_tokens.append(sample(residual(q[t], p[t]), rng))
+                break
+        else:
+            new_tokens.append(sample(q[k], rng))
+        n_accepted = len(new_tokens) - 1
+        features = np.concatenate([features, fresh[:n_accepted + 1]])
+        context = len(tokens)
+        tokens += new_tokens
+        rollback(len(tokens) - 1, oracle_cache)
+        head_cache.truncate(min(head_cache.n_tokens(), context - 1))
+        stats.add_round(new_tokens, drafted, n_accepted, context=context,
+                        cached={"draft": head_cache.n_tokens(), "oracle": oracle_cache.n_tokens()},
+                        details={"kind": "eagle", "n_draft": n_draft, "k": k})
+        yield from new_tokens
