@@ -1,0 +1,127 @@
+"""Medusa: extra heads on the oracle's last hidden state guess several tokens ahead at once
+(Cai, Li, Geng, Peng, Lee, Chen, Dao, arXiv 2401.10774).
+
+No draft model and no drafting loop. After the oracle reads position t, its LM head gives the next
+token x_(t+1); Medusa head k (k = 1..K), one residual block on the same state,
+
+    logits_k = (h_t + SiLU(h_t W_k + b_k)) wte^T        h_t = ln_f(f_t), the LM head's own input
+
+guesses the token k places further, x_(t+1+k). Their top candidates make a tree: the root is the
+oracle's own next token, its children head 1's top `widths[0]` tokens, each of those has head 2's
+top `widths[1]`, and so on (the Cartesian product of the heads' candidates, as the paper's trees).
+One tree-masked oracle pass (tree.py's mask: each node sees the text and its own ancestors) checks
+every branch, and the greedy walk of tree.py keeps the longest branch the oracle agrees with, plus
+the oracle's own token after it. The hidden state of the last kept node feeds the heads for the next
+round, so every round is ONE oracle pass and a few small products.
+
+Greedy verification keeps the oracle's greedy text exactly (tests/test_medusa.py). The paper's
+"typical acceptance" (keep a candidate whose probability under the oracle is above a threshold set
+by its entropy) is faster and not lossless: it changes the output distribution, so it is not here.
+tools/train_heads.py trains the heads on the oracle's own distribution (Medusa-2's self-distillation),
+sharing its LM head rather than copying it per head.
+"""
+
+import itertools
+import json
+import os
+import time
+
+import numpy as np
+
+from decoding import GenerationError, Stats, check_room
+from gpt2 import MASKED, layer_norm, nest
+from kvcache import KVCache
+from tree import Node, accepted_path, tree_mask
+
+
+class MedusaHeads:
+    """The K heads tools/train_heads.py exports ("medusa.{k}.weight", "medusa.{k}.bias")."""
+
+    def __init__(self, params, config, oracle):
+        if config.get("kind") != "medusa" or config.get("n_embd") != oracle.n_embd:
+            raise GenerationError(f"these are not Medusa heads for a model of width {oracle.n_embd}")
+        self.heads, self.oracle = params["medusa"], oracle
+
+    def guesses(self, feature):  # the oracle's top state f_t [n_embd] -> logits [K, vocab_size]
+        p = self.oracle.params
+        h = layer_norm(feature, p["ln_f"]["weight"], p["ln_f"]["bias"], self.oracle.eps)
+        z = np.stack([h @ head["weight"] + head["bias"] for head in self.heads])  # [K, n_embd]
+        return (h + z / (1 + np.exp(-z))) @ p["wte"].T  # SiLU(z) = z sigmoid(z)
+
+    @classmethod
+    def load(cls, head_dir, oracle):
+        from weights import checkpoint  # reading files is the weights package's job
+        with open(os.path.join(head_dir, "config.json"), encoding="utf-8") as f:
+            config = json.load(f)
+        tensors = checkpoint.load_safetensors(os.path.join(head_dir, "model.safetensors"))
+        return cls(nest({name: np.array(t, dtype=np.float32) for name, t in tensors.items()}), config, oracle)
+
+
+def candidate_tree(logits, widths):
+    """Nodes in level order: level k holds, under every node of level k - 1, head k's top widths[k - 1]."""
+    nodes, parents = [], [-1]
+    for depth, (row, width) in enumerate(zip(logits, widths), start=1):
+        top = np.argsort(-row)[:width].tolist()
+        level = []
+        for parent, token in itertools.product(parents, top):
+            nodes.append(Node(int(token), parent, depth))
+            level.append(len(nodes) - 1)
+        parents = level
+    return nodes
+
+
+def tree_pass(oracle, cache, root, nodes, stats):  # -> (features [1 + n, n_embd], logits [1 + n, vocab_size])
+    """The oracle over the root (the newest token) and every node, tree-masked, in one pass."""
+    n_text = cache.n_tokens() + 1  # the text, the root included
+    root_row = np.where(np.arange(n_text + len(nodes)) < n_text, np.float32(0), MASKED)[None, :]
+    mask = np.vstack([root_row, tree_mask(nodes, range(len(nodes)), n_text, 0)])
+    positions = [n_text - 1] + [n_text - 1 + node.depth for node in nodes]
+    start = time.perf_counter()
+    with oracle.rows(1 + len(nodes)):
+        features = oracle.hidden_states([root] + [node.token for node in nodes], cache, positions, mask)
+        logits = oracle.logits(features)
+    stats.add_pass("oracle", time.perf_counter() - start)
+    return features, logits
+
+
+def medusa_generate(heads, oracle, ids, n_new, widths=(3, 2, 2), stats=None):
+    """Greedy decoding with Medusa's tree of candidates: yields exactly greedy_generate(oracle, ids, n_new)'s tokens.
+
+    widths: how many candidates each head adds under every node of the level above (its length is the
+    tree's depth, at most the number of heads).
+    """
+    stats = Stats() if stats is None else stats
+    check_room(ids, n_new, oracle)
+    if heads.oracle is not oracle:
+        raise GenerationError("the Medusa heads were loaded for another oracle")
+    if not 1 <= len(widths) <= len(heads.heads) or min(widths) < 1:
+        raise GenerationError(f"widths needs 1 to {len(heads.heads)} numbers, each at least 1, got {widths}")
+    tokens, end = list(ids), len(ids) + n_new
+    if n_new == 0:
+        return
+    cache = KVCache()
+    # The prompt: the oracle's state after it gives its first token, and the heads' first guesses.
+    start = time.perf_counter()
+    with oracle.rows(len(tokens)):
+        feature = oracle.hidden_states(tokens, cache)[-1]
+        tokens.append(int(np.argmax(oracle.logits(feature[None])[0])))
+    stats.add_pass("oracle", time.perf_counter() - start)
+    stats.add_round(tokens[-1:], context=len(ids), details={"kind": "medusa prompt"})
+    yield tokens[-1]
+    while len(tokens) < end:
+        depth = min(len(widths), end - len(tokens) - 1)  # a branch plus the oracle's token: no overshoot
+        nodes = candidate_tree(heads.guesses(feature)[:depth], widths[:depth]) if depth else []
+        features, logits = tree_pass(oracle, cache, tokens[-1], nodes, stats)
+        choice = np.argmax(logits, axis=-1)  # after the root (row 0) and after each node (row i + 1)
+        path = accepted_path(nodes, choice)
+        at = path[-1] if path else -1
+        new_tokens = [nodes[i].token for i in path] + [int(choice[at + 1])]
+        n = len(tokens)
+        cache.keep(list(range(n)) + [n + i for i in path])  # the text, the root and the kept branch
+        feature = features[at + 1]  # the state the oracle's next token came from: the heads read it next
+        stats.add_round(new_tokens, [node.token for node in nodes], len(path), context=n, oracle=choice.tolist(),
+                        cached={"draft": None, "oracle": cache.n_tokens()},
+                        details={"kind": "medusa", "parents": [node.parent for node in nodes], "path": path,
+                                 "widths": list(widths)})
+        tokens += new_tokens
+        yield from new_tokens
