@@ -24,13 +24,13 @@ level l, column c sits at position (n - 1) + c + l, where n - 1 is the last
 token's position. Level 0's column 0 IS the text's last token (row 0 of the
 pass), so level 0 holds W - 1 guesses and every other level W. The row at
 level l, column c sees the text, level 0 up to column c, and column c of
-levels 1..l: the guesses at positions n .. n - 1 + c + l, one each, in order,
-a line of text as the model expects it. Its argmax is one Jacobi step: the
+levels 1..l: the text's last token, then one guess at each position
+n .. n - 1 + c + l, in order, a line of text as the model expects it. Its argmax is one Jacobi step: the
 next guess for position n + c + l. Column c of every level, then that
 argmax, is an n-gram: each token followed from the one before it.
 
-One round (lookahead_generate; the paper's Algorithm 2 for greedy decoding,
-its names left, the code's right):
+One round (lookahead_generate; the paper's algorithm for greedy decoding in
+its words on the left, the code's names on the right):
 
   fit the window within the tokens asked for          fit(window, left)
   candidates = pool[last token], at most G            pool.candidates(tokens[-1], left - 1)
@@ -53,7 +53,15 @@ n-grams they make. Warm-up, as in the reference code: the window starts as
 level 0 alone, W + N - 3 tokens drawn at random from the prompt, and each
 round adds a level and drops every level's first column (the text moved one
 token), until N - 1 levels of W guesses remain. Only a full window makes
-n-grams, so the first N - 2 rounds verify nothing and add one token each.
+n-grams, and the pool is read before the pass: the first N - 1 rounds verify
+nothing and add one token each.
+
+The pass has at most 1 + (W - 1) + (N - 2) W + G (N - 1) rows. Where a row
+costs next to nothing beside the weights' reading (a GPU, a large model) the
+window is free; where each row costs arithmetic (NumPy on a CPU) it is not,
+and the tokens per pass must pay for it. Not here: the reference code's
+option to seed the pool with the prompt's own n-grams, and its lookahead
+parallelism over several devices.
 
 Why the output is exactly greedy decoding's. The verification rows of a
 candidate see only the text and the candidate's tokens before them, at the
@@ -65,8 +73,8 @@ oracle's argmax after everything kept before it, and the round always ends
 with the oracle's own argmax after the last kept token (row 0's if nothing
 is kept). The lookahead rows are seen by no verification row, and the pool
 only chooses WHICH tokens are checked, never whether one is kept: bad
-guesses cost time, never a token. The caches keep exactly the text's keys
-and values: the text's, then the kept candidate's rows, all but the newest
+guesses cost time, never a token. The cache keeps exactly the text's keys
+and values, the text's own and the kept candidate rows', all but the newest
 token, as after a greedy step.
 """
 
