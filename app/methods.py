@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from adaptive import adaptive_generate
+from beyond.block_verification import block_sample
 from beyond.lookahead import lookahead_generate
 from beyond.self_speculative import self_speculative_generate
 from beyond.suffix import suffix_generate
@@ -158,3 +159,8 @@ register(Method("lookahead", "greedy, n-grams guessed by Jacobi iteration over a
                             "checked in the same pass; no draft model (beyond/lookahead.py); --n-draft is N - 1",
                 lambda c: lookahead_generate(c.oracle, c.ids, c.n_new, N=c.k + 1, stats=c.stats), draft_model=False,
                 n_draft=3, needs_cache=True))
+register(Method("sps-block", "speculative sampling with block verification: the whole draft judged at once, "
+                             "never fewer kept than sps (Sun et al. 2025; beyond/block_verification.py); output ~ "
+                             "the oracle's distribution",
+                lambda c: block_sample(c.draft, c.oracle, c.ids, c.n_new, n_draft=c.k, rng=c.rng,
+                                       processor=c.settings.processor, stats=c.stats), n_draft=4, samples=True))
