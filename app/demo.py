@@ -1,28 +1,43 @@
-"""python demo.py: the learned pair written into the models directory, one speculative run on it, and what to do next."""
+"""python demo.py: the learned pair written into the models directory, one speculative run on it, the speedup
+Leviathan et al.'s formula predicts for that run beside the one measured, and what to do next."""
 
 import sys
+import time
 
-from app import cli, program
+import numpy as np
+
+from app import cli, display, program, runner
 from errors import printable
+from kvcache import KVCache
+from speed import measure, predict
 from weights import files
 from weights.demo_pair import build_pair
 from weights.models import DEFAULT_MODELS_DIR
 
 PROMPT = "If the file does not exist, the function"  # PROMPT and N_NEW: the README's demo session shows this run
 N_NEW, K = 48, 4
+REPEATS = 9   # each cost is the fastest of REPEATS forwards, the forwards taking turns (speed/measure.py)
+FAR = 0.25    # a measured speedup this far from the prediction (or under 1) gets a line of why
+BUSY = 0.5    # the same forward's slowest repeat this much over its fastest: the machine is busy
+NAMED = 0.1   # a cost the formula leaves out is named when it is at least this share
+NAMES = {"draft": "demo-draft", "oracle": "demo-oracle"}
+# The reading order: the same steps, in the same order, as every document's (tests/test_documents.py).
 NEXT = """
 Next:
-  1. read the code, in this order: kvcache.py, gpt2.py, speculative.py (READING.md puts each
-     step of the pseudocode beside its line);
-  2. do the first exercise: open exercises/ex03_accepted_prefix.py, then
-     pytest exercises/ -k ex03   (EXERCISES.md has the path through all of them).
+  1. read README.md, then the code in this order: kvcache.py, gpt2.py, speculative.py,
+     with READING.md open (each step of the pseudocode beside its line; its section
+     "Stepping through the code" follows one round in a debugger);
+  2. do EXERCISES.md's exercises in order, the first to write: exercises/ex03_accepted_prefix.py,
+     then  pytest exercises/ -k ex03 ; after each part, read its module (sps.py after part 3);
+  3. then run walkthrough.ipynb: one round cell by cell, and what speculation costs on your machine.
 Or watch every round:  python speculative.py "{prompt}" --draft demo-draft --oracle demo-oracle --trace"""
 
 
 def parse_args(argv):
     parser = program.Parser(prog="demo.py", description="Write the offline demo pair (demo-draft, demo-oracle: a small "
-                                                        "GPT-2 trained on the Python documentation and its draft) and "
-                                                        "run speculative decoding on it, with no network.",
+                                                        "GPT-2 trained on the Python documentation and its draft), "
+                                                        "run speculative decoding on it, with no network, and compare "
+                                                        "its speedup with Leviathan et al.'s prediction.",
                             epilog="Then try: python speculative.py \"...\" --draft demo-draft --oracle demo-oracle "
                                    "[--method sps] [--trace] [--html run.html]")
     parser.add_argument("prompt", nargs="?", default=PROMPT, help=f"the text to continue (default: {PROMPT!r})")
@@ -37,9 +52,70 @@ def parse_args(argv):
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     build_pair(args.models_dir)
-    cli.main([args.prompt, "--draft", "demo-draft", "--oracle", "demo-oracle", "--models-dir", args.models_dir,
-              "-n", str(N_NEW), "-K", str(K), "--compare"])
+    run_args = cli.parse_args([args.prompt, "--draft", NAMES["draft"], "--oracle", NAMES["oracle"],
+                               "--models-dir", args.models_dir, "-n", str(N_NEW), "-K", str(K)])
+    settings = cli.settings_from(run_args)
+    display.as_utf8(sys.stdout, errors="replace")
+    loaded = runner.prepare(lambda role: runner.load_model(NAMES[role], args.models_dir), settings.method,
+                            args.prompt, N_NEW, NAMES)
+    view = runner.View(sys.stdout, sys.stderr, color=display.use_color(run_args.color, sys.stdout))
+    result = runner.run(settings, loaded, args.prompt, view)
+    start = time.perf_counter()
+    compared = runner.compare(settings, loaded, result.tokens, result.elapsed)
+    alone_seconds = time.perf_counter() - start  # the oracle alone's run, as the line reports it to a few microseconds
+    print(compared, file=sys.stderr, flush=True)
+    seconds = costs(loaded.draft, loaded.oracle, loaded.ids, K)
+    for line in prediction(result, alone_seconds, seconds, K):
+        print(line, file=sys.stderr)
     print(printable(NEXT.format(prompt=args.prompt.replace('"', '\\"'))), file=sys.stderr)
+
+
+def costs(draft, oracle, ids, k):
+    """{(role, what): seconds of each repeat, fastest first}: a forward of 1 and of k + 1 tokens after
+    the run's middle context, and the first passes of a run, over the prompt (the oracle's with k drafts)."""
+    context = len(ids) + N_NEW // 2
+    runs = {}
+    for role, model, sizes in (("oracle", oracle, (1, k + 1)), ("draft", draft, (1,))):
+        cache = KVCache()
+        model.forward(np.arange(context) % model.vocab_size, cache, n_logits=1)
+        for n in sizes:
+            runs[role, n] = measure.forward_run(model, cache, context, n)
+    runs["oracle", "prompt"] = lambda: oracle.forward(list(ids) + [0] * k, KVCache(), n_logits=k + 1)
+    runs["draft", "prompt"] = lambda: draft.forward(list(ids), KVCache(), n_logits=1)
+    return measure.timings(runs, REPEATS)
+
+
+def prediction(result, alone_seconds, seconds, k):
+    """The predicted speedup beside the measured one, and a line of why when they are far apart (or it is under 1)."""
+    stats, elapsed = result.stats, result.elapsed
+    alpha = stats.accepted / (stats.accepted + stats.rejections) if stats.accepted + stats.rejections else 0.0
+    t1, check = seconds["oracle", 1][0], seconds["oracle", k + 1][0]
+    c = seconds["draft", 1][0] / t1
+    predicted = predict.predicted_speedup(alpha, k, c, check / t1)
+    measured = alone_seconds / elapsed
+    lines = [f"predicted {predicted:.2f}x (Leviathan et al.) from this run's alpha {alpha:.2f} ({stats.accepted} "
+             f"kept, {stats.rejections} rejected), K {k}, c {c:.2f} and T({k + 1})/T(1) {check / t1:.2f} timed after it"]
+    if measured >= 1 and abs(measured / predicted - 1) <= FAR:
+        return lines
+    spread = seconds["oracle", 1][-1] / t1 - 1
+    if spread > BUSY:
+        return lines + [f"why {measured:.2f}x: the machine is busy: the same oracle forward took {1000 * t1:.1f} to "
+                        f"{1000 * seconds['oracle', 1][-1]:.1f} ms in this run ({spread:.0%} apart)"]
+    if measured > predicted:
+        causes = {"the oracle alone took {:.0%} more per token than T(1)": alone_seconds / N_NEW / t1 - 1}
+    else:
+        passes = max(stats.oracle_passes - 1, 1)
+        causes = {"the prompt passes took {:.0%} of the run's time":
+                  (seconds["oracle", "prompt"][0] + seconds["draft", "prompt"][0]) / elapsed,
+                  "{:.0%} of it went between the forward passes (Python, argmax, the caches)":
+                  1 - (stats.draft_time + stats.oracle_time) / elapsed,
+                  f"its oracle passes took {{:.0%}} more than T({k + 1}) timed after it":
+                  (stats.oracle_time - seconds["oracle", "prompt"][0]) / passes / check - 1}
+    named = [text.format(share) for text, share in sorted(causes.items(), key=lambda item: -item[1]) if share >= NAMED]
+    if not named:
+        return lines + [f"why {measured:.2f}x: nothing the formula leaves out is large in this run: the machine's "
+                        "speed moved between the run and the timing; run it again"]
+    return lines + [f"why {measured:.2f}x: the formula counts only each round's passes, and " + "; ".join(named)]
 
 
 def main_entry():

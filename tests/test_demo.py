@@ -20,6 +20,7 @@ from conftest import ROOT
 from decoding import Stats
 from processors import make_processor
 from sps import autoregressive_sample, speculative_sample
+from speed import predict
 from speculative import greedy_generate, speculative_generate
 from speed.accelerate import load_fast
 from weights import demo_pair as demo
@@ -230,10 +231,11 @@ def doc_block(starting, doc="README.md"):
 
 def without_timings(line):  # and without the models' directory, which is the test's own
     line = re.sub(r"^(loaded \S+) from \S+", r"\1", line)
+    line = re.sub(r"^predicted [\d.]+x|, c [\d.]+ and T\((\d+)\)/T\(1\) [\d.]+", "", line)  # timed by the run
     return re.sub(r" in [\d.]+ s, [\d.]+ tokens/s|; time in draft .*|; speedup [\d.]+x|in [\d.]+ s$", "", line)
 
 
-STATS_LINES = ("speculative:", "oracle alone", "loaded ")
+STATS_LINES = ("speculative:", "oracle alone", "loaded ", "predicted ")
 
 
 def test_the_readme_demo_session_is_what_the_demo_prints(demo_dirs):
@@ -248,10 +250,58 @@ def test_the_readme_demo_session_is_what_the_demo_prints(demo_dirs):
     assert shown_text.startswith(demo_app.PROMPT)
     got = [without_timings(line) for line in out.stderr.splitlines() if line.startswith(STATS_LINES)]
     assert got == [without_timings(line) for line in lines if line.startswith(STATS_LINES)]
-    assert "identical output" in got[-1]
+    assert "identical output" in got[-2] and got[-1].startswith(" (Leviathan et al.) from this run's alpha")
     accepted = re.search(r"acceptance ([\d.]+)%", out.stderr)
     assert float(accepted.group(1)) >= 55, out.stderr
     assert "Next:" in out.stderr and "exercises/ex03_accepted_prefix.py" in out.stderr
+    why = [line for line in out.stderr.splitlines() if line.startswith("why ")]
+    assert len(why) <= 1, why  # one line of why, only when the speedup is under 1 or far from the prediction
+
+
+# --- the prediction beside the measured speedup, and the line of why ----------------------
+
+def demo_result(accepted=35, rejections=5, elapsed=0.2, draft_time=0.05, oracle_time=0.14, oracle_passes=13):
+    stats = Stats()
+    stats.accepted, stats.rejections, stats.oracle_passes = accepted, rejections, oracle_passes
+    stats.draft_time, stats.oracle_time = draft_time, oracle_time
+    return runner.Result([], stats, elapsed)
+
+
+def demo_costs(t1=0.004, check=0.0056, draft=0.0006, slowest=0.0045, oracle_prompt=0.006, draft_prompt=0.001):
+    return {("oracle", 1): [t1, slowest], ("oracle", 5): [check], ("draft", 1): [draft],
+            ("oracle", "prompt"): [oracle_prompt], ("draft", "prompt"): [draft_prompt]}
+
+
+def test_the_demo_predicts_from_its_own_alpha_k_c_and_check():
+    seconds = demo_costs()
+    alpha = 35 / 40
+    expected = predict.predicted_speedup(alpha, 4, 0.0006 / 0.004, 0.0056 / 0.004)
+    lines = demo_app.prediction(demo_result(), expected * 0.2, seconds, 4)  # measured = the prediction
+    assert lines == [f"predicted {expected:.2f}x (Leviathan et al.) from this run's alpha 0.88 (35 kept, 5 rejected), "
+                     "K 4, c 0.15 and T(5)/T(1) 1.40 timed after it"]
+
+
+def test_a_busy_machine_is_named_with_the_spread_of_the_same_forward():
+    lines = demo_app.prediction(demo_result(), 0.16, demo_costs(slowest=0.019), 4)  # measured 0.8x
+    assert lines[1] == "why 0.80x: the machine is busy: the same oracle forward took 4.0 to 19.0 ms in this run (375% apart)"
+
+
+def test_what_the_formula_leaves_out_is_named_with_its_share():
+    # Under 1 on a quiet machine: the prompt passes (0.03 s of 0.2 s) and the work between passes (0.2 - 0.19).
+    lines = demo_app.prediction(demo_result(draft_time=0.1, oracle_time=0.0922), 0.18,
+                                demo_costs(oracle_prompt=0.025, draft_prompt=0.005), 4)
+    assert lines[1] == ("why 0.90x: the formula counts only each round's passes, and the prompt passes took 15% "
+                        "of the run's time")
+    # Far above the prediction: the oracle alone ran slower than its own timed forward.
+    lines = demo_app.prediction(demo_result(), 0.62, demo_costs(), 4)
+    assert lines[1] == ("why 3.10x: the formula counts only each round's passes, and the oracle alone took 223% more "
+                        "per token than T(1)")
+
+
+def test_nothing_large_left_out_says_so_rather_than_inventing_a_cause():
+    # Negative control: measured far below the prediction, yet no cost the formula leaves out reaches a tenth.
+    lines = demo_app.prediction(demo_result(draft_time=0.12, oracle_time=0.0732), 0.19, demo_costs(), 4)
+    assert len(lines) == 2 and "nothing the formula leaves out is large" in lines[1], lines
 
 
 def test_the_workbench_session_in_the_usage_guide_is_what_the_workbench_prints(demo_dirs):
