@@ -6,6 +6,14 @@ rows (a verification) are many small products (blocked.py): the BLAS runs
 single-threaded and each core takes a share of the blocks on threads this
 module owns, which sleep on a queue between forwards.
 
+The BLAS's threads go on spinning after their last product, and a spinning
+thread takes half a core from a verification that follows. So they share a
+token's products only where they can be stopped before a verification
+(OpenBLAS's blas_thread_shutdown_, which the OpenBLAS of NumPy 2.2-2.4 exports).
+Where they cannot (NumPy 2.5's OpenBLAS 0.3.34 exports no such function; MKL,
+Accelerate), this module's threads share every product and the BLAS runs
+single-threaded, so none of its threads is ever woken to spin.
+
 A model that streams less than SHARE_MIN_BYTES of weights per token (the
 learned demo pair) runs everything in the calling thread, the BLAS
 single-threaded: its products are too small for any hand-over to pay
@@ -42,7 +50,7 @@ _setting = threading.RLock()  # one forward at a time sets the BLAS's threads: t
 
 
 def blas_shares_rows():
-    """True while the products of one row run on the BLAS's own threads (inside threads_for(1))."""
+    """True while the products of one row run on the BLAS's own threads (inside threads_for(1), where they can be parked)."""
     return _blas_shares_rows
 
 
@@ -50,17 +58,19 @@ def blas_shares_rows():
 def threads_for(n_rows, share=True):
     """The BLAS's threads while products of x with n_rows rows run, the program's own setting after.
 
-    One row: the BLAS shares each matrix-vector product out itself. More: the
-    BLAS runs single-threaded and blocked.product shares the blocks out on this
-    module's threads. share=False (a small model): the BLAS single-threaded and
-    no product handed to this module's threads either. Forwards from several
-    threads take turns: the setting belongs to the whole process.
+    One row: the BLAS shares each matrix-vector product out itself, if its
+    threads can be parked (blas_thread_stoppers). Otherwise, and for more rows:
+    the BLAS runs single-threaded and blocked.product shares the blocks out on
+    this module's threads. share=False (a small model): the BLAS single-threaded
+    and no product handed to this module's threads either. Forwards from
+    several threads take turns: the setting belongs to the whole process.
     """
     global _blas, _blas_shares_rows, _shares
     with _setting:
         if _blas is None:
             _blas = ThreadpoolController()
-        one_row, before = n_rows == 1 and N_THREADS > 1 and share, (_blas_shares_rows, _shares)
+        one_row = n_rows == 1 and N_THREADS > 1 and share and bool(blas_thread_stoppers())
+        before = (_blas_shares_rows, _shares)
         with _blas.limit(limits=N_THREADS if one_row else 1, user_api="blas"):
             if not one_row:
                 park_idle_blas_threads()
@@ -79,10 +89,11 @@ def park_idle_blas_threads():
     beside it: a draft's single-token passes would slow the verification that
     follows them (PERFORMANCE.md has the figures). OpenBLAS starts its threads
     again at its next product that uses them. Where the BLAS has no such
-    function (macOS's Accelerate, MKL, Windows, OpenBLAS without pthreads),
-    nothing is done: the same products, only with the spinning beside them
-    (parking() says which). Like the thread setting, this assumes no other
-    thread of the program is inside a BLAS call meanwhile: forwards take turns.
+    function (OpenBLAS 0.3.34, macOS's Accelerate, MKL, Windows, OpenBLAS
+    without pthreads), threads_for never gives the BLAS more than one thread,
+    so none is awake to park (parking() says which). Like the thread setting,
+    this assumes no other thread of the program is inside a BLAS call
+    meanwhile: forwards take turns.
     """
     for stop in blas_thread_stoppers():
         stop()
@@ -105,11 +116,12 @@ def blas_thread_stoppers():
 
 
 def parking():
-    """One line for --verbose and the benchmark: can the BLAS's idle threads be parked here?"""
+    """One line for --verbose and the benchmark: which threads share a token's products, and why."""
     if blas_thread_stoppers():
-        return "the BLAS's idle threads are parked before a verification (OpenBLAS blas_thread_shutdown_)"
+        return ("the BLAS's threads share a token's products and are parked before a verification "
+                "(OpenBLAS blas_thread_shutdown_)")
     return ("the BLAS's idle threads could not be parked (no OpenBLAS blas_thread_shutdown_ here): "
-            "the same tokens, a verification may run slower beside them")
+            "this program's threads share every product, the BLAS runs single-threaded")
 
 
 def in_shares(part, n_blocks, threaded):
