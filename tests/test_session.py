@@ -9,6 +9,7 @@ terminal, which the terminal driver turns into SIGINT.
 import os
 import re
 import select
+import subprocess
 import sys
 import time
 
@@ -113,8 +114,12 @@ def test_every_documented_toggle_answers(terminal):
 
 
 def test_a_sampling_processor_is_refused_by_speculative_as_on_the_command_line(terminal):
-    # The command line's rule (runner.check_sampling): --method speculative --temperature 0.8 is refused, so is this.
-    refused = "the processor (multinomial, temperature 0.8) applies to /method sps, tree-sps, sample or drafter, not speculative"
+    # The command line's rule (runner.check_sampling): --method speculative --temperature 0.8 is refused, so is this,
+    # naming the same methods.
+    cli = subprocess.run([sys.executable, os.path.join(ROOT, "speculative.py"), "--temperature", "0.8"],
+                         capture_output=True, text=True, timeout=60)
+    methods = re.search(r"--temperature applies to --method (.*), not speculative\b", cli.stderr).group(1)
+    refused = f"the processor (multinomial, temperature 0.8) applies to /method {methods}, not speculative"
     out = terminal.command("/temperature 0.8")
     assert f"\nerror: {refused}" in out and "temperature 0.8" not in terminal.command("/settings")
     assert "method sps" in terminal.command("/method sps")
@@ -238,3 +243,14 @@ def test_ctrl_c_stops_a_generation_and_the_session_goes_on(demo_dirs):
         assert "new tokens" in t.command("/cache on") + t.command("still here")
     finally:
         t.close()
+
+
+def test_plain_gives_the_same_text_from_the_models_as_from_pretrained_gives_them(terminal):
+    terminal.command("/length 16")
+    fast = generated(terminal.command("the cat and"), "the cat and", "speculative")
+    out = terminal.command("/plain on")
+    assert "plain on: the models as gpt2.GPT2.from_pretrained gives them" in out
+    out = terminal.command("the cat and")
+    assert out.count("loaded") == 2  # the plain models are loaded anew
+    assert generated(out, "the cat and", "speculative") == fast
+    assert "plain on" in terminal.command("/settings") and "(plain)" in terminal.command("/settings")
