@@ -271,21 +271,22 @@ def lookahead_generate(oracle, ids, n_new, W=3, N=4, G=3, rng=None, stats=None):
         fed = [list(level) for level in window]
         window = advance(window, outputs, N)
         stats.add_time("draft", time.perf_counter() - start)
+        # drafted: the best candidate, the line the oracle's choices are compared along; the others are in details
         stats.add_round(new_tokens, drafted, n_accepted, context=n, oracle=along,
                         cached=cache_lengths(None, cache),
                         details={"window": fed, "candidates": candidates, "best": g, "ngrams": ngrams,
                                  "rows": len(rows.tokens),
-                                 "reason": reason(fed, W, N, candidates, g, n_accepted, len(ngrams), left)})
+                                 "reason": reason(fed, W, N, candidates, g, n_accepted, len(ngrams), len(pool), left)})
         yield from new_tokens
 
 
-def reason(window, W, N, candidates, g, n_accepted, n_ngrams, left):
+def reason(window, W, N, candidates, g, n_accepted, n_ngrams, pool_size, left):
     """The trace's "why": what the window held, which n-gram was verified, how many were kept, why it ended."""
     levels = f"window of {len(window)} level(s) of up to {W} guesses"
     if len(window) < N - 1:
         levels += f" (warming up: n-grams once there are N - 1 = {N - 1})"
     elif n_ngrams:
-        levels += f"; {n_ngrams} new {N}-gram(s) into the pool"
+        levels += f"; {n_ngrams} new {N}-gram(s) into the pool (it holds {pool_size})"
     if any(len(level) < (W - 1 if l == 0 else W) for l, level in enumerate(window)):
         levels += f" (cut: {left} token(s) left to make)"
     if not candidates:
@@ -293,7 +294,8 @@ def reason(window, W, N, candidates, g, n_accepted, n_ngrams, left):
                  "one token left to make: nothing to verify")
         return f"{levels}; {check}, the oracle's next token"
     best = candidates[g]
-    kept = f"candidate {g + 1} of {len(candidates)} matched the oracle for {n_accepted} of its {len(best)} token(s)"
+    kept = (f"the best, candidate {g + 1} of {len(candidates)} (newest first), matched the oracle for {n_accepted} "
+            f"of its {len(best)} token(s)")
     end = ("all kept, then the oracle's token after them" if n_accepted == len(best) else
            f"the oracle chose otherwise at its token {n_accepted + 1}")
     return f"{levels}; verified {len(candidates)} n-gram(s) starting with the text's last token: {kept}; {end}"

@@ -215,7 +215,17 @@ def test_each_round_is_what_the_oracle_says_with_no_cache(oracle):
             assert ng[:-1] == ([last] + window[0])[c:c + 1] + line[c:]
             assert ng[-1] == int(np.argmax(oracle.forward(text[:r.context] + line, n_logits=1)[-1]))
             made.setdefault(ng[0], []).append(ng)
-        assert f"{r.accepted} of its" in d["reason"] if d["candidates"] else "nothing to verify" in d["reason"]
+        # The reason quotes these numbers: the window, the n-grams made, the candidate, how far it matched, why it ended.
+        why = d["reason"]
+        assert why.startswith(f"window of {len(window)} level(s) of up to 5 guesses")
+        assert (f"; {len(d['ngrams'])} new 4-gram(s) into the pool" in why) == bool(d["ngrams"])
+        if d["candidates"]:
+            assert f"candidate {d['best'] + 1} of {len(d['candidates'])} (newest first), matched the oracle for " \
+                   f"{r.accepted} of its {len(r.drafted)} token(s)" in why
+            assert why.endswith("all kept, then the oracle's token after them" if r.accepted == len(r.drafted) else
+                                f"the oracle chose otherwise at its token {r.accepted + 1}")
+        else:
+            assert "nothing to verify" in why
 
 
 def test_the_window_moves_one_position_per_round():
