@@ -1,0 +1,212 @@
+"""Tree speculative sampling with siblings drawn WITHOUT replacement, and the rule that keeps it exact.
+
+beyond/tree_sampling.py (tree-sps) draws a node's children i.i.d. from the draft: at a low temperature
+they are mostly the same token, and a repeat of a rejected sibling is rejected again for sure. Here a
+node's children are distinct: child 1 ~ p, child 2 ~ p without child 1 (renormalised), and so on, so
+every sibling is a new guess. SpecInfer's rule would then be biased (child 2 is no longer a draw from
+p), so the check changes with the draw: after a rejection the draft's p loses the rejected token too.
+This is the rule of Sequoia (Chen, May, Svirschevski, Huang, Ryabinin, Jia, Chen 2024, arXiv 2402.12374;
+its code, Tree/SpecTree.py accept_step: the residual for the target, the rejected token's logit set to
+-inf for the draft) and the recursive rejection sampling of Jeon et al. 2024 (arXiv 2402.14160).
+SpecTr (Sun et al. 2023, arXiv 2310.15141) and Khisti et al. (ICLR 2025, arXiv 2410.18234) go further,
+to the best a rule can do with several drafts (an optimal transport, a linear program); this module
+stays with the recursive rule, which needs nothing but sps.py's two functions applied in turn.
+
+Letters: Chen et al.'s, as in sps.py: q is the target (the oracle), p the draft. Sequoia's code, like
+Leviathan et al., writes p for the target and q for the draft.
+
+At one node, with the target q and the draft p after the node's text, children c_1..c_m:
+  draw     c_i ~ p_i, where p_1 = p and p_{i+1} = p_i without c_i, renormalised (without())
+  check    for i = 1..m: r ~ U[0, 1);
+             r < min(1, q_i(c_i) / p_i(c_i)): accept c_i (q_1 = q), go down to c_i's children
+             else: q_{i+1} = (q_i - p_i)+ renormalised (sps.residual), p_{i+1} = p_i without c_i
+  last     every child rejected: draw the last token from q_{m+1}; at an accepted leaf, from its q (the bonus)
+
+Why the output has exactly q's distribution at a node (then the tree, by induction on depth, as in
+beyond/tree_sampling.py's step 3). By induction on the number m of children. With none, the token is
+drawn from q itself. With m >= 1: child c_1 is a draw from p_1 = p, so step one is sps.py's step 3: it
+emits x as an accepted child with probability min(p(x), q(x)), and rejects with probability
+b = Σ_y (q(y) - p(y))+. After a rejection of c_1 = x, the remaining m - 1 children are draws without
+replacement from p_2 = p without x: exactly the situation of a node with the draft p_2, the target
+q_2 = (q - p)+ / b and m - 1 children, so by induction they emit y with probability q_2(y). That
+q_2 does not depend on which token was rejected (only p_2 does), so over all rejections the node emits
+min(p(y), q(y)) + b (q(y) - p(y))+ / b = q(y). What would break it is keeping p_2 = p (tree-sps's rule):
+child 2 would be checked against a distribution it was not drawn from. Note q_2(x) = 0 (x was rejected
+because q(x) < p(x)), so removing x from p takes away no mass the target still wants.
+
+A node has at most as many children as its p has tokens with mass: at temperature 0 (p one-hot) one,
+and the rule is then sps.py's, so the text is greedy decoding's (beyond/tree_sampling.py says why).
+
+One round (tree_sample_wor_generate): sample the tree level by level, one draft pass per level
+(sample_tree); one oracle pass over every node (tree_sampling.oracle_pass); walk down with the rule
+above (walk_tree, accept_at_node); keep the accepted path in both caches.
+"""
+
+import numpy as np
+
+from beyond.tree_sampling import chosen_after, explain_round, oracle_pass
+from decoding import Stats, cache_lengths, check_args, feed, timed_forward
+from kvcache import KVCache
+from processors import as_processor
+from speculative import rollback
+from sps import acceptance_probability, residual, sample
+from tree import Node, tree_mask
+
+
+def tree_sample_wor_generate(draft, oracle, ids, n_new, n_draft=4, width=2, max_nodes=32, rng=None, processor=None,
+                             stats=None, **flags):
+    """Speculative sampling over a tree of depth n_draft whose nodes have up to width distinct children (at most
+    max_nodes nodes): yields n_new ids distributed exactly as sps.autoregressive_sample(oracle, ...).
+
+    One processor makes both p and q (a processors.Processor, or its flags temperature, top_k, top_p).
+    """
+    stats = Stats() if stats is None else stats
+    rng = np.random.default_rng() if rng is None else rng  # one generator for the whole run
+    processor = as_processor(processor, **flags)
+    check_args(ids, n_new, draft, oracle, n_draft=n_draft, width=width, max_nodes=max_nodes)
+    tokens, end = list(ids), len(ids) + n_new
+    draft_cache, oracle_cache = KVCache(), KVCache()
+    while len(tokens) < end:
+        depth = min(n_draft, end - len(tokens) - 1)  # a path plus the last token: never overshoot
+        # 1. The tree: up to width distinct children per node, drawn without replacement from the draft's p.
+        nodes, p, n_fed = sample_tree(draft, draft_cache, tokens, depth, width, max_nodes, processor, rng,
+                                      stats) if depth else ([], {}, 0)
+        # 2. q after the root and after every node, in one oracle pass.
+        q = oracle_pass(oracle, oracle_cache, tokens, nodes, processor, stats)
+        # 3. Down the tree, p and q updated after each rejection; the last token from the residual or the leaf's q.
+        path, last, visits = walk_tree(nodes, p, q, rng.random)
+        new_tokens = [nodes[i].token for i in path] + [sample(last, rng)]
+        # 4. Keep the text and the accepted path; the draft never fed the last level.
+        n = len(tokens)
+        oracle_cache.keep(list(range(n)) + [n + i for i in path])
+        draft_cache.keep(list(range(min(n, draft_cache.n_tokens()))) + [n + i for i in path if i < n_fed])
+        tokens += new_tokens
+        rollback(len(tokens) - 1, draft_cache, oracle_cache)
+        stats.add_round(new_tokens, [node.token for node in nodes], len(path), context=n,
+                        oracle=chosen_after(nodes, path, new_tokens), cached=cache_lengths(draft_cache, oracle_cache),
+                        details=round_details(nodes, path, visits, last, new_tokens, width)
+                        if stats.trace is not None else None)
+        yield from new_tokens
+
+
+# ---------------------------------------------------------------------------
+# Step 1: children without replacement
+# ---------------------------------------------------------------------------
+
+def without(p, x):  # [V], token -> [V]
+    """p with token x removed, renormalised: the distribution the next sibling is drawn from."""
+    rest = p.copy()
+    rest[x] = 0
+    total = rest.sum()
+    return rest / total if total > 0 else rest
+
+
+def sample_children(p, width, rng):
+    """Up to width distinct tokens drawn one after another from p, each time without the ones already drawn
+    (as many as p has tokens with mass, if fewer). sample() renormalises what is left."""
+    children, left = [], p.copy()
+    for _ in range(min(width, int(np.count_nonzero(p)))):
+        children.append(sample(left, rng))
+        left[children[-1]] = 0
+    return children
+
+
+def sample_tree(draft, draft_cache, tokens, depth_max, width, max_nodes, processor, rng, stats):
+    """Step 1: (nodes in level order, {node: the draft's p after it} for the root (-1) and every node fed,
+    how many nodes the draft's cache holds). Siblings are distinct: no node needs pruning, unlike tree-sps."""
+    p = {-1: processor(feed(draft, draft_cache, tokens, stats, "draft")[-1])}  # the root's children's p
+    nodes, frontier, n_fed = [], [-1], 0
+    for depth in range(1, depth_max + 1):
+        level = []
+        for parent in frontier:
+            for token in sample_children(p[parent], min(width, max_nodes - len(nodes)), rng):
+                nodes.append(Node(token, parent, depth, float(p[parent][token])))
+                level.append(len(nodes) - 1)
+        if depth == depth_max or len(nodes) >= max_nodes:  # the last level needs no p: it has no children
+            break
+        # One draft pass for the whole level gives each node's p, for the next level's draws.
+        logits = timed_forward(draft, draft_cache, [nodes[i].token for i in level], stats, "draft", n_logits=len(level),
+                               positions=[len(tokens) - 1 + depth] * len(level),
+                               mask=tree_mask(nodes, level, len(tokens), n_fed))
+        n_fed += len(level)
+        p.update(zip(level, processor(logits)))
+        frontier = level
+    return nodes, p, n_fed
+
+
+# ---------------------------------------------------------------------------
+# Step 3: the recursive rejection, as pure functions of the distributions and the uniforms
+# ---------------------------------------------------------------------------
+
+def accept_at_node(q, p, children, uniforms):
+    """The check at one node: the target q and the draft p there ([V] each), the children's tokens (drawn
+    without replacement from p, in order) and one r ~ U[0, 1) per child. Returns (the index of the accepted
+    child, or None if all were rejected; the target after the rejections, which the last token is drawn
+    from then; one record per child checked, with q_i(c_i) and p_i(c_i) at that moment)."""
+    checks = []
+    for i, (x, r) in enumerate(zip(children, uniforms)):
+        a = acceptance_probability(q, p, x)  # min(1, q_i(x) / p_i(x)); p_i(x) > 0: x was drawn from p_i
+        checks.append({"token": int(x), "p": float(p[x]), "q": float(q[x]), "accept_prob": a, "r": float(r),
+                       "accepted": bool(r < a)})
+        if r < a:
+            return i, q, checks
+        # Rejected: the target becomes the residual (sps.residual; never NaN, see there), and the draft
+        # loses x, as the next child was drawn without it.
+        q, p = residual(q, p), without(p, x)
+    return None, q, checks
+
+
+def walk_tree(nodes, p, q, uniforms):
+    """Down the whole tree: nodes in level order (tree.Node); p: {node: the draft's p after it} (-1: the
+    root) for every node that has children; q: [1 + len(nodes), V], row i + 1 after node i; uniforms(m): m
+    draws of U[0, 1) (the generator passes rng.random). Returns (the accepted path, the distribution the
+    round's last token is drawn from, one record per node whose children were checked)."""
+    path, at, visits = [], -1, []
+    while True:
+        children = [i for i, node in enumerate(nodes) if node.parent == at]
+        if not children:  # an accepted leaf (or nothing drafted): the bonus comes from the oracle's own q
+            return path, q[at + 1], visits
+        i, target, checks = accept_at_node(q[at + 1], p[at], [nodes[c].token for c in children],
+                                           uniforms(len(children)))
+        visits.append({"node": at, "children": children, "checks": checks})
+        if i is None:  # every child rejected: the last token comes from the final residual
+            return path, target, visits
+        at = children[i]
+        path.append(at)
+
+
+# ---------------------------------------------------------------------------
+# The round's record, for --trace and --html
+# ---------------------------------------------------------------------------
+
+def round_details(nodes, path, visits, last, new_tokens, width):
+    """tree-sps's record (beyond/tree_sampling.explain_round: the tree, every check, the last token), with
+    this rule's reason: each child met q', q'', ... and p', p'', ... after one, two rejections."""
+    details = explain_round(nodes, path, visits, last, new_tokens, width)
+    details.reason = reason_line(details)
+    return details
+
+
+def reason_line(details, show=None):
+    """The round in one line: each child checked, its p_i and q_i/p_i, r and the decision, and where the last
+    token came from. show(tokens) -> text; default #id."""
+    show = show or (lambda tokens: " ".join(f"#{t}" for t in tokens))
+    parts = []
+    for depth, visit in enumerate(details.visits, 1):
+        said = []
+        for i, c in enumerate(visit["checks"], 1):
+            mark = "'" * (i - 1)  # after i - 1 rejections: q', p' (one), q'', p'' (two), ...
+            verdict = "accepted" if c["accepted"] else "rejected"
+            said.append(f"child {i} {show([c['token']])} (p{mark}={c['p']:.2g}) {verdict} at "
+                        f"q{mark}/p{mark}={c['q'] / c['p']:.2g}, r={c['r']:.2f}")
+        parts.append(f"depth {depth}: " + ", ".join(said))
+    last = details.last
+    if last["from"] == "residual":
+        n = len(details.visits[-1]["checks"])
+        every = "both children" if n == 2 else "the child" if n == 1 else f"all {n} children"
+        parts.append(f"{every} rejected, the residual drew {show([last['token']])} (prob {last['prob']:.2g})")
+    elif details.visits:
+        parts.append(f"accepted a leaf: bonus {show([last['token']])} from the oracle's q (prob {last['prob']:.2g})")
+    else:
+        parts.append(f"nothing drafted: {show([last['token']])} from the oracle's q (prob {last['prob']:.2g})")
+    return "; ".join(parts)
