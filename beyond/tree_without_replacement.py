@@ -39,7 +39,9 @@ and the rule is then sps.py's, so the text is greedy decoding's (beyond/tree_sam
 
 One round (tree_sample_wor_generate): sample the tree level by level, one draft pass per level
 (sample_tree); one oracle pass over every node (tree_sampling.oracle_pass); walk down with the rule
-above (walk_tree, accept_at_node); keep the accepted path in both caches.
+above (walk_tree, accept_at_node); keep the accepted path in both caches. The round's record is
+tree-sps's (tree_sampling.explain_round), so --trace and --html draw it as a tree-sps round; each check
+records the p and q of its moment, p_i and q_i, which tree-sps's reason line calls p and q', q'', ...
 """
 
 import numpy as np
@@ -84,7 +86,7 @@ def tree_sample_wor_generate(draft, oracle, ids, n_new, n_draft=4, width=2, max_
         rollback(len(tokens) - 1, draft_cache, oracle_cache)
         stats.add_round(new_tokens, [node.token for node in nodes], len(path), context=n,
                         oracle=chosen_after(nodes, path, new_tokens), cached=cache_lengths(draft_cache, oracle_cache),
-                        details=round_details(nodes, path, visits, last, new_tokens, width)
+                        details=explain_round(nodes, path, visits, last, new_tokens, width)
                         if stats.trace is not None else None)
         yield from new_tokens
 
@@ -173,40 +175,3 @@ def walk_tree(nodes, p, q, uniforms):
             return path, target, visits
         at = children[i]
         path.append(at)
-
-
-# ---------------------------------------------------------------------------
-# The round's record, for --trace and --html
-# ---------------------------------------------------------------------------
-
-def round_details(nodes, path, visits, last, new_tokens, width):
-    """tree-sps's record (beyond/tree_sampling.explain_round: the tree, every check, the last token), with
-    this rule's reason: each child met q', q'', ... and p', p'', ... after one, two rejections."""
-    details = explain_round(nodes, path, visits, last, new_tokens, width)
-    details.reason = reason_line(details)
-    return details
-
-
-def reason_line(details, show=None):
-    """The round in one line: each child checked, its p_i and q_i/p_i, r and the decision, and where the last
-    token came from. show(tokens) -> text; default #id."""
-    show = show or (lambda tokens: " ".join(f"#{t}" for t in tokens))
-    parts = []
-    for depth, visit in enumerate(details.visits, 1):
-        said = []
-        for i, c in enumerate(visit["checks"], 1):
-            mark = "'" * (i - 1)  # after i - 1 rejections: q', p' (one), q'', p'' (two), ...
-            verdict = "accepted" if c["accepted"] else "rejected"
-            said.append(f"child {i} {show([c['token']])} (p{mark}={c['p']:.2g}) {verdict} at "
-                        f"q{mark}/p{mark}={c['q'] / c['p']:.2g}, r={c['r']:.2f}")
-        parts.append(f"depth {depth}: " + ", ".join(said))
-    last = details.last
-    if last["from"] == "residual":
-        n = len(details.visits[-1]["checks"])
-        every = "both children" if n == 2 else "the child" if n == 1 else f"all {n} children"
-        parts.append(f"{every} rejected, the residual drew {show([last['token']])} (prob {last['prob']:.2g})")
-    elif details.visits:
-        parts.append(f"accepted a leaf: bonus {show([last['token']])} from the oracle's q (prob {last['prob']:.2g})")
-    else:
-        parts.append(f"nothing drafted: {show([last['token']])} from the oracle's q (prob {last['prob']:.2g})")
-    return "; ".join(parts)

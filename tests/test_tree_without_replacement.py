@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import beyond.tree_without_replacement as wor
-from beyond.tree_without_replacement import (accept_at_node, reason_line, sample_children, tree_sample_wor_generate,
-                                             walk_tree, without)
+from beyond.tree_sampling import reason_line
+from beyond.tree_without_replacement import accept_at_node, sample_children, tree_sample_wor_generate, walk_tree, without
 from decoding import GenerationError, Stats
 from processors import Processor, make_processor
 from sps import sample
@@ -272,16 +272,6 @@ def test_the_oracle_as_its_own_draft_keeps_whole_paths(oracle):
     stats = Stats(trace=[])
     list(tree_sample_wor_generate(oracle, oracle, [1, 2, 3], 24, n_draft=3, rng=np.random.default_rng(0), stats=stats))
     assert [r.accepted for r in stats.trace] == [3] * 6 and all(r.details.last["from"] == "bonus" for r in stats.trace)
-
-
-def test_the_reason_names_the_updated_draft():
-    q = np.array([[0.6, 0.3, 0.1], [0.2, 0.3, 0.5], [0.4, 0.4, 0.2]], np.float32)  # after the root, node 0, node 1
-    p = {-1: np.array([0.2, 0.2, 0.6], np.float32)}
-    nodes = [Node(2, -1, 1), Node(1, -1, 1)]
-    path, last, visits = walk_tree(nodes, p, q, lambda m: [ALMOST_ONE, 0.0][:m])
-    details = wor.round_details(nodes, path, visits, last, [1, 0], 2)
-    assert details.reason.startswith("depth 1: child 1 #2 (p=0.6) rejected at q/p=0.17, r=1.00, child 2 #1 (p'=0.5) "
-                                     "accepted at q'/p'=0.4, r=0.00")
 
 
 def test_the_method_is_registered(related, oracle):
