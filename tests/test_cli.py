@@ -148,7 +148,7 @@ def test_split_characters_are_never_printed_half(tiny_dirs):
     (["--max-new-tokens", "-3"], "--max-new-tokens"),
     (["--top-p", "1.5"], "--top-p"),
     (["--method", "magic"], "invalid choice"),
-    (["--temperature", "0.5"], "--temperature applies to --method sps, tree-sps, sample or drafter"),
+    (["--temperature", "0.5"], "--temperature applies to --method sps, tree-sps, sample"),
     (["--bogus"], "unrecognized arguments"),
     (["--method", "sps", "--seed", "-1"], "--seed"),
     (["--method", "sps", "--temperature", "nan"], "a number from 0 to 1000, not 'nan'"),
@@ -281,3 +281,11 @@ def test_the_session_through_a_pipe_under_an_ascii_locale(pair):
     out = r.stdout.decode("utf-8")
     assert r.returncode == 0 and "Traceback" not in r.stderr.decode("utf-8", "replace"), r.stderr
     assert "中文 🙂" in out and "speculative: 4 new tokens" in out and "error: the prompt is not valid UTF-8" in out
+
+
+def test_a_session_cannot_start_with_a_sampling_processor_on_a_greedy_method(pair):
+    # The session refuses /speculative at temperature 0.8 (runner.check_sampling); so it cannot start that way either.
+    r = run("-i", *pair, "--temperature", "0.8")
+    assert_one_line_error(r, "applies to --method sps", "not speculative", code=2)
+    r = run("-i", *pair, "--top-k", "5", "--method", "threshold")
+    assert_one_line_error(r, "topk 5, temperature 1.0", "not threshold", code=2)
