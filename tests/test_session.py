@@ -20,12 +20,18 @@ from conftest import ROOT
 pty = pytest.importorskip("pty", reason="pseudo-terminals are POSIX-only")
 
 
+# The session is started, not forked from this process (whose worker threads a fork would copy
+# in a broken state; Python 3.12+ warns): this prelude makes the new terminal its controlling one, as pty.fork does.
+ON_TERMINAL = "import fcntl, os, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
+
+
 class Terminal:
     def __init__(self, *args):
-        self.pid, self.fd = pty.fork()
-        if self.pid == 0:  # the child: the session, on the new terminal
-            os.chdir(ROOT)
-            os.execv(sys.executable, [sys.executable, "speculative.py", "-i", *args])
+        self.fd, terminal = pty.openpty()
+        self.proc = subprocess.Popen([sys.executable, "-c", ON_TERMINAL, "speculative.py", "-i", *args], cwd=ROOT,
+                                     stdin=terminal, stdout=terminal, stderr=terminal, start_new_session=True)
+        os.close(terminal)
+        self.pid = self.proc.pid
         self.seen = ""
 
     def read_until(self, pattern, timeout=120):
@@ -60,7 +66,7 @@ class Terminal:
             os.kill(self.pid, 9)
         except ProcessLookupError:
             pass
-        os.waitpid(self.pid, 0)
+        self.proc.wait()
         os.close(self.fd)
 
 
