@@ -81,6 +81,7 @@ token, as after a greedy step.
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import ClassVar
 from numbers import Integral
 
 import numpy as np
@@ -137,6 +138,17 @@ class Rows:
         self.positions.append(position)
         self.sees.append(sees + [len(self.tokens) - 1])
         return len(self.tokens) - 1
+
+
+@dataclass
+class LookaheadDetails:
+    """A round's record for --trace and --html (its reason is the Round's own line)."""
+    kind: ClassVar[str] = "lookahead"
+    window: list      # the levels fed, oldest first (level 0 without the text's last token, its column 0)
+    candidates: list  # the pool's n-grams after the text's last token, newest first, cut to the tokens left
+    best: int         # the candidate the oracle's choices were compared along (None: there was none)
+    ngrams: list      # the n-grams this round put into the pool (a full window's columns)
+    rows: int         # rows of the pass: the text's last token, the window, the candidates
 
 
 def check_shape(W, N, G):
@@ -274,9 +286,8 @@ def lookahead_generate(oracle, ids, n_new, W=3, N=4, G=3, rng=None, stats=None):
         # drafted: the best candidate, the line the oracle's choices are compared along; the others are in details
         stats.add_round(new_tokens, drafted, n_accepted, context=n, oracle=along,
                         cached=cache_lengths(None, cache),
-                        details={"window": fed, "candidates": candidates, "best": g, "ngrams": ngrams,
-                                 "rows": len(rows.tokens),
-                                 "reason": reason(fed, W, N, candidates, g, n_accepted, len(ngrams), len(pool), left)})
+                        details=LookaheadDetails(fed, candidates, g, ngrams, len(rows.tokens)),
+                        reason=reason(fed, W, N, candidates, g, n_accepted, len(ngrams), len(pool), left))
         yield from new_tokens
 
 
