@@ -1,13 +1,17 @@
 """Exercise 22 (core): acceptance by kind of text, on the learned pair.   EXERCISES.md, exercise 22
 
-Predict first: on which kind of text (prose, code, a table, a list) does the
-small draft guess the oracle best? Then measure it.
+Predict first: on which kind of text does the small draft guess the oracle
+best? The held-out prompts (assets/learned-pair/prompts.json) are of the
+benchmark's four kinds (app/suite.py): prose (continue a paragraph), code
+(continue an example), lists (more items of a list or rows of a table) and
+repeat (text that repeats its prompt). Then measure it.
 
 acceptance_by_kind(draft, oracle, prompts, n_new, k) runs greedy speculative
 decoding (speculative.speculative_generate, with a decoding.Stats) on each
-(kind, prompt_ids) of prompts, and returns {kind: acceptance}, where a kind's
-acceptance is ALL its accepted drafts over ALL its drafted tokens, pooled over
-its prompts (not the mean of each prompt's rate).
+(kind, prompt_ids) of prompts, n_new new tokens each and k drafts a round,
+and returns {kind: acceptance}, where a kind's acceptance is ALL its accepted
+drafts over ALL its drafted tokens, pooled over its prompts (not the mean of
+each prompt's rate, nor of each round's).
 
 Check: pytest exercises/ -k ex22
 """

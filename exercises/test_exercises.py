@@ -1,6 +1,6 @@
 """The checker for the hands-on exercises: `pytest exercises/`, or one of them: `pytest exercises/ -k ex11`.
 
-Each test runs the check of one exercise (checks.py) on the function in your
+Each test runs the check of one exercise (checks/) on the function in your
 file. An untouched exercise fails with "exercise NN is not solved yet"; a wrong
 answer fails with what went wrong, then where to look.
 `pytest exercises/ --reference` runs the same checks on the project's own code.

@@ -1,4 +1,4 @@
-"""The exercises' checkers (exercises/checks.py): they pass the project's own functions, fail plausible
+"""The exercises' checkers (exercises/checks/): they pass the project's own functions, fail plausible
 wrong answers with a message naming what went wrong, and call an untouched exercise "not solved yet".
 
 Nothing here reads the exercise files, so a student's solved repository stays green.
@@ -88,6 +88,31 @@ def test_accepted_prefix_that_skips_token_0():
 
 def test_accepted_prefix_that_counts_every_match():
     fails("03", lambda d, o: sum(a == b for a, b in zip(d, o)), r"\[1, 7, 9, 4\]\) returned 2, expected 0", "first disagreement")
+
+
+def test_accepted_prefix_with_a_sentinel_appended_to_the_callers_list():
+    def answer(drafted, oracle_choice):
+        drafted.append(None)  # seed 000's None, appended to the caller's list instead of a copy
+        n = 0
+        while drafted[n] == oracle_choice[n]:
+            n += 1
+        return n
+    fails("03", answer, r"changed its argument drafted: \[5, 7, 9\] became \[5, 7, 9, None\]", "work on a copy")
+
+
+def test_accepted_prefix_as_a_float():
+    def answer(drafted, oracle_choice):
+        n = 0.0
+        while n < len(drafted) and drafted[int(n)] == oracle_choice[int(n)]:
+            n += 1
+        return n
+    fails("03", answer, r"returned 2.0, a float; a count is an int", "type of what you return")
+
+
+def test_accepted_prefix_as_seed_000_counts_it():
+    def answer(drafted, oracle_choice):  # seed 000's n_accepted: the index of the first mismatch, plus one
+        return next(i + 1 for i, (c, d) in enumerate(zip(oracle_choice, drafted + [None])) if c != d)
+    fails("03", answer, r"returned 3, expected 2", "the oracle's own token comes after them", "exercise 8")
 
 
 # --- exercise 4: rollback -----------------------------------------------------------
@@ -187,6 +212,17 @@ def test_drafting_on_each_guess_alone():
     fails("06", drafting(per_token=True), "product of the guesses' probabilities")
 
 
+def test_drafting_that_appends_to_the_callers_tokens():
+    def answer(draft, tokens, k_max, threshold):
+        start, p = len(tokens), 1.0
+        while len(tokens) - start < k_max and p >= threshold:
+            probs = softmax(draft.forward(tokens)[-1])
+            tokens.append(int(np.argmax(probs)))
+            p *= probs[tokens[-1]]
+        return tokens[start:]
+    fails("06", answer, r"changed its argument tokens: \[", "work on a copy")
+
+
 # --- exercises 7 and 8: the threshold update ----------------------------------------
 
 def next_threshold_toward(index):
@@ -221,6 +257,14 @@ def test_next_threshold_without_the_clamp():
     fails("07", answer, r"returned 0, expected 0.05", r"\[0.05, 0.95\]")
 
 
+def test_next_threshold_with_seed_000s_boost_written_in():
+    def answer(threshold, cumulative, n_accepted, boost):
+        if n_accepted == len(cumulative):
+            return min(max(threshold - 0.1, 0.05), 0.95)
+        return min(max((threshold + (cumulative[n_accepted - 1] if n_accepted else 1.0)) / 2, 0.05), 0.95)
+    fails("07", answer, r"returned 0.5, expected 0.35: every draft was accepted, .* not by boost = 0.25", "argument boost")
+
+
 def test_seed_000s_update_as_shipped_is_not_solved_yet():
     fails("08", checks.seed000_threshold, "returns 0.35", "gives 0.5", unsolved=True)
 
@@ -229,6 +273,23 @@ def test_seed_000s_update_shifted_without_the_empty_prefix():
     def answer(threshold, drafted_probs, n_accepted, n_draft, boost):
         return checks.seed000_threshold(threshold, drafted_probs, n_accepted - 1, n_draft, boost)
     fails("08", answer, r"drafted_probs\[-1\] = 0.6, Python's LAST element")
+
+
+def test_seed_000s_update_with_the_test_changed_instead_of_the_index():
+    def answer(threshold, drafted_probs, n_accepted, n_draft, boost):
+        return checks.seed000_threshold(threshold, drafted_probs, n_accepted, n_draft - 1, boost)  # `<` for `<=`
+    fails("08", answer, r"returned 0.3, expected 0.5 \(2 of 3 drafts accepted\): it lowered the threshold by boost",
+          "the branch's test")
+
+
+def test_seed_000s_update_with_its_boost_written_in():
+    def answer(threshold, drafted_probs, n_accepted, n_draft, boost):
+        if n_accepted <= n_draft:
+            threshold = (threshold + (drafted_probs[n_accepted - 2] if n_accepted > 1 else 1.0)) / 2
+        else:
+            threshold -= 0.1
+        return min(max(threshold, 0.05), 0.95)
+    fails("08", answer, r"returned 0.5, expected 0.35 .*not by boost = 0.25", "argument boost")
 
 
 # --- exercise 9: temperature and top-k ----------------------------------------------
@@ -271,6 +332,13 @@ def test_a_temperature_below_the_smallest_float32():
           r"temperature=1e-50.*np.float32\(1e-50\) is 0", "smallest_subnormal")
 
 
+def test_temperature_applied_to_the_callers_logits():
+    def answer(logits, temperature=1.0, top_k=None):
+        logits -= logits.max()  # in place: the caller's logits change
+        return processed(scale=lambda x, t: x / np.float32(max(t, 1e-45)))(logits, temperature, top_k)
+    fails("09", answer, r"changed its argument logits: \[1, 3, 2, 0, -1, 2.5\] became \[-2, 0, -1", "work on a copy")
+
+
 def test_greedy_in_float64():
     fails("09", processed(scale=lambda logits, t: (logits - logits.max()) / np.float32(t), greedy_dtype=np.float64),
           "returned float64 values, expected float32")
@@ -293,6 +361,35 @@ def test_residual_with_p_and_q_swapped():
     fails("11", lambda q, p: residual(p, q), "over-proposes")
 
 
+def residual_falling_back_below(threshold):
+    def answer(q, p):
+        r = np.maximum(q - p, 0)
+        return r / r.sum() if r.sum() > threshold else q
+    return answer
+
+
+def test_residual_that_falls_back_to_q_below_a_mass_of_1e_3():
+    # The issue's biased sampler: a residual of mass 1e-4 replaced by q. One SpS step then emits
+    # min(p, q) + 1e-4 * q, not q: off by 5e-5 here, the size of bias the checker must see.
+    fails("11", residual_falling_back_below(1e-3), r"residual\(q=\[0.5, 0.3, 0.2\], p=\[0.5001, 0.29995, 0.19995\d*\]\) returned .*fell back to q",
+          r"its mass is 0.0001\b", r"off by 5e-05: a biased sampler", "exactly 0")
+
+
+def test_residual_that_falls_back_to_q_when_the_mass_is_close_to_0():
+    def answer(q, p):
+        r = np.maximum(q - p, 0)
+        return q if np.isclose(r.sum(), 0) else r / r.sum()
+    fails("11", answer, r"fell back to q, .* its mass is 9.3e-10", "np.isclose")
+
+
+def test_residual_computed_in_the_callers_q():
+    def answer(q, p):
+        q -= p  # in place: the caller's q is gone, and SpS samples from it next
+        np.maximum(q, 0, out=q)
+        return q / q.sum() if q.sum() > 0 else q + p
+    fails("11", answer, r"changed its argument q: \[0.2, 0.5, 0.3\] became", "work on a copy")
+
+
 def test_the_learners_ratio_as_shipped_is_not_solved_yet():
     def answer(p, q, x, r):
         with np.errstate(divide="ignore"):
@@ -303,6 +400,11 @@ def test_the_learners_ratio_as_shipped_is_not_solved_yet():
 
 def test_a_reversed_acceptance_test():
     fails("12", lambda p, q, x, r: r > min(1, q[x] / p[x]), "keeps exactly when it should reject")
+
+
+def test_keep_with_the_targets_probability():
+    fails("12", lambda p, q, x, r: r < q[x], r"keeps it for 30% of r .* min\(1, q\(x\)/p\(x\)\) = 50%",
+          "step 3 in Chen et al.'s letters")
 
 
 def test_alpha_as_a_dot_product():
@@ -320,8 +422,9 @@ def test_alpha_unweighted():
 
 # --- exercise 15: a round of Algorithm 2 ----------------------------------------------
 
-def sps_round(inverted=False, bonus=True, resample=residual):
+def sps_round(inverted=False, bonus=True, resample=residual, fixed_K=None):
     def answer(draft, oracle, tokens, K, rng):
+        K = fixed_K or K
         drafted, p = [], []
         for _ in range(K):
             p.append(softmax(draft.forward(tokens + drafted)[-1]))
@@ -349,6 +452,11 @@ def test_a_round_that_resamples_from_q():
           "what each draw samples from")
 
 
+def test_a_round_that_always_drafts_two():
+    fails("15", sps_round(fixed_K=2), r"K=1, rng\) returned \[\d+, \d+, \d+\]: a round adds 1 to K \+ 1 = 2",
+          "K = 1, 2 and 3")
+
+
 # --- exercises 16 and 18: prompt lookup, the tree mask ----------------------------------
 
 def lookup(order, starts):
@@ -370,6 +478,19 @@ def test_lookup_of_the_shortest_tail_first():
           "longest matching tail")
 
 
+def test_lookup_with_max_tail_written_in():
+    def answer(tokens, k, max_tail=3):
+        return lookup(lambda m: range(m, 0, -1), lambda length, n: range(length - n - 1, -1, -1))(tokens, k)
+    fails("16", answer, r"max_tail=1\) returned \[7, 8\], expected \[9, 1\]: that is the answer with max_tail = 3",
+          "the argument max_tail")
+
+
+def test_lookup_one_guess_short():
+    def answer(tokens, k, max_tail=3):
+        return checks.EXERCISES["16"].reference()(tokens, k, max_tail)[:k - 1]
+    fails("16", answer, r"returned \[9, 1\], expected \[9, 1, 2\].*one guess short of k = 3", "end of the slice")
+
+
 def test_lookup_that_finds_the_tail_itself():
     fails("16", lookup(lambda m: range(m, 0, -1), lambda length, n: range(length - n, -1, -1)),
           r"returned \[\], expected \[9, 1, 2\]", "excludes the tail itself")
@@ -381,6 +502,19 @@ def test_tree_mask_that_is_causal():
         rows = n_text + np.asarray(new)[:, None]
         return np.where(np.arange(width)[None, :] <= rows, np.float32(0), MASKED)
     fails("18", answer, r"row \d+ \(node \d+, .*\) sees column \d+; column \d+ is node \d+, not on its path", "cousin")
+
+
+def test_tree_mask_that_sees_the_parent_only():
+    def answer(nodes, new, n_text, n_fed):
+        mask = np.full((len(new), n_text + n_fed + len(new)), MASKED, np.float32)
+        mask[:, :n_text] = 0
+        for row, i in enumerate(new):
+            mask[row, n_text + i] = 0
+            if nodes[i].parent != -1:
+                mask[row, n_text + nodes[i].parent] = 0
+        return mask
+    fails("18", answer, r"row 5 \(node 5, child of node 2, depth 3\) hides column 4; column 4 is node 0, its ancestor",
+          "its ancestors and itself")
 
 
 def test_tree_mask_without_the_text():
@@ -401,18 +535,21 @@ def test_tree_mask_without_the_node_itself():
 
 # --- part 6, on the learned pair: exercises 22-25 -------------------------------------
 
-def acceptance_by_kind(pooled=True, fresh=True, bottom=lambda s: s.drafted, consume=True, n_draft=None):
+def acceptance_by_kind(pooled=True, fresh=True, bottom=lambda s: s.drafted, consume=True, use_k=True,
+                       use_n_new=True, per_round=False):
     def answer(draft, oracle, prompts, n_new, k):
         counts, rates, stats = {}, {}, Stats()
         for kind, ids in prompts:
-            stats = Stats() if fresh else stats
-            run = speculative_generate(draft, oracle, ids, n_new, n_draft=n_draft or k, stats=stats)
+            stats = Stats(trace=[]) if fresh else stats
+            run = speculative_generate(draft, oracle, ids, n_new if use_n_new else 16, stats=stats,
+                                       **({"n_draft": k} if use_k else {}))
             if consume:
                 list(run)
             accepted, proposed = counts.get(kind, (0, 0)) if fresh else (0, 0)
             counts[kind] = (accepted + stats.accepted, proposed + bottom(stats))
-            rates.setdefault(kind, []).append(stats.accepted / bottom(stats))
-        if not pooled:
+            rates.setdefault(kind, []).extend([r.accepted / len(r.drafted) for r in stats.trace if r.drafted]
+                                              if per_round else [stats.accepted / bottom(stats)])
+        if not pooled or per_round:
             return {kind: sum(r) / len(r) for kind, r in rates.items()}
         return {kind: accepted / proposed for kind, (accepted, proposed) in counts.items()}
     return answer
@@ -422,16 +559,28 @@ def test_acceptance_by_kind_averaged_over_prompts():
     fails("22", acceptance_by_kind(pooled=False), "that is the mean of its prompts' rates", "pool the kind's counts")
 
 
+def test_acceptance_by_kind_averaged_over_rounds():
+    fails("22", acceptance_by_kind(per_round=True), r"that is the mean of its \d+ rounds' rates",
+          "pool the counts of all its rounds")
+
+
 def test_acceptance_by_kind_with_one_stats_for_every_prompt():
     fails("22", acceptance_by_kind(fresh=False), r"the acceptance of the first \d+ prompts together", "a fresh")
 
 
 def test_acceptance_by_kind_over_the_tokens_produced():
-    fails("22", acceptance_by_kind(bottom=lambda s: s.n_tokens), "new tokens that were drafts", r"stats\.drafted")
+    fails("22", acceptance_by_kind(bottom=lambda s: len(s.from_draft)), "new tokens that were drafts",
+          r"stats\.drafted")
 
 
-def test_acceptance_by_kind_with_the_default_draft_length():
-    fails("22", acceptance_by_kind(n_draft=8), "8 drafts per round", "n_draft=k")
+def test_acceptance_by_kind_that_ignores_k():
+    # speculative_generate's default draft length is the checker's first k: only another k shows the mistake
+    fails("22", acceptance_by_kind(use_k=False), r"n_new=12, k=3\).*drafts per round, speculative_generate's "
+          r"default, not k = 3", "n_draft=k")
+
+
+def test_acceptance_by_kind_that_ignores_n_new():
+    fails("22", acceptance_by_kind(use_n_new=False), r"n_new=12, k=3\)", "the checker varies them")
 
 
 def test_acceptance_by_kind_that_never_runs_the_generator():
@@ -475,6 +624,12 @@ def test_best_draft_length_largest_on_a_tie():
     fails("23", best_draft_length(largest_on_tie=True), "the two tie", "smallest K")
 
 
+def test_best_draft_length_as_a_float():
+    def answer(alpha, c, T):
+        return float(checks.EXERCISES["23"].reference()(alpha, c, T))
+    fails("23", answer, r"returned 2.0, a float; a draft length \(here K = 2\) is an int", "type of what you return")
+
+
 def accepted_path(choice_after=lambda i: i + 1, any_parent=False, one_level=False):
     def answer(parents, tokens, choice):
         path, at = [], -1
@@ -508,8 +663,9 @@ def test_tree_path_as_tokens():
     fails("24", answer, "those are the path tokens", "indices")
 
 
-def replay_lookup(step=1, room=1, sees=0, prefix=True):
+def replay_lookup(step=1, room=1, sees=0, prefix=True, fixed_k=None, fixed_max_tail=None):
     def answer(tokens, n_prompt, k, max_tail=3):
+        k, max_tail = fixed_k or k, fixed_max_tail or max_tail
         drafter, drafted, accepted, rounds, i = NGramDrafter(n=max_tail + 1), 0, 0, 0, n_prompt
         while i < len(tokens):
             guesses = drafter.lookup(tokens[:i + sees], k if room is None else min(k, len(tokens) - i - room))
@@ -534,3 +690,13 @@ def test_lookup_replay_without_the_cut():
 
 def test_lookup_replay_counting_every_match():
     fails("25", replay_lookup(prefix=False), "counts every draft matching", "first one that differs")
+
+
+def test_lookup_replay_with_k_written_in():
+    fails("25", replay_lookup(fixed_k=4), r"k=2, max_tail=3\) returned .* that is the replay with k = 4, not 2",
+          "the argument k")
+
+
+def test_lookup_replay_with_the_drafters_default_tail():
+    fails("25", replay_lookup(fixed_max_tail=3), r"k=3, max_tail=1\) returned .* with max_tail = 3, the default",
+          r"NGramDrafter\(n=max_tail \+ 1\)")

@@ -1,0 +1,51 @@
+"""The checks behind `pytest exercises/`: each takes an implementation and fails with a staged hint.
+
+A failure says first what went wrong, on a concrete input (what your function
+gave, what it should give), then, on a line of its own, where to look. The
+hint never gives the answer away; EXERCISES.md has the answers, folded.
+
+One module per part of EXERCISES.md, each with its exercises' checks and
+references, and the registry of those exercises at its end:
+
+    running.py            a check's failures: not solved yet, wrong (what, then where to look), a crash
+    models.py             the tiny random pairs and the learned pair the checks run on
+    part1_greedy.py       exercises 3, 4, 5
+    part2_threshold.py    exercises 6, 7, 8
+    part3_sampling.py     exercises 9, 11, 12, 13, 15
+    part4_lookup_tree.py  exercises 16, 18
+    part6_real_text.py    exercises 22, 23, 24, 25
+
+EXERCISES maps each hands-on exercise's number to its file, the function you
+write there, its check, and its reference: the project's own function (or a
+thin adapter over it), which `pytest exercises/ --reference` checks instead of
+your file. The project's test suite runs that too, so an exercise cannot drift
+away from the code it teaches.
+"""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # the project
+
+from . import part1_greedy, part2_threshold, part3_sampling, part4_lookup_tree, part6_real_text  # noqa: E402
+from .models import learned_pair, tiny_pair  # noqa: E402,F401  (for EXERCISES.md's snippets and ex05's script)
+from .part2_threshold import seed000_threshold  # noqa: E402,F401
+from .running import NotSolved, StillBuggy  # noqa: E402,F401
+
+PARTS = (part1_greedy, part2_threshold, part3_sampling, part4_lookup_tree, part6_real_text)
+EXERCISES = {e.number: e for part in PARTS for e in part.EXERCISES}
+
+
+def check(number, f):
+    """Run exercise `number`'s check on f; AssertionError (NotSolved for an untouched exercise) if it fails."""
+    exercise = EXERCISES[number]
+    try:
+        exercise.check(f)
+    except NotImplementedError:
+        raise NotSolved(not_solved(exercise)) from None
+    except StillBuggy as e:
+        raise NotSolved(f"{not_solved(exercise)}\n{e}") from None
+
+
+def not_solved(exercise):
+    return f"exercise {exercise.number} is not solved yet: see EXERCISES.md, then edit exercises/{exercise.module}.py"

@@ -1,0 +1,350 @@
+"""Part 3, speculative sampling (Chen et al. 2023; seeds 001 and 002): exercise 9 (temperature and top-k),
+11 (the residual), 12 (the inverted ratio), 13 (alpha) and 15 (a whole round of Algorithm 2)."""
+
+import itertools
+import math
+from collections import Counter
+
+import numpy as np
+
+from decoding import Stats
+from gpt2 import softmax
+
+from .models import SAMPLING_V, sampling_pair
+from .running import Exercise, StillBuggy, attempt, number, project, show, unchanged, wrong
+
+
+# ---------------------------------------------------------------------------
+# Exercise 9: temperature and top-k
+# ---------------------------------------------------------------------------
+
+def check_probabilities(f):
+    logits = np.array([1.0, 3.0, 2.0, 0.0, -1.0, 2.5], np.float32)
+    plain = softmax(logits)
+    cases = [(logits, 1.0, None), (logits, 0.5, None), (logits, 2.0, None), (logits, 0, None),
+             (np.array([1.0, 3.0, 3.0, 0.0], np.float32), 0, None), (logits * np.float32(30), 1e-40, None),
+             (logits, 1.0, 2), (logits, 0.5, 3), (logits, 1.0, 6), (logits, 1.0, 10),
+             (logits, 1e-50, None)]  # below the smallest float32: last, the subtlest
+    reference = reference_probabilities()
+    for x, temperature, top_k in cases:
+        call = f"probabilities({show(x, 3)}, temperature={temperature}, top_k={top_k})"
+        given = x.copy()
+        with np.errstate(all="ignore"):
+            got = attempt(call, f, given, temperature, top_k)
+        unchanged(call, {"logits": (x, given)})  # a sampler goes on using its logits (the trace shows them)
+        expected = reference(x, temperature, top_k)
+        got = np.asarray(got)
+        if got.shape != expected.shape:
+            raise wrong(f"{call} returned shape {got.shape}, expected {expected.shape}", "one probability per token")
+        if got.dtype != np.float32:
+            raise wrong(f"{call} returned {got.dtype} values, expected float32",
+                        "which operation brings in float64 (a np.float64 scalar, np.exp of a float64 array, ...)")
+        if np.allclose(got, expected, atol=1e-5):
+            continue
+        what = f"{call} returned {show(got)}, expected {show(expected)}"
+        if not np.all(np.isfinite(got)):
+            if temperature == 0:
+                raise wrong(f"{what}: temperature 0 means greedy, all the mass on the argmax",
+                            "temperature 0 needs its own case: dividing by it is not defined")
+            if np.float32(temperature) == 0:
+                raise wrong(f"{what}: {temperature} is below the smallest float32, so np.float32({temperature}) is 0, "
+                            "and 0 / 0 is NaN", "divide by at least np.finfo(np.float32).smallest_subnormal")
+            raise wrong(f"{what}: logits / {temperature} overflow float32 to +inf, and softmax of inf is NaN",
+                        "softmax does not change when you subtract the largest logit: do that before dividing")
+        if temperature == 0:
+            raise wrong(f"{what}: temperature 0 puts all the mass on the argmax (the first one on a tie)", "np.argmax")
+        if abs(float(got.sum()) - 1) > 1e-4:
+            raise wrong(f"{what}: they add up to {float(got.sum()):.4g}, not 1", "renormalise after cutting tokens")
+        if top_k is not None and top_k < len(x) and np.count_nonzero(got) != top_k:
+            raise wrong(f"{what}: {np.count_nonzero(got)} tokens keep some mass, top_k = {top_k} should",
+                        "everything below the k-th largest logit gets probability 0")
+        if top_k is None and temperature != 1.0 and np.argmax(x) == np.argmax(got):
+            top, ours = float(expected.max()), float(got.max())
+            direction = "sharper" if temperature < 1 else "flatter"
+            raise wrong(f"{what}: at temperature {temperature} the distribution gets {direction} than at temperature 1 "
+                        f"(the top token {float(plain.max()):.3g} -> {top:.3g}); yours gives it {ours:.3g}",
+                        "whether the logits are divided or multiplied by the temperature, and before or after softmax")
+        raise wrong(what, "temperature first (logits / temperature), then top-k, then softmax")
+
+
+# ---------------------------------------------------------------------------
+# Exercises 11-13: the residual, the inverted ratio, the acceptance rate
+# ---------------------------------------------------------------------------
+
+def small_residuals():
+    """(q, p) pairs whose (q - p)+ is not zero but small, down to a hair, each with its exact residual: p takes a
+    little of q's mass from its last tokens and gives it to the first. In float32 these q - p are exact (q and p
+    within a factor of 2), so the residual is the same whatever the order of the arithmetic."""
+    pairs = []
+    for q, moved in (([0.5, 0.3, 0.2], 2e-3), ([0.5, 0.3, 0.2], 1e-4), ([0.6, 0.25, 0.15], 1e-6)):
+        q = np.array(q, np.float32)
+        p = q + np.array([moved, -moved / 2, -moved / 2], np.float32)
+        pairs.append((q, p))
+    q = np.array([0.99, 0.01], np.float32)  # one float32 step apart: a mass of about 1e-9
+    pairs.append((q, np.array([np.nextafter(q[0], np.float32(1)), np.nextafter(q[1], np.float32(0))], np.float32)))
+    return pairs
+
+
+def check_residual(f):
+    from sps import acceptance_rate, residual
+    rng = np.random.default_rng(0)
+    pairs = [tuple(rng.dirichlet(np.ones(12)).astype(np.float32) for _ in range(2)) for _ in range(20)]
+    pairs.insert(0, (np.array([0.2, 0.5, 0.3], np.float32), np.array([0.4, 0.2, 0.4], np.float32)))
+    for q, p in pairs + small_residuals():
+        call = f"residual(q={show(q, None)}, p={show(p, None)})"
+        given = (q.copy(), p.copy())
+        with np.errstate(all="ignore"):
+            r = np.asarray(attempt(call, f, *given))
+        unchanged(call, {"q": (q, given[0]), "p": (p, given[1])})  # SpS still needs both after a rejection
+        expected = residual(q, p)
+        if r.shape == expected.shape and np.allclose(r, expected, atol=1e-6):
+            continue
+        what = f"{call} returned {show(r)}, expected {show(expected)}"
+        mass = float(np.maximum(q - p, 0).sum())
+        if mass < 1e-2 and r.shape == q.shape and np.allclose(r, q, atol=1e-6):
+            # The exact identity a sampler must keep: P(emit x) = min(p, q)(x) + P(reject) * residual(x) = q(x).
+            out = np.minimum(p, q) + (1 - acceptance_rate(q, p)) * r
+            raise wrong(f"{what}: it fell back to q, but (q - p)+ is not all zeros here: its mass is {mass:.2g}. A "
+                        f"rejection happens with that probability, and then one SpS step emits "
+                        f"{show(out, None)} instead of q, off by {float(np.abs(out - q).max()):.2g}: a biased sampler",
+                        "fall back to q only when max(q - p, 0) sums to exactly 0; any threshold above 0 (a small "
+                        "epsilon, np.isclose) replaces a real residual by q")
+        if r.shape == q.shape and np.any(r[q < p] > 0):
+            raise wrong(f"{what}: it puts mass on tokens the draft p over-proposes (p > q)",
+                        "the residual is the mass the target q has and the draft p lacks: max(q - p, 0)")
+        if r.shape == q.shape and abs(float(r.sum()) - 1) > 1e-4:
+            raise wrong(f"{what}: it adds up to {float(r.sum()):.4g}, not 1", "renormalise: divide by the sum")
+        raise wrong(what, "max(q - p, 0), renormalised to sum to 1")
+    same = np.array([0.2, 0.5, 0.3], np.float32)
+    call = f"residual(q={show(same)}, p=q)"
+    with np.errstate(all="ignore"):
+        r = np.asarray(attempt(call, f, same.copy(), same.copy()))
+    if not np.all(np.isfinite(r)):
+        raise wrong(f"{call} returned {show(r)}: here (q - p)+ is all zeros, and 0 / 0 is NaN",
+                    "the case where max(q - p, 0) sums to 0: which distribution is right then? (EXERCISES.md)")
+    if not np.allclose(r, same):
+        raise wrong(f"{call} returned {show(r)}, expected q = {show(same)}: when (q - p)+ is all zeros, return q",
+                    "why q is the right answer is in exercise 11's answer")
+
+
+def emitted(p, q, keep):
+    """P(one SpS step emits x) for a draft x ~ p kept with probability keep[x], else resampled from the residual."""
+    from sps import residual
+    keep = np.asarray(keep, np.float32)
+    return p * keep + (1 - float(np.sum(p * keep))) * residual(q, p)
+
+
+def check_keep_draft(f):
+    """keep_draft(p, q, x, r): p the draft's distribution, q the target's, r ~ U[0, 1)."""
+    from sps import acceptance_probability
+    cases = [(np.array([0.6, 0.3, 0.1], np.float32), np.array([0.3, 0.3, 0.4], np.float32)),
+             (np.array([0.5, 0.5, 0.0], np.float32), np.array([0.0, 0.2, 0.8], np.float32))]
+    grid = (np.arange(400) + 0.5) / 400  # r spread evenly over [0, 1): the share kept is P(keep)
+    seen = []
+    for p, q in cases:
+        kept = []
+        for x in np.flatnonzero(p):
+            call = f"keep_draft(p={show(p)}, q={show(q)}, x={x}, r)"
+            with np.errstate(all="ignore"):
+                kept.append(float(np.mean([bool(attempt(f"{call} with r = {r:.4f}", f, p, q, int(x), float(r)))
+                                           for r in grid])))
+        xs = np.flatnonzero(p)
+        seen.append((p, q, xs, kept))
+    inverted = all(abs(k - min(1.0, p[x] / q[x] if q[x] > 0 else math.inf)) < 0.01
+                   for p, q, xs, kept in seen for x, k in zip(xs, kept))
+    for p, q, xs, kept in seen:
+        expected = [acceptance_probability(q, p, x) for x in xs]
+        bad = next((i for i, (k, e) in enumerate(zip(kept, expected)) if abs(k - e) > 0.01), None)
+        if bad is None:
+            continue
+        x = xs[bad]
+        keep = np.zeros_like(p)
+        keep[xs] = kept
+        out = emitted(p, q, keep)
+        what = (f"for draft token x = {x} with p(x) = {p[x]:.2g} (draft) and q(x) = {q[x]:.2g} (target), keep_draft "
+                f"keeps it for {kept[bad]:.0%} of r in [0, 1); Algorithm 2 keeps it with probability "
+                f"min(1, q(x)/p(x)) = {expected[bad]:.0%}. With your test one step emits the distribution "
+                f"{show(out, 2)}, not the target's q = {show(q, 2)}")
+        if inverted:
+            raise StillBuggy(wrong(what, "which of the two models proposes x more often than the target wants it, "
+                                         "and what the test must then do").args[0])
+        if abs(kept[bad] - (1 - expected[bad])) < 0.01:
+            raise wrong(f"{what}: it keeps exactly when it should reject", "the direction of the comparison with r")
+        raise wrong(what, "the acceptance test of step 3 in Chen et al.'s letters: q is the target, p the draft")
+
+
+def check_acceptance_rate(f):
+    from sps import acceptance_probability, sample
+    rng = np.random.default_rng(3)
+    cases = [(np.array([0.5, 0.3, 0.2], np.float32), np.array([0.2, 0.3, 0.5], np.float32)),
+             (np.array([0.25, 0.25, 0.5], np.float32), np.array([0.25, 0.25, 0.5], np.float32)),
+             (np.array([1.0, 0.0], np.float32), np.array([0.0, 1.0], np.float32)),
+             (np.array([0.5, 0.5, 0.0], np.float32), np.array([0.0, 0.2, 0.8], np.float32))]
+    cases += [tuple(rng.dirichlet(np.ones(10)).astype(np.float32) for _ in range(2)) for _ in range(4)]
+    reference = reference_acceptance_rate()
+    for p, q in cases:
+        call = f"acceptance_rate(p={show(p, 2)}, q={show(q, 2)})"
+        got = number(call, attempt(call, f, p.copy(), q.copy()))
+        expected = reference(p, q)
+        if abs(got - expected) < 1e-5:
+            continue
+        n = 20000
+        kept = sum(rng.random() < acceptance_probability(q, p, sample(p, rng)) for _ in range(n))
+        what = (f"{call} returned {got:.4g}, expected {expected:.4g}: one simulated SpS step (x ~ p, kept when "
+                f"r < min(1, q(x)/p(x))), run {n} times, kept the draft {kept / n:.1%} of the time")
+        if abs(got - float(np.dot(p, q))) < 1e-5:
+            raise wrong(f"{what}; sum p(x) q(x) is the chance that two independent draws, one from each, agree",
+                        "P(keep) = sum over x of P(draw x) * P(keep x | x drawn)")
+        if abs(got - (1 - float(np.abs(p - q).sum()))) < 1e-5:
+            raise wrong(f"{what}; 1 - sum |p - q| counts every difference twice: the total variation distance is "
+                        "half of sum |p - q|", "how often a draft is kept, given what the test keeps")
+        raise wrong(what, "P(keep) = sum over x of P(draw x) * P(keep x | x drawn)")
+
+
+# ---------------------------------------------------------------------------
+# Exercise 15: a whole round of Algorithm 2
+# ---------------------------------------------------------------------------
+
+def sequence_distribution(model, ids, n_new, probabilities=softmax):
+    """{continuation: probability} of n_new tokens sampled from the model, by enumeration.
+    probabilities: logits [n, V] -> probabilities [n, V] (softmax, or a processors.Processor)."""
+    dist = {}
+    for seq in itertools.product(range(model.vocab_size), repeat=n_new):
+        probs = probabilities(model.forward(list(ids) + list(seq[:-1]))[len(ids) - 1:])
+        dist[seq] = float(np.prod([probs[i, t] for i, t in enumerate(seq)]))
+    return dist
+
+
+def chi_square(counts, dist, n):
+    """Pearson's test of n samples (counts) against dist: (chi2, critical value at alpha = 0.001, the
+    continuation furthest above its expectation). Continuations expected fewer than 5 times are pooled."""
+    seqs = list(dist)
+    expected = n * np.array([dist[s] for s in seqs])
+    observed = np.array([counts.get(s, 0) for s in seqs])
+    rare = expected < 5
+    if rare.any():
+        expected = np.append(expected[~rare], expected[rare].sum())
+        observed = np.append(observed[~rare], observed[rare].sum())
+    impossible = sum(c for s, c in counts.items() if dist.get(s, 0) == 0)
+    chi2 = math.inf if impossible else float(np.sum((observed - expected) ** 2 / np.maximum(expected, 1e-12)))
+    df = len(expected) - 1
+    # Wilson-Hilferty approximation of the chi-square quantile; z = 3.09 for alpha = 0.001.
+    critical = df * (1 - 2 / (9 * df) + 3.0902 * math.sqrt(2 / (9 * df))) ** 3
+    worst = max(seqs, key=lambda s: (counts.get(s, 0) - n * dist[s]) / math.sqrt(n * dist[s] + 1e-12))
+    return chi2, critical, worst
+
+
+def sps_rounds(f, p_model, q_model, ids, K):
+    """f's round from ids, checked for its shape: 1 to K + 1 token ids."""
+    call = f"sps_round(draft, oracle, {ids}, K={K}, rng)"
+
+    def run(rng):
+        out = [int(x) for x in attempt(call, f, p_model, q_model, list(ids), K, rng)]
+        if not 1 <= len(out) <= K + 1 or not all(0 <= x < SAMPLING_V for x in out):
+            raise wrong(f"{call} returned {out}: a round adds 1 to K + 1 = {K + 1} token ids in [0, {SAMPLING_V})",
+                        "a round drafts K tokens, the argument (the checker calls with K = 1, 2 and 3), and ends "
+                        "with exactly one token of the target's: a resample, or the bonus" if len(out) > K + 1 else
+                        "a round ends with exactly one token of the target's: a resample, or the bonus")
+        return out
+    return run
+
+
+def all_kept(p_model, q_model, ids, K):
+    """P(a round from ids keeps all K drafts), exactly: sum over x of min(p(x), q(x)) times the same one token on."""
+    if K == 0:
+        return 1.0
+    p, q = softmax(p_model.forward(ids)[-1]), softmax(q_model.forward(ids)[-1])
+    return sum(float(min(p[x], q[x])) * all_kept(p_model, q_model, ids + [x], K - 1) for x in range(len(p)))
+
+
+def full_rounds(f, p_model, q_model, ids, K, n_rounds, rng, lengths=None):
+    """A failure unless about P(all K kept) of n_rounds rounds add K + 1 tokens (4.5 standard deviations).
+    K = 2 comes first (check_sps_round): a round without its bonus fails there, so a failure at another K that
+    never reaches K + 1 tokens is a K ignored."""
+    lengths = lengths or Counter(len(sps_rounds(f, p_model, q_model, ids, K)(rng)) for _ in range(n_rounds))
+    full, expected = lengths[K + 1], all_kept(p_model, q_model, ids, K)
+    if abs(full - n_rounds * expected) > 4.5 * math.sqrt(n_rounds * expected * (1 - expected)):
+        raise wrong(f"over {n_rounds} rounds from the prompt {ids} with K = {K}, {full} of your rounds added K + 1 = "
+                    f"{K + 1} tokens ({full / n_rounds:.1%}); all K drafts are kept with probability {expected:.1%} "
+                    f"here, and then the round adds one more token from q",
+                    f"your rounds never added more than {max(lengths)} tokens with K = {K}: a round drafts K tokens, "
+                    "K the argument" if max(lengths) <= K and K != 2 else
+                    "step 4: what a round does when every draft was kept")
+
+
+def check_sps_round(f, n_rounds=300, n_runs=500, K=2, n_new=3):
+    from sps import acceptance_rate
+    p_model, q_model = sampling_pair()
+    ids, V = [1, 4], SAMPLING_V
+    rng = np.random.default_rng(1234)
+
+    # 1. The shape of a round: P(its first draft is kept) = alpha; P(all K kept), both exact.
+    lengths = Counter(len(sps_rounds(f, p_model, q_model, ids, K)(rng)) for _ in range(n_rounds))
+    p1, q1 = softmax(p_model.forward(ids)[-1]), softmax(q_model.forward(ids)[-1])
+    alpha = acceptance_rate(q1, p1)
+    inverted = float(sum(p1[x] * min(1.0, p1[x] / q1[x]) for x in range(V)))
+    setting = f"over {n_rounds} rounds from the prompt {ids} with K = {K} (draft p and target q over {V} tokens)"
+    first_kept = n_rounds - lengths[1]
+    if abs(first_kept - n_rounds * alpha) > 4.5 * math.sqrt(n_rounds * alpha * (1 - alpha)):
+        looks = (f" (with the ratio inverted, min(1, p/q), it would be {inverted:.1%})"
+                 if abs(first_kept / n_rounds - inverted) < abs(first_kept / n_rounds - alpha) else "")
+        raise wrong(f"{setting}, your round kept its first draft in {first_kept / n_rounds:.1%} of them; Algorithm 2 "
+                    f"keeps it with probability sum_x min(p(x), q(x)) = {alpha:.1%} here{looks}",
+                    "step 3's test r < min(1, q(x~)/p(x~)), q the target (the oracle), p the draft")
+    full_rounds(f, p_model, q_model, ids, K, n_rounds, rng, lengths)
+    for other in (1, 3):  # the draft length is an argument: other values of it
+        full_rounds(f, p_model, q_model, ids, other, n_rounds // 2, rng)
+
+    # 2. What comes out: rounds until n_new tokens (any prefix of the output follows q), against q exactly.
+    counts = Counter()
+    for _ in range(n_runs):
+        new = []
+        while len(new) < n_new:
+            new += sps_rounds(f, p_model, q_model, ids + new, K)(rng)
+        counts[tuple(new[:n_new])] += 1
+    target = sequence_distribution(q_model, ids, n_new)
+    chi2, critical, worst = chi_square(counts, target, n_runs)
+    if chi2 > critical:
+        first = Counter(seq[0] for seq in counts.elements())
+        raise wrong(f"over {n_runs} runs of your rounds from the prompt {ids} (K = {K}), the first {n_new} tokens do "
+                    f"not follow the target's distribution: chi-square {chi2:.0f} > {critical:.0f} (alpha = 0.001). "
+                    f"The first token came out {show([first[x] / n_runs for x in range(V)], 2)}, q says "
+                    f"{show(q1, 2)}; the continuation {list(worst)} came {counts.get(worst, 0)} times, where q "
+                    f"expects {n_runs * target[worst]:.0f}",
+                    "what each draw samples from: the drafts from p, the resample from (q - p)+ renormalised, the "
+                    "bonus from q after all K drafts")
+
+
+def reference_probabilities():
+    from processors import Processor
+    return lambda logits, temperature=1.0, top_k=None: Processor(temperature=temperature, top_k=top_k)(logits)
+
+
+def reference_keep_draft():
+    from sps import acceptance_probability
+    return lambda p, q, x, r: r < acceptance_probability(q, p, x)
+
+
+def reference_acceptance_rate():
+    from sps import acceptance_rate
+    return lambda p, q: acceptance_rate(q, p)
+
+
+def reference_sps_round():
+    # sps.py runs rounds inline in speculative_sample; its trace records the first round's new tokens.
+    from sps import speculative_sample
+
+    def sps_round(draft, oracle, tokens, K, rng):
+        stats = Stats(trace=[])
+        next(speculative_sample(draft, oracle, tokens, K + 1, K, rng=rng, stats=stats))  # K: sps.py's n_draft
+        return stats.trace[0].new
+    return sps_round
+
+
+EXERCISES = (
+    Exercise("09", "ex09_temperature_top_k", "probabilities", check_probabilities, reference_probabilities),
+    Exercise("11", "ex11_residual", "residual", check_residual, project("sps", "residual")),
+    Exercise("12", "ex12_inverted_ratio", "keep_draft", check_keep_draft, reference_keep_draft),
+    Exercise("13", "ex13_acceptance_rate", "acceptance_rate", check_acceptance_rate, reference_acceptance_rate),
+    Exercise("15", "ex15_sps_round", "sps_round", check_sps_round, reference_sps_round),
+)

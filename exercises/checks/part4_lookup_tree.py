@@ -1,0 +1,127 @@
+"""Part 4, drafts that are not a line (seed 004): exercise 16 (prompt lookup) and 18 (the tree attention mask)."""
+
+import numpy as np
+
+from gpt2 import MASKED
+
+from .running import Exercise, attempt, project, unchanged, wrong
+
+
+# ---------------------------------------------------------------------------
+# Exercise 16: prompt lookup
+# ---------------------------------------------------------------------------
+
+def occurrences(tokens, n):
+    """Start positions of earlier occurrences of the last n tokens (not the tail itself)."""
+    return [s for s in range(len(tokens) - n) if tokens[s:s + n] == tokens[-n:]]
+
+
+def check_lookup(f):
+    cases = [([1, 2, 3, 9, 1, 2, 3], 3, 3), ([5, 6, 7, 5, 6, 8, 5, 6], 2, 3), ([2, 3, 4, 9, 9, 3, 4, 7, 2, 3, 4], 2, 3),
+             ([1, 2, 3, 4], 3, 3), ([7], 2, 3), ([0, 4, 0, 5, 0], 2, 3), ([1, 2, 1, 2], 5, 3),
+             ([3, 1, 2, 8, 1, 2], 4, 1), ([4, 5, 6, 4, 5, 6, 4, 5, 6], 2, 3),
+             ([1, 2, 3, 7, 8, 3, 9, 1, 2, 3], 2, 1), ([1, 2, 3, 7, 8, 2, 3, 9, 1, 2, 3], 3, 2)]  # max_tail matters
+    reference = reference_lookup()
+    for tokens, k, max_tail in cases:
+        call = f"lookup({tokens}, k={k}, max_tail={max_tail})"
+        given = list(tokens)
+        got = attempt(call, f, given, k, max_tail)
+        unchanged(call, {"tokens": (tokens, given)})  # the decoder's text: a lookup only reads it
+        got = [int(x) for x in got]
+        expected = reference(list(tokens), k, max_tail)
+        if got == expected:
+            continue
+        what = f"{call} returned {got}, expected {expected}"
+        if max_tail != 3 and got == reference(list(tokens), k, 3):
+            raise wrong(f"{what}: that is the answer with max_tail = 3, the default; tails here are at most "
+                        f"{max_tail} token(s) long", "the argument max_tail: the checker calls with other values")
+        n = next((n for n in range(min(max_tail, len(tokens) - 1), 0, -1) if occurrences(tokens, n)), None)
+        if n is None:
+            raise wrong(f"{what}: no earlier occurrence of even the last token, so there is nothing to propose",
+                        "what lookup returns when nothing matches")
+        starts = occurrences(tokens, n)
+        found = f": the last {n} token(s) {tokens[-n:]} occur earlier at position(s) {starts}"
+        if len(got) > k:
+            raise wrong(f"{what}: more than k = {k} guesses", "the cut at k")
+        if got == expected[:-1] and len(expected) == k:
+            raise wrong(f"{what}{found}; one guess short of k = {k}", "the end of the slice: k tokens after the match")
+        if got == tokens[starts[0] + n:starts[0] + n + k] and len(starts) > 1:
+            raise wrong(f"{what}{found}; prompt lookup takes the LATEST (the most recent evidence), you took the first",
+                        "the direction of the search")
+        if n > 1 and any(got == tokens[s + m:s + m + k] for m in range(1, n) for s in occurrences(tokens, m)):
+            raise wrong(f"{what}{found}; the longest matching tail (up to max_tail) wins over shorter ones",
+                        "the order in which n is tried")
+        if not got:
+            raise wrong(f"{what}{found}", "whether the search range excludes the tail itself (it always matches)")
+        raise wrong(f"{what}{found}; propose up to k tokens that followed the latest one", "the slice after the match")
+
+
+# ---------------------------------------------------------------------------
+# Exercise 18: the tree attention mask
+# ---------------------------------------------------------------------------
+
+def ancestors(nodes, i):
+    path = []
+    while nodes[i].parent != -1:
+        i = nodes[i].parent
+        path.append(i)
+    return path
+
+
+def check_tree_mask(f):
+    from tree import Node
+    #        text .. root ─┬─ 0 ─┬─ 2 ── 5
+    #                      │     └─ 3
+    #                      └─ 1 ── 4
+    nodes = [Node(11, -1, 1), Node(12, -1, 1), Node(13, 0, 2), Node(14, 0, 2), Node(15, 1, 2), Node(16, 2, 3)]
+    line = [Node(21, -1, 1), Node(22, 0, 2), Node(23, 1, 3)]
+    cases = [(nodes, list(range(6)), 4, 0), (nodes, [0, 1], 4, 0), (nodes, [2, 3, 4], 4, 2), (nodes, [5], 3, 5),
+             (line, [0, 1, 2], 2, 0)]
+    from tree import tree_mask
+    for tree, new, n_text, n_fed in cases:
+        call = f"tree_mask(<{len(tree)} nodes>, new={new}, n_text={n_text}, n_fed={n_fed})"
+        got = np.asarray(attempt(call, f, tree, new, n_text, n_fed))
+        expected = tree_mask(tree, new, n_text, n_fed)
+        if got.shape != expected.shape:
+            raise wrong(f"{call} returned shape {got.shape}, expected {expected.shape}",
+                        "one row per new node; one column per position its keys can come from: the n_text tokens of "
+                        "the text, the n_fed nodes already in the cache, then the new nodes")
+        if got.dtype != np.float32:
+            raise wrong(f"{call} returned {got.dtype}, expected float32", "the dtype of the array you fill")
+        visible = got == 0
+        hidden = got <= MASKED
+        if not np.all(visible | hidden):
+            row, col = np.argwhere(~(visible | hidden))[0]
+            raise wrong(f"{call}: entry [{row}, {col}] is {got[row, col]}; use 0 (visible) or gpt2.MASKED (hidden)",
+                        "the two values a mask holds")
+        wrong_cells = np.argwhere(visible != (expected == 0))
+        if len(wrong_cells) == 0:
+            continue
+        row, col = wrong_cells[0]
+        i = new[row]
+        should_see = bool(expected[row, col] == 0)
+        if col < n_text:
+            about = f"column {col} is text, which every node sees"
+        else:
+            j = col - n_text
+            relation = ("itself" if j == i else f"its ancestor (node {i}'s path up: {ancestors(tree, i)})"
+                        if j in ancestors(tree, i) else
+                        f"not on its path to the root (node {i}'s ancestors are {ancestors(tree, i)})")
+            about = f"column {col} is node {j}, {relation}"
+        parent = "a child of the root" if tree[i].parent == -1 else f"child of node {tree[i].parent}"
+        raise wrong(f"{call}: row {row} (node {i}, {parent}, depth {tree[i].depth}) "
+                    f"{'hides' if should_see else 'sees'} column {col}; {about}",
+                    "a node sees the text, its ancestors and itself, never a sibling, a cousin or a descendant; "
+                    "node i's keys sit in column n_text + i")
+
+
+def reference_lookup():
+    from ngram import NGramDrafter
+    # NGramDrafter(n) tries tails of n - 1 tokens down to 1 (an n-gram is a context and its follower)
+    return lambda tokens, k, max_tail=3: NGramDrafter(n=max_tail + 1).lookup(tokens, k)
+
+
+EXERCISES = (
+    Exercise("16", "ex16_prompt_lookup", "lookup", check_lookup, reference_lookup),
+    Exercise("18", "ex18_tree_mask", "tree_mask", check_tree_mask, project("tree", "tree_mask")),
+)

@@ -1,0 +1,125 @@
+"""Running a check: "not solved yet", a wrong answer in two stages, a crash named by the line of your file.
+
+A failure says first what went wrong, on a concrete input (what your function
+gave, what it should give), then, on a line of its own, where to look.
+"""
+
+import os
+import traceback
+from dataclasses import dataclass
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@dataclass(frozen=True)
+class Exercise:
+    number: str      # as in EXERCISES.md, two digits
+    module: str      # exercises/<module>.py
+    function: str    # what you write there
+    check: callable  # check(f) raises AssertionError (NotImplementedError, StillBuggy) if f is wrong
+    reference: callable  # () -> the project's own function, which --reference checks instead
+
+
+def project(module, name):
+    """The reference that is the project's own function module.name, imported when asked for."""
+    return lambda: getattr(__import__(module), name)
+
+
+class NotSolved(AssertionError):
+    """The exercise is untouched: its stub raises NotImplementedError, or the shipped bug is still there."""
+
+
+class StillBuggy(Exception):
+    """Raised by a check when the answer does exactly what the bug the file was shipped with does."""
+
+
+def wrong(what, hint):
+    """A failure in two stages: what went wrong (observed vs expected), then where to look."""
+    return AssertionError(f"{what}\n  where to look: {hint}")
+
+
+def attempt(call_text, f, *args, hint=None, hints=()):
+    """f(*args), with a crash turned into a one-paragraph failure naming the line of your file.
+    hints ((exception type, hint), ...) choose the hint by the exception's type; hint is the one otherwise."""
+    try:
+        return f(*args)
+    except NotImplementedError:
+        raise
+    except Exception as e:
+        raise crash(call_text, e, next((h for kind, h in hints if isinstance(e, kind)), hint)) from None
+
+
+def crash(call_text, e, hint=None):
+    where = in_your_file(e)
+    return wrong(crashed(call_text, e), hint or ("the line named above" if where else
+                                                 "call it yourself on this input and read the traceback"))
+
+
+def crashed(call_text, e):
+    """'f(...) raised ValueError: ... (exercises/exNN_x.py, line 12: `code`)'."""
+    return f"{call_text} raised {type(e).__name__}{f': {e}' if str(e) else ''}{in_your_file(e)}"
+
+
+def in_your_file(e):
+    """' (exercises/exNN_x.py, line 12: `code`)' for the deepest frame in an exercise file, else ''."""
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if os.path.basename(f.filename).startswith("ex")
+              and os.path.dirname(os.path.abspath(f.filename)) == os.path.join(ROOT, "exercises")]
+    if not frames:
+        return ""
+    f = frames[-1]
+    return f" (exercises/{os.path.basename(f.filename)}, line {f.lineno}: `{f.line}`)"
+
+
+def number(call, value):
+    """value as a float, or a failure saying what came back instead."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise wrong(f"{call} returned {value!r}, not a number", "what the function returns on every path") from None
+
+
+def count(call, value, what="a count"):
+    """value as an int, or a failure: a float (even 2.0), a bool or anything else is not a count.
+    NumPy's integers pass (an index from np.argmax is one)."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        return int(value)
+    kind = "a float" if isinstance(value, (float, np.floating)) else f"a {type(value).__name__}"
+    raise wrong(f"{call} returned {value!r}, {kind}; {what} is an int",
+                "the type of what you return: a count used as an index or a slice bound must be an int "
+                "(`/` gives a float, `//` or a counter that goes up by 1 an int)")
+
+
+def unchanged(call, arguments):
+    """A failure if the function changed an argument it was given: {name: (before, after)}.
+    The caller still uses its lists and arrays after the call (speculative.py keeps drafted[:n] of its drafts)."""
+    for name, (before, after) in arguments.items():
+        if isinstance(before, np.ndarray):
+            same = isinstance(after, np.ndarray) and np.array_equal(after, before)
+            seen = lambda a: show(a) if isinstance(a, np.ndarray) and a.ndim == 1 else repr(a)  # noqa: E731
+        else:
+            same, seen = list(after) == list(before), repr
+        if not same:
+            raise wrong(f"{call} changed its argument {name}: {seen(before)} became {seen(after)}",
+                        f"the caller's {name} is the caller's: work on a copy (list(...), x.copy(), `x = x - m` "
+                        "instead of `x -= m`) or build a new value, and leave the argument as it came")
+
+
+def detail(record, name):
+    """One field of a traced round's method record (tree.TreeDetails, threshold.ThresholdDetails, ...;
+    a plain dict where a decoder still records one)."""
+    details = record.details
+    return details[name] if isinstance(details, dict) else getattr(details, name)
+
+
+def span(first, last):
+    """'position 4' or 'positions 4..6'."""
+    return f"position {first}" if first == last else f"positions {first}..{last}"
+
+
+def show(values, digits=3):
+    """A list of numbers, rounded for a message; digits=None: each float32 exactly, in its shortest form."""
+    if digits is None:
+        return "[" + ", ".join(str(np.float32(v)) for v in values) + "]"
+    return "[" + ", ".join(f"{float(v):.{digits}g}" for v in values) + "]"
