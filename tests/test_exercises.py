@@ -5,10 +5,12 @@ Nothing here reads the exercise files, so a student's solved repository stays gr
 The wrong answers below give hints away: read them after the exercises.
 """
 
+import ast
 import os
 import re
 import subprocess
 import sys
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -56,6 +58,16 @@ def test_exercises_md_numbers_the_exercises_as_their_files():
         if number in checks.EXERCISES:
             assert f"`exercises/{checks.EXERCISES[number].module}.py`" in text, title
             assert f"pytest exercises/ -k ex{number}\n" in text, title
+
+
+def test_every_hands_on_exercise_has_two_wrong_answers_here_at_least():
+    # A wrong answer is a call fails(number, ...) below, apart from the files as shipped (unsolved=True).
+    with open(__file__, encoding="utf-8") as f:
+        calls = [node for node in ast.walk(ast.parse(f.read())) if isinstance(node, ast.Call)
+                 and getattr(node.func, "id", None) == "fails"]
+    wrong_answers = Counter(call.args[0].value for call in calls if isinstance(call.args[0], ast.Constant)
+                            and not any(k.arg == "unsolved" for k in call.keywords))
+    assert {n: wrong_answers[n] for n in checks.EXERCISES if wrong_answers[n] < 2} == {}
 
 
 def fails(number, answer, *patterns, unsolved=False):
@@ -382,6 +394,12 @@ def test_residual_that_falls_back_to_q_when_the_mass_is_close_to_0():
     fails("11", answer, r"fell back to q, .* its mass is 9.3e-10", "np.isclose")
 
 
+def test_residual_with_a_floor_against_0_over_0():
+    fails("11", lambda q, p: np.maximum(q - p, np.float32(1e-10)) / np.maximum(q - p, np.float32(1e-10)).sum(),
+          r"returned \[9.\d+e-05, 0.5, 0.5\], expected \[0, 0.5, 0.5\]: it puts mass on tokens the draft p "
+          "over-proposes", r"max\(q - p, 0\)")
+
+
 def test_residual_computed_in_the_callers_q():
     def answer(q, p):
         q -= p  # in place: the caller's q is gone, and SpS samples from it next
@@ -405,6 +423,14 @@ def test_a_reversed_acceptance_test():
 def test_keep_with_the_targets_probability():
     fails("12", lambda p, q, x, r: r < q[x], r"keeps it for 30% of r .* min\(1, q\(x\)/p\(x\)\) = 50%",
           "step 3 in Chen et al.'s letters")
+
+
+def test_the_learners_test_with_its_not_dropped():
+    def answer(p, q, x, r):  # "rand(0, 1) > p / q" read as the test to keep
+        with np.errstate(divide="ignore"):
+            return r > p[x] / q[x]
+    fails("12", answer, r"keeps it for 0% of r .* = 50%. With your test one step emits the distribution \[0, 0, 1\]",
+          "q is the target, p the draft")
 
 
 def test_alpha_as_a_dot_product():

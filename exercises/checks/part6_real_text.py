@@ -1,6 +1,6 @@
 """Part 6, on real text (the learned pair): exercise 22 (acceptance by kind of text), 23 (the best draft
 length), 24 (which path a tree round keeps) and 25 (prompt lookup's acceptance, replayed from the text).
-The references are at the end: read them after the exercises."""
+The references (at the end, and exercise 25's replay beside its check): read them after the exercises."""
 
 import functools
 import math
