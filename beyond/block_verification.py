@@ -203,13 +203,13 @@ def explain_round(q, p, drafted, rs, w, h, tau, last, new_tokens):
                                      "prob": float(last[token]), "w": w[tau]})
 
 
-def describe(details, show=None):
-    """The round in one line: step 5's tests from the end, the drafts kept despite q/p < 1 (the block
-    made up for them), and where the last token came from. show(tokens) -> text; default #id."""
-    show = show or (lambda tokens: " ".join(f"#{t}" for t in tokens))
+def describe(details):
+    """The round in one line (Round.reason): step 5's tests from the end, where a later q/p > 1 made up for
+    an earlier q/p < 1 (what token verification could not do), and where the last token came from. Drafts are
+    named by their position: the trace shows their text on the line above."""
     steps, tau, last = details.steps, details.kept, details.last
     if not steps:
-        return f"nothing drafted: {show([last['token']])} from the oracle's q (prob {last['prob']:.2g})"
+        return f"nothing drafted: the token from the oracle's q (prob {last['prob']:.2g})"
     tests = [f"prefix {i} h={s['h']:.2g} r={s['r']:.2f} {'passes' if s['passed'] else 'fails'}"
              for i, s in reversed(list(enumerate(steps, 1))) if s["r"] is not None]
     parts = ["from the end: " + ", ".join(tests) + ("" if tau else ", prefix 0 always passes")]
@@ -217,13 +217,12 @@ def describe(details, show=None):
     # and more where a later q/p > 1 made up for an earlier q/p < 1: say so.
     token_chance = float(np.prod([min(1.0, s["ratio"]) for s in steps[:tau]]))
     if tau and steps[tau - 1]["w"] > token_chance + 1e-6:
-        short = ", ".join(f"{i} ({show([s['token']])} q/p={s['ratio']:.2g})"
-                          for i, s in enumerate(steps[:tau], 1) if s["ratio"] < 1)
+        short = ", ".join(f"{i} (q/p={s['ratio']:.2g})" for i, s in enumerate(steps[:tau], 1) if s["ratio"] < 1)
         parts.append(f"w_{tau}={steps[tau - 1]['w']:.2g} where token verification keeps all {tau} with chance "
                      f"{token_chance:.2g}: a later q/p > 1 made up for draft {short}")
     if last["from"] == "bonus":
-        parts.append(f"all {tau} kept: bonus {show([last['token']])} from the oracle's q (prob {last['prob']:.2g})")
+        parts.append(f"all {tau} kept: the bonus from the oracle's q (prob {last['prob']:.2g})")
     else:
-        parts.append(f"{tau} of {len(steps)} kept: {show([last['token']])} drawn from max(w_{tau} q - p, 0) "
-                     f"with w_{tau}={last['w']:.2g} (prob {last['prob']:.2g})")
+        parts.append(f"{tau} of {len(steps)} kept: the last token from max(w_{tau} q - p, 0), w_{tau}={last['w']:.2g} "
+                     f"(prob {last['prob']:.2g})")
     return "; ".join(parts)

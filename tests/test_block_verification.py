@@ -391,15 +391,15 @@ def test_describe_says_why_the_round_ended():
              {"token": 9, "ratio": 0.1, "w": 0.1, "h": 0.05, "r": 0.7, "passed": False, "kept": False}]
     said = describe(bv.BlockDetails(steps, 2, {"token": 4, "from": "residual", "prob": 0.25, "w": 1.0}))
     assert said == ("from the end: prefix 3 h=0.05 r=0.70 fails, prefix 2 h=0.6 r=0.30 passes; w_2=1 where token "
-                    "verification keeps all 2 with chance 0.5: a later q/p > 1 made up for draft 1 (#7 q/p=0.5); "
-                    "2 of 3 kept: #4 drawn from max(w_2 q - p, 0) with w_2=1 (prob 0.25)")
+                    "verification keeps all 2 with chance 0.5: a later q/p > 1 made up for draft 1 (q/p=0.5); "
+                    "2 of 3 kept: the last token from max(w_2 q - p, 0), w_2=1 (prob 0.25)")
     steps[1]["ratio"], steps[1]["w"] = 1.0, 0.5  # nothing made up for: no such clause
     said = describe(bv.BlockDetails(steps[:2], 2, {"token": 4, "from": "bonus", "prob": 0.25, "w": 0.5}))
-    assert said == "from the end: prefix 2 h=0.6 r=0.30 passes; all 2 kept: bonus #4 from the oracle's q (prob 0.25)"
+    assert said == "from the end: prefix 2 h=0.6 r=0.30 passes; all 2 kept: the bonus from the oracle's q (prob 0.25)"
     steps = [dict(steps[0], r=0.9, passed=False, kept=False), dict(steps[2], kept=False)]
     said = describe(bv.BlockDetails(steps, 0, {"token": 5, "from": "residual", "prob": 0.5, "w": 1.0}))
     assert said == ("from the end: prefix 2 h=0.05 r=0.70 fails, prefix 1 h=0.4 r=0.90 fails, prefix 0 always passes; "
-                    "0 of 2 kept: #5 drawn from max(w_0 q - p, 0) with w_0=1 (prob 0.5)")
+                    "0 of 2 kept: the last token from max(w_0 q - p, 0), w_0=1 (prob 0.5)")
     assert describe(bv.BlockDetails([], 0, {"token": 3, "from": "bonus", "prob": 0.5, "w": 1.0})).startswith("nothing")
 
 
