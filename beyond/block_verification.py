@@ -8,9 +8,9 @@ rule can do: a draft token the oracle likes less than the draft did (q/p < 1) ca
 later one it likes more (q/p > 1), and the block as a whole deserves to be kept more often than its
 first token alone. Block verification carries that shortfall along the block as a weight, decides how
 many drafts to keep only after seeing all of them, and draws the last token from a residual that knows
-the weight. The output has exactly the oracle's (processed) distribution; in expectation it keeps at
-least as many drafts as sps.py, draft for draft (the proofs are below), and no lossless rule that sees
-one drafted block keeps more (the paper's Theorem 2).
+the weight. The output has exactly the oracle's (processed) distribution; it keeps every drafted prefix
+with at least sps.py's chance, so at least as many drafts in expectation (the proofs are below), and no
+lossless rule that sees one drafted block keeps more (the paper's Theorem 2).
 
 Letters. The project's, as in sps.py (Chen et al.): q is the target (the oracle), p the draft.
 The paper writes M_b ("big") for q and M_s ("small") for p, and uses p_i for its weights: here they are
@@ -44,9 +44,10 @@ Why the output has exactly q's distribution (a sketch of the paper's Theorem 1).
 for the draft's and the oracle's probabilities of a sequence, and, given the drafts up to i,
 Z_i = Σ_x max(w_i q(x) - p(x), 0) (q, p after x^i). Two identities do all the work:
   (a) E_{x ~ p}[w_{i+1}] = Σ_x min(p(x), w_i q(x)) = w_i - Z_i        (as min(a, b) = a - max(a - b, 0))
-  (b) P(τ ≥ i | X^i) = w_i, by induction from i = γ down: τ ≥ γ has chance h_γ = w_γ, and
-      P(τ ≥ i) = 1 - (1 - h_i) P(τ < i + 1 | X^i) = 1 - (1 - h_i)(1 - (w_i - Z_i)) = w_i, because
-      1 - h_i = (1 - w_i) / (Z_i + 1 - w_i): step 4's h_i is exactly the value that makes (b) true.
+  (b) P(τ ≥ i | X^i) = w_i, by induction from i = γ down: τ ≥ γ has chance h_γ = w_γ; below, τ < i
+      needs prefix i's test and every later one to fail, and by (b) at i + 1 and (a) some later one
+      passes with chance E[w_{i+1}] = w_i - Z_i, so P(τ ≥ i | X^i) = 1 - (1 - h_i)(1 - w_i + Z_i) = w_i,
+      because 1 - h_i = (1 - w_i) / (Z_i + 1 - w_i): step 4's h_i is exactly the value that makes (b) true.
 So P(τ = i | X^i) = w_i - (w_i - Z_i) = Z_i, and Y is then drawn from max(w_i q - p, 0) / Z_i, which
 depends on X^i only. Now, by induction on i, the output (with the next rounds' tokens after it) starts
 with x^i with probability Q(x^i), of which P(x^i) w_i comes from rounds that kept all of x^i as drafts.
@@ -57,10 +58,10 @@ Token i + 1 = x is then
 which add up to P(x^i) w_i q(x) + (Q(x^i) - P(x^i) w_i) q(x) = Q(x^i) q(x) = Q(x^i x). At i = γ the
 bonus is drawn from q itself. (tests/test_block_verification.py enumerates every outcome to check it.)
 
-Never fewer drafts kept than sps.py. By (b), E[τ] = Σ_{i=1..γ} E[w_i], and sps.py keeps i drafts or more
-with chance Π_{j≤i} min(1, q_j/p_j) given the drafts. As w_{i-1} ≤ 1, w_i = min(1, w_{i-1} q_i/p_i)
-≥ w_{i-1} min(1, q_i/p_i), so w_i ≥ Π_{j≤i} min(1, q_j/p_j) for every drafted block: block verification
-keeps at least as much of every single block, and so at least as many drafts in expectation.
+Never fewer drafts kept than sps.py. By (b), block verification keeps a drafted prefix X^i whole with
+chance w_i, and E[τ] = Σ_{i=1..γ} E[w_i]; sps.py keeps it with chance Π_{j≤i} min(1, q_j/p_j). As
+w_{i-1} ≤ 1, w_i = min(1, w_{i-1} q_i/p_i) ≥ w_{i-1} min(1, q_i/p_i), so w_i ≥ Π_{j≤i} min(1, q_j/p_j) for
+every drafted prefix, and block verification keeps at least as many drafts in expectation.
 
 Temperature 0: p and q are one-hot, so each q/p is 1 while the drafts follow the oracle's argmax and 0
 from the first that does not (w stays 1, then 0 for good). h_i is 1 up to that draft and 0 after it, so

@@ -246,6 +246,11 @@ def test_never_fewer_drafts_kept_than_token_verification(K):
             q_at, p_at = random_contexts(np.random.default_rng(1000 + 10 * K + seed), V, K, kind)
             block, token = expected_kept(q_at, p_at, V, K)
             assert block >= token - 1e-6
+            for xs in itertools.product(range(V), repeat=K):  # and prefix by prefix: w_i >= prod min(1, q/p)
+                q, p = distributions(q_at, p_at, xs)
+                if all(p[i][x] > 0 for i, x in enumerate(xs)):  # a block the draft can draw
+                    keep = np.cumprod([acceptance_probability(q[i], p[i], x) for i, x in enumerate(xs)])
+                    assert all(w >= k - 1e-6 for w, k in zip(block_weights(q, p, list(xs))[1:], keep))
             if K == 1:
                 assert block == pytest.approx(token, abs=1e-6)  # one draft: the two rules are one rule
 
