@@ -3,10 +3,19 @@
 Nothing in this file is an algorithm. The decoders (speculative.py,
 threshold.py, sps.py, tree.py, ngram.py, adaptive.py, beam.py) import it;
 it imports none of them.
+
+The draft length, the most tokens a round drafts, is `n_draft` in every
+decoder's signature. The papers' letters disagree: Chen et al. 2023 (SpS)
+write K, Leviathan et al. 2023 and Hugging Face gamma, Medusa, Lookahead and
+most later papers k (and Lookahead's n-gram size N = n_draft + 1). All are
+n_draft here; inside a round, k is what this round drafts (n_draft or fewer,
+when the tokens left to make cut the draft short).
 """
 
+import os
 import time
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from errors import UserError
 
@@ -24,13 +33,30 @@ class Round:
     new: list           # what the round added: the accepted drafts, then one token of the oracle's
     oracle: list = None  # greedy verification: the oracle's choice after each draft prefix (k + 1 of them)
     cached: dict = None  # positions each KV cache holds after the rollback, {"draft": n, "oracle": n}
-    details: dict = field(default_factory=dict)  # what only one method has: threshold, gamma, tree, SpS steps
+    details: object = None  # the method's own record, a dataclass with a `kind` (Line, sps.SpsDetails, ...)
+    reason: str = ""    # one line of why, from a method whose details have no renderer of their own
+
+    @property
+    def kind(self):
+        """Which renderer draws the round (app/display.py, app/page/): its details' kind, "line" without one."""
+        return getattr(self.details, "kind", "line")
+
+
+@dataclass
+class Line:
+    """The details of a round of a line of drafts at a fixed draft length (speculative.py, beyond/eagle.py)."""
+    kind: ClassVar[str] = "line"
+    n_draft: int  # the draft length asked for
+    k: int        # drafted this round: n_draft, or fewer where fewer tokens were left to make
 
 
 @dataclass
 class Stats:
     """What a generator did, filled in as it runs; the tokens themselves are its output."""
-    rounds: int = 0          # oracle passes
+    # rounds: add_round's calls, one per step of the method: a draft-and-verify round (one
+    # verification each), a token of a one-model baseline, a step of all beams in beam search.
+    # Not always oracle passes: a prompt's own pass (tree.py) is a pass but no round.
+    rounds: int = 0
     drafted: int = 0         # tokens the draft proposed
     accepted: int = 0        # drafted tokens the oracle kept
     rejections: int = 0      # rounds that ended at a draft the oracle did not keep
@@ -42,7 +68,7 @@ class Stats:
     trace: list = None       # set to [] to keep a Round per round
 
     @property
-    def n_tokens(self):
+    def n_generated(self):  # tokens made so far (KVCache.n_tokens() is what a cache holds)
         return len(self.from_draft)
 
     @property
@@ -51,13 +77,13 @@ class Stats:
 
     @property
     def tokens_per_round(self):
-        return self.n_tokens / self.rounds if self.rounds else 0.0
+        return self.n_generated / self.rounds if self.rounds else 0.0
 
     def add_round(self, new_tokens, drafted=(), n_accepted=0, **record):
-        """Count one oracle pass that added new_tokens, of which the first n_accepted were drafts.
+        """Count one round that added new_tokens, of which the first n_accepted were drafts.
 
         With tracing on (trace is a list), also keep the round as a Round; record
-        holds its other fields (context, oracle, cached, details).
+        holds its other fields (context, oracle, cached, details, reason).
         """
         self.rounds += 1
         self.drafted += len(drafted)
@@ -65,8 +91,6 @@ class Stats:
         self.rejections += n_accepted < len(drafted)
         self.from_draft += [True] * n_accepted + [False] * (len(new_tokens) - n_accepted)
         if self.trace is not None and record:
-            if record.get("details") is None:
-                record.pop("details", None)
             self.trace.append(Round(drafted=list(drafted), accepted=n_accepted, new=list(new_tokens), **record))
 
     def add_time(self, role, seconds):
@@ -91,8 +115,18 @@ def feed(model, cache, tokens, stats, role, n_logits=1):  # -> [n_logits, vocab_
     prompt on the first call, then whatever was appended since. It can neither
     skip a token nor feed the cached prefix again. The time goes into stats.
     """
+    return timed_forward(model, cache, tokens[cache.n_tokens():], stats, role, n_logits=n_logits)
+
+
+def timed_forward(model, cache, ids, stats, role, n_logits=1, **tree):  # -> [n_logits, vocab_size]
+    """One forward pass of the model over ids after what its cache holds, counted and timed in stats.
+
+    The one place a decoder's forward is timed: feed() for a line of tokens, and
+    directly for a draft tree's nodes (tree.py), whose tree gives the forward
+    its positions= and mask=.
+    """
     start = time.perf_counter()
-    logits = model.forward(tokens[cache.n_tokens():], cache, n_logits=n_logits)
+    logits = model.forward(ids, cache, n_logits=n_logits, **tree)
     stats.add_pass(role, time.perf_counter() - start)
     return logits
 
@@ -139,3 +173,68 @@ def check_args(ids, n_new, draft, oracle, **draft_lengths):
     check_pair(draft, oracle)
     check_room(ids, n_new, draft, oracle)
     check_lengths(**draft_lengths)
+
+
+# ---------------------------------------------------------------------------
+# The memory a search may take (beam.py's check): the limit that applies to this process
+# ---------------------------------------------------------------------------
+
+CGROUP_ROOT = "/sys/fs/cgroup"
+UNLIMITED = 1 << 62  # cgroup v1 writes "no limit" as a number near 2**63
+
+
+def memory_budget():
+    """Half of the least memory limit that applies to this process: the machine's physical memory,
+    its cgroup's (a container's: v2 memory.max, v1 memory.limit_in_bytes) and RLIMIT_AS (ulimit -v),
+    each where the system has one; 8 GB where it says none (Windows)."""
+    limits = [limit for limit in (physical_memory(), cgroup_memory_limit(), address_space_limit()) if limit]
+    return min(limits) // 2 if limits else 8 << 30
+
+
+def physical_memory():
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):  # Windows has no sysconf
+        return None
+
+
+def address_space_limit():
+    try:
+        import resource  # POSIX only
+    except ImportError:
+        return None
+    soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
+def cgroup_memory_limit(root=CGROUP_ROOT, membership="/proc/self/cgroup"):
+    """The least memory limit of this process's cgroup and its parents (Linux); None where none is set."""
+    try:
+        with open(membership, encoding="utf-8") as f:
+            lines = f.read(1 << 16).splitlines()
+    except OSError:
+        return None
+    found = []
+    for line in lines:
+        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if controllers == "":  # v2: one hierarchy, memory.max; "max" is no limit
+            found += cgroup_values(root, path, "memory.max")
+        elif "memory" in controllers.split(","):  # v1: the memory controller's own hierarchy
+            found += cgroup_values(os.path.join(root, "memory"), path, "memory.limit_in_bytes")
+    limits = [n for n in found if n < UNLIMITED]
+    return min(limits) if limits else None
+
+
+def cgroup_values(root, path, name):
+    """The numbers in `name` from the cgroup at path up to the root (in a container the path may not
+    be visible, and its own cgroup is the root), wherever the file exists."""
+    values, parts = [], [p for p in path.strip("/").split("/") if p]
+    for depth in range(len(parts), -1, -1):
+        try:
+            with open(os.path.join(root, *parts[:depth], name), encoding="utf-8") as f:
+                text = f.read(64).strip()
+        except OSError:
+            continue
+        if text.isdigit():
+            values.append(int(text))
+    return values

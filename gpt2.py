@@ -141,16 +141,26 @@ class GPT2:
         if positions.max() >= self.n_positions:
             raise ValueError(f"position {positions.max()} is past {self.name}'s context window of {self.n_positions}")
 
-        # The causal mask is built once here rather than in each of the n_layer
-        # attentions; a single new token may see every position, so it needs none.
-        if mask is None and ids.size > 1:
-            mask = causal_mask(ids.size, n_cached + ids.size)
         p = self.params
         x = p["wte"][ids] + p["wpe"][positions]  # [n_seq, n_embd]
-        for layer, layer_params in enumerate(p["h"]):
+        return self.blocks(x, kvcache, mask)
+
+    def blocks(self, x, kvcache=None, mask=None):  # [n_seq, n_embd] -> [n_seq, n_embd]
+        """Every block, in order, over the rows x that follow the kvcache's positions.
+
+        hidden_states is the embeddings, then this. A model whose params hold only some
+        of another's blocks runs them on hidden states this way (beyond/self_speculative.py
+        verifies from layer L on).
+        """
+        # The causal mask is built once here rather than in each of the n_layer
+        # attentions; a single new token may see every position, so it needs none.
+        if mask is None and len(x) > 1:
+            n_cached = 0 if kvcache is None else kvcache.n_tokens()
+            mask = causal_mask(len(x), n_cached + len(x))
+        for layer, layer_params in enumerate(self.params["h"]):
             x = block(x, layer_params, self.n_head, self.eps, kvcache, layer, mask)
         if kvcache is not None:
-            kvcache.commit(ids.size)
+            kvcache.commit(len(x))
         return x
 
     def logits(self, x):  # [n_rows, n_embd] -> [n_rows, vocab_size]

@@ -35,7 +35,9 @@ Two ways to use it, both greedy and exact (the output is greedy_generate's):
 
 import time
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 from numbers import Integral
+from typing import ClassVar
 
 import numpy as np
 
@@ -44,6 +46,20 @@ from kvcache import KVCache
 from speculative import accept, rollback, verify
 
 STORAGES = ("basic", "onelevel")
+
+
+@dataclass
+class NgramDetails:
+    """A round's record for --trace and --html: where the drafts came from (NGramDrafter.source)."""
+    kind: ClassVar[str] = "ngram"
+    source: dict  # {"from": "prompt lookup", "length", "at"}, {"from": "n-gram table", "contexts"} or {"from": None}
+
+
+@dataclass
+class StagedDetails:
+    """A round's record for --trace and --html: which stage made each draft."""
+    kind: ClassVar[str] = "staged"
+    stages: list  # stages[i]: "n-gram" (an n-gram guess the draft model kept) or "draft" (the draft model's own)
 
 
 class NGramDrafter:
@@ -188,7 +204,7 @@ def ngram_generate(oracle, ids, n_new, n_draft=8, drafter=None, stats=None):
         tokens += new_tokens
         rollback(len(tokens) - 1, oracle_cache)
         stats.add_round(new_tokens, drafted, n_accepted, context=context, oracle=oracle_choice,
-                        cached=cache_lengths(None, oracle_cache), details={"source": drafter.source})
+                        cached=cache_lengths(None, oracle_cache), details=NgramDetails(drafter.source))
         # 5. Learn from the round.
         learn(drafter, tokens, context, top, stats)
         yield from new_tokens
@@ -197,7 +213,8 @@ def ngram_generate(oracle, ids, n_new, n_draft=8, drafter=None, stats=None):
 def staged_generate(draft, oracle, ids, n_new, n_draft=8, drafter=None, stats=None):
     """n-gram -> draft -> oracle; yields exactly greedy_generate(oracle, ...)'s tokens.
 
-    The drafter (as in ngram_generate) learns the oracle's accepted text and top-k only, never drafts.
+    The drafter (as in ngram_generate) learns the oracle's accepted text and top-k, and guesses
+    for the draft model, which checks its guesses; the oracle sees only the draft model's tokens.
     """
     stats = Stats() if stats is None else stats
     drafter = NGramDrafter() if drafter is None else drafter
@@ -225,7 +242,7 @@ def staged_generate(draft, oracle, ids, n_new, n_draft=8, drafter=None, stats=No
         tokens += new_tokens
         rollback(len(tokens) - 1, draft_cache, oracle_cache)
         stats.add_round(new_tokens, drafted, n_accepted, context=context, oracle=oracle_choice,
-                        cached=cache_lengths(draft_cache, oracle_cache), details={"stages": stages})
+                        cached=cache_lengths(draft_cache, oracle_cache), details=StagedDetails(stages))
         # 5. Learn from the round.
         learn(drafter, tokens, context, top, stats)
         yield from new_tokens

@@ -32,7 +32,7 @@ from decoding import GenerationError
 from gpt2 import softmax
 
 # name -> the values it takes after the name, in order
-KINDS = {"greedy": (), "multinomial": (), "topk": ("top_k",), "nucleus": ("top_p",), "topknucleus": ("top_k", "top_p")}
+PROCESSORS = {"greedy": (), "multinomial": (), "topk": ("top_k",), "nucleus": ("top_p",), "topknucleus": ("top_k", "top_p")}
 SMALLEST_TEMPERATURE = np.finfo(np.float32).smallest_subnormal  # below it, a float32 temperature would be 0
 
 
@@ -129,19 +129,19 @@ class Processor:
                 (True, True): "topknucleus"}[self.top_k is not None, self.top_p is not None]
 
     def __str__(self):  # "topknucleus 20 0.9, temperature 0.8": what parse_processor reads back, and the temperature
-        values = [getattr(self, field) for field in KINDS[self.name]]
+        values = [getattr(self, field) for field in PROCESSORS[self.name]]
         text = " ".join([self.name] + [str(v) for v in values])
         return text if self.name == "greedy" else f"{text}, temperature {self.temperature}"
 
 
 def make_processor(name, *values, temperature=1.0):
-    """The processor called name (see KINDS) with its values, e.g. ("topknucleus", 20, 0.9).
+    """The processor called name (see PROCESSORS) with its values, e.g. ("topknucleus", 20, 0.9).
 
     Values may be numbers or the strings a user typed. greedy ignores temperature.
     """
-    if name not in KINDS:
-        raise GenerationError(f"unknown processor {name!r}; the processors are: {', '.join(KINDS)}")
-    fields = KINDS[name]
+    if name not in PROCESSORS:
+        raise GenerationError(f"unknown processor {name!r}; the processors are: {', '.join(PROCESSORS)}")
+    fields = PROCESSORS[name]
     if len(values) != len(fields):
         usage = " ".join([name] + [f"<{f}>" for f in fields])
         raise GenerationError(f"processor {name} takes {len(fields)} value(s) ({usage}), got {len(values)}")

@@ -22,7 +22,7 @@ The command line is app/cli.py; running this file starts it.
 
 import numpy as np
 
-from decoding import Stats, cache_lengths, check_args, check_room, feed
+from decoding import Line, Stats, cache_lengths, check_args, check_room, feed
 from kvcache import KVCache
 
 
@@ -47,7 +47,7 @@ def speculative_generate(draft, oracle, ids, n_new, n_draft=4, stats=None):
         # 4. Both caches back to the kept tokens.
         rollback(len(tokens) - 1, draft_cache, oracle_cache)
         stats.add_round(new_tokens, drafted, n_accepted, context=context, oracle=oracle_choice,
-                        cached=cache_lengths(draft_cache, oracle_cache), details={"n_draft": n_draft, "k": k})
+                        cached=cache_lengths(draft_cache, oracle_cache), details=Line(n_draft, k))
         yield from new_tokens
 
 

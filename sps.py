@@ -1,11 +1,15 @@
 """Speculative sampling (SpS): Chen et al. 2023, arXiv 2302.01318, Algorithms 1 and 2.
 
 The paper's letters: q is the target model (our oracle), p the draft model,
-K the number of draft tokens per round, x̃_t the draft tokens.
+K the number of draft tokens per round (n_draft in the code, decoding.py),
+x̃_t the draft tokens.
 Careful: Leviathan et al. 2023 and Hugging Face's code use the same two
-letters the other way round (p the target, q the draft). Their test
-"accept if r < p(x)/q(x)" is this one, min(1, q(x)/p(x)), renamed; mixing the
-two conventions inverts the ratio, a classic bug.
+letters the other way round (p the target, q the draft). Hugging Face's
+_speculative_sampling (transformers, generation/utils.py) keeps a draft when
+r_i <= p_i / q_i, r_i = torch.rand_like(...) uniform on [0, 1): with r below 1
+that is this test, r < min(1, q(x)/p(x)), with the letters swapped (<= and <
+differ only when r lands exactly on the ratio, an event of probability 0).
+Mixing the two conventions inverts the ratio, a classic bug.
 Both p and q are made from logits by one and the same processor
 (processors.py: greedy, multinomial, top-k, nucleus, both, with a temperature),
 so "q's distribution" below means the processed target's.
@@ -26,12 +30,26 @@ the rejection term is (q(x) - p(x))+ = q(x) - min(p(x), q(x)), and the two
 add up to q(x). tests/test_sps.py checks this identity on the real functions.
 """
 
+from dataclasses import dataclass
+from typing import ClassVar
+
 import numpy as np
 
 from decoding import Stats, cache_lengths, check_args, check_room, feed
 from kvcache import KVCache
 from processors import as_processor
 from speculative import rollback
+
+
+@dataclass
+class SpsDetails:
+    """A round's record for --trace and --html: what step 3 saw (explain_round)."""
+    kind: ClassVar[str] = "sps"
+    n_draft: int          # K, the draft length asked for
+    k: int                # drafted this round: K, or fewer where fewer tokens were left to make
+    steps: list           # per draft checked: {token, p, q, accept_prob, r, accepted}
+    resampled: dict = None  # at a rejection: {token, rejected, top: [{token, p, q, min, residual}]}
+    bonus: dict = None      # when every draft was kept: {token, q}
 
 
 # ---------------------------------------------------------------------------
@@ -91,19 +109,20 @@ def autoregressive_sample(model, ids, n_new, rng=None, processor=None, stats=Non
         yield tokens[-1]
 
 
-def speculative_sample(draft, oracle, ids, n_new, K=4, rng=None, processor=None, stats=None, **flags):
+def speculative_sample(draft, oracle, ids, n_new, n_draft=4, rng=None, processor=None, stats=None, **flags):
     """Algorithm 2: yields n_new ids distributed exactly as autoregressive_sample(oracle, ...).
 
+    n_draft is the paper's K; a round drafts fewer near the end, where fewer tokens are left.
     One processor makes both p and q (as autoregressive_sample's processor or flags).
     """
     stats = Stats() if stats is None else stats
     rng = np.random.default_rng() if rng is None else rng  # one generator for the whole run
     processor = as_processor(processor, **flags)
-    check_args(ids, n_new, draft, oracle, K=K)
+    check_args(ids, n_new, draft, oracle, n_draft=n_draft)
     tokens, end = list(ids), len(ids) + n_new
     draft_cache, oracle_cache = KVCache(), KVCache()
     while len(tokens) < end:
-        k = min(K, end - len(tokens) - 1)  # the round adds up to k + 1 tokens: never overshoot
+        k = min(n_draft, end - len(tokens) - 1)  # the round adds up to k + 1 tokens: never overshoot
         # Step 1: sample k draft tokens x̃_t ~ p, one at a time, keeping each p.
         drafted, p = [], []
         for _ in range(k):
@@ -131,26 +150,26 @@ def speculative_sample(draft, oracle, ids, n_new, K=4, rng=None, processor=None,
         tokens += new_tokens
         rollback(len(tokens) - 1, draft_cache, oracle_cache)
         stats.add_round(new_tokens, drafted, n_accepted, context=context, cached=cache_lengths(draft_cache, oracle_cache),
-                        details=explain_round(p, q, drafted, rs, new_tokens) if stats.trace is not None else None)
+                        details=explain_round(p, q, drafted, rs, new_tokens, n_draft) if stats.trace is not None else None)
         yield from new_tokens
 
 
-def explain_round(p, q, drafted, rs, new_tokens, n_top=8):
+def explain_round(p, q, drafted, rs, new_tokens, n_draft, n_top=8):
     """What step 3 saw, for --trace and --html: per draft p(x), q(x), min(1, q/p), r and the
     decision; at a rejection the top tokens of p, q, min(p, q) and (q - p)+, the rejected draft
     and the drawn token among them; else the bonus."""
     steps = [{"token": x, "p": float(p[t][x]), "q": float(q[t][x]), "accept_prob": acceptance_probability(q[t], p[t], x),
               "r": r, "accepted": t < len(new_tokens) - 1} for t, (x, r) in enumerate(zip(drafted, rs))]
-    details = {"steps": steps}
+    details = SpsDetails(n_draft, len(drafted), steps)
     t = len(new_tokens) - 1  # the position of the last token: a resample or the bonus
     if t < len(rs):
         res = residual(q[t], p[t])
         shown = list(dict.fromkeys([drafted[t], new_tokens[-1]]))  # the rejected draft and the token drawn in its place
         top = [x for x in np.argsort(-np.maximum(p[t], q[t])).tolist()[:n_top] if x not in shown][:n_top - len(shown)]
         top = sorted(top + shown, key=lambda x: -max(p[t][x], q[t][x]))  # both always shown, even when unlikely
-        details["resampled"] = {"token": new_tokens[-1], "rejected": drafted[t], "top": [
+        details.resampled = {"token": new_tokens[-1], "rejected": drafted[t], "top": [
             {"token": x, "p": float(p[t][x]), "q": float(q[t][x]), "min": float(min(p[t][x], q[t][x])),
              "residual": float(res[x])} for x in top]}
     else:
-        details["bonus"] = {"token": new_tokens[-1], "q": float(q[t][new_tokens[-1]])}
+        details.bonus = {"token": new_tokens[-1], "q": float(q[t][new_tokens[-1]])}
     return details

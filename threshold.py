@@ -3,7 +3,8 @@
 A fixed n_draft wastes draft passes when the draft is unsure (its later guesses
 are likely rejected) and stops too early when it is sure. Here the draft keeps
 proposing while the cumulative probability it gives its own guesses,
-p(d_1) * p(d_2 | d_1) * ..., stays at or above a threshold, up to max_draft.
+p(d_1) * p(d_2 | d_1) * ..., stays at or above a threshold, up to n_draft
+(the most drafts a round may make).
 
 The threshold adapts to how the oracle judged the last round:
   - some drafts rejected: move the threshold halfway toward the cumulative
@@ -19,6 +20,9 @@ Source: the `speculative_threshold` sketch this file was written from
 file follows that sketch's comment rather than its code.
 """
 
+from dataclasses import dataclass
+from typing import ClassVar
+
 import numpy as np
 
 from decoding import Stats, cache_lengths, check_args, feed
@@ -27,6 +31,17 @@ from kvcache import KVCache
 from speculative import rollback, verify
 
 THRESHOLD_MIN, THRESHOLD_MAX = 0.05, 0.95
+
+
+@dataclass
+class ThresholdDetails:
+    """A round's record for --trace and --html: the numbers that decided its drafts and the next threshold."""
+    kind: ClassVar[str] = "threshold"
+    threshold: float       # the threshold this round drafted under
+    cumulative: list       # cumulative[i]: the draft's probability of drafted[:i + 1]
+    k_max: int             # the most drafts this round: n_draft, or the tokens left
+    next_threshold: float  # step 5's result
+    boost: float           # threshold_all_correct_boost
 
 
 def next_threshold(threshold, cumulative, n_accepted, boost):
@@ -47,16 +62,16 @@ def next_threshold(threshold, cumulative, n_accepted, boost):
     return min(max(float(threshold), THRESHOLD_MIN), THRESHOLD_MAX)
 
 
-def threshold_generate(draft, oracle, ids, n_new, max_draft=16, threshold=0.4,
+def threshold_generate(draft, oracle, ids, n_new, n_draft=16, threshold=0.4,
                        threshold_all_correct_boost=0.1, stats=None):
     """Greedy speculative decoding with threshold-bounded drafts; yields n_new token ids."""
     stats = Stats() if stats is None else stats
-    check_args(ids, n_new, draft, oracle, max_draft=max_draft)
+    check_args(ids, n_new, draft, oracle, n_draft=n_draft)
     tokens, end = list(ids), len(ids) + n_new
     draft_cache, oracle_cache = KVCache(), KVCache()
     while len(tokens) < end:
         # 1. Draft greedily while the draft's confidence in the whole guess holds.
-        k_max = min(max_draft, end - len(tokens) - 1)
+        k_max = min(n_draft, end - len(tokens) - 1)
         drafted, cumulative = draft_while_confident(draft, draft_cache, tokens, k_max, threshold, stats)
         # 2, 3 and 4, as in speculative_generate.
         n_accepted, new_tokens, oracle_choice = verify(oracle, oracle_cache, tokens, drafted, stats)
@@ -69,8 +84,8 @@ def threshold_generate(draft, oracle, ids, n_new, max_draft=16, threshold=0.4,
             threshold = next_threshold(threshold, cumulative, n_accepted, threshold_all_correct_boost)
         stats.add_round(new_tokens, drafted, n_accepted, context=context, oracle=oracle_choice,
                         cached=cache_lengths(draft_cache, oracle_cache),
-                        details={"threshold": used, "cumulative": [float(c) for c in cumulative], "k_max": k_max,
-                                 "next_threshold": threshold, "boost": threshold_all_correct_boost})
+                        details=ThresholdDetails(used, [float(c) for c in cumulative], k_max, threshold,
+                                                 threshold_all_correct_boost))
         yield from new_tokens
 
 

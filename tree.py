@@ -17,14 +17,14 @@ One round:
 Greedy: the output is exactly greedy_generate's.
 """
 
-import time
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
 from gpt2 import MASKED, softmax
 from kvcache import KVCache
-from decoding import Stats, cache_lengths, check_args, feed
+from decoding import Stats, cache_lengths, check_args, feed, timed_forward
 from speculative import rollback
 
 
@@ -34,6 +34,17 @@ class Node:
     parent: int      # index of the parent node; -1 is the root, the last token of the text
     depth: int       # 1 for the root's children
     p: float = 1.0   # the draft's probability of this token after its parent (for the trace)
+
+
+@dataclass
+class TreeDetails:
+    """A round's record for --trace and --html: the tree (node i is Round.drafted[i]) and the path kept."""
+    kind: ClassVar[str] = "tree"
+    parents: list            # parents[i]: node i's parent, -1 the root
+    path: list               # the accepted root path, node indices, root first
+    probs: list              # probs[i]: Node.p of node i
+    confidence: float = None  # tree_generate's branching rule: branch below this probability...
+    branch: int = None        # ... into the draft's top `branch` (None: another rule drew the tree, beyond/suffix.py)
 
 
 def tree_mask(nodes, new, n_text, n_fed):  # -> [len(new), n_text + n_fed + len(new)]
@@ -48,18 +59,11 @@ def tree_mask(nodes, new, n_text, n_fed):  # -> [len(new), n_text + n_fed + len(
     return mask
 
 
-def timed_forward(model, cache, ids, positions, mask, stats, role):  # -> [len(ids), vocab_size]
-    start = time.perf_counter()
-    logits = model.forward(ids, cache, positions=positions, mask=mask, n_logits=len(ids))
-    stats.add_pass(role, time.perf_counter() - start)
-    return logits
-
-
-def draft_tree(draft, draft_cache, tokens, max_depth, branch, max_nodes, confidence, stats):
+def draft_tree(draft, draft_cache, tokens, depth_max, branch, max_nodes, confidence, stats):
     """Step 1: (nodes in level order, how many of them the draft's cache holds)."""
     probs = softmax(feed(draft, draft_cache, tokens, stats, "draft")[-1])  # the root's children
     nodes, frontier, n_fed = [], [(-1, probs)], 0
-    for depth in range(1, max_depth + 1):
+    for depth in range(1, depth_max + 1):
         level = []
         for parent, p in frontier:
             top = np.argpartition(-p, branch)[:branch]
@@ -69,12 +73,12 @@ def draft_tree(draft, draft_cache, tokens, max_depth, branch, max_nodes, confide
                 if len(nodes) < max_nodes:
                     nodes.append(Node(int(token), parent, depth, float(p[token])))
                     level.append(len(nodes) - 1)
-        if not level or depth == max_depth or len(nodes) >= max_nodes:
+        if not level or depth == depth_max or len(nodes) >= max_nodes:
             break
         # One draft pass for the whole level gives the next level's candidates.
-        logits = timed_forward(draft, draft_cache, [nodes[i].token for i in level],
-                               [len(tokens) - 1 + depth] * len(level), tree_mask(nodes, level, len(tokens), n_fed),
-                               stats, "draft")
+        logits = timed_forward(draft, draft_cache, [nodes[i].token for i in level], stats, "draft", n_logits=len(level),
+                               positions=[len(tokens) - 1 + depth] * len(level),
+                               mask=tree_mask(nodes, level, len(tokens), n_fed))
         n_fed += len(level)
         frontier = [(i, softmax(row)) for i, row in zip(level, logits)]
     return nodes, n_fed
@@ -89,8 +93,8 @@ def tree_logits(oracle, oracle_cache, tokens, nodes, stats):  # -> [1 + len(node
     root_row = np.where(np.arange(n + len(nodes)) < n, np.float32(0), MASKED)[None, :]
     mask = np.vstack([root_row, tree_mask(nodes, range(len(nodes)), n, 0)])
     positions = [n - 1] + [n - 1 + node.depth for node in nodes]
-    return timed_forward(oracle, oracle_cache, [tokens[-1]] + [node.token for node in nodes],
-                         positions, mask, stats, "oracle")
+    return timed_forward(oracle, oracle_cache, [tokens[-1]] + [node.token for node in nodes], stats, "oracle",
+                         n_logits=1 + len(nodes), positions=positions, mask=mask)
 
 
 def verify_tree(oracle, oracle_cache, tokens, nodes, stats):
@@ -114,15 +118,18 @@ def accepted_path(nodes, choice):
         at = child
 
 
-def tree_generate(draft, oracle, ids, n_new, max_depth=6, branch=2, max_nodes=16, confidence=0.5, stats=None):
-    """Greedy speculative decoding with tree drafts; yields exactly greedy_generate's tokens."""
+def tree_generate(draft, oracle, ids, n_new, n_draft=6, branch=2, max_nodes=16, confidence=0.5, stats=None):
+    """Greedy speculative decoding with tree drafts; yields exactly greedy_generate's tokens.
+
+    n_draft: the tree's greatest depth (a root path is a line of at most n_draft drafts).
+    """
     stats = Stats() if stats is None else stats
-    check_args(ids, n_new, draft, oracle, max_depth=max_depth, branch=branch, max_nodes=max_nodes)
+    check_args(ids, n_new, draft, oracle, n_draft=n_draft, branch=branch, max_nodes=max_nodes)
     branch = min(branch, draft.vocab_size - 1)
     tokens, end = list(ids), len(ids) + n_new
     draft_cache, oracle_cache = KVCache(), KVCache()
     while len(tokens) < end:
-        depth = min(max_depth, end - len(tokens) - 1)  # a path plus the oracle's token: no overshoot
+        depth = min(n_draft, end - len(tokens) - 1)  # a path plus the oracle's token: no overshoot
         nodes, n_fed = draft_tree(draft, draft_cache, tokens, depth, branch, max_nodes, confidence, stats) if depth else ([], 0)
         path, new_tokens, choice = verify_tree(oracle, oracle_cache, tokens, nodes, stats)
         # 4. Keep the text and the accepted path; the draft never fed the last level.
@@ -133,6 +140,6 @@ def tree_generate(draft, oracle, ids, n_new, max_depth=6, branch=2, max_nodes=16
         rollback(len(tokens) - 1, draft_cache, oracle_cache)
         stats.add_round(new_tokens, [node.token for node in nodes], len(path), context=n, oracle=choice,
                         cached=cache_lengths(draft_cache, oracle_cache),
-                        details={"parents": [node.parent for node in nodes], "path": path,
-                                 "probs": [node.p for node in nodes], "confidence": confidence, "branch": branch})
+                        details=TreeDetails([node.parent for node in nodes], path, [node.p for node in nodes],
+                                            confidence, branch))
         yield from new_tokens

@@ -7,6 +7,8 @@ The page for a browser is report.py's.
 import codecs
 import os
 
+from beyond.tree_sampling import reason_line
+from decoding import Line
 from errors import printable
 
 GREEN, RESET = "\x1b[32m", "\x1b[0m"
@@ -75,7 +77,7 @@ def stream(tokens, token_bytes, from_draft, color, out):
 def summary(method, stats, elapsed):
     """The statistics line: tokens/s, oracle passes, tokens per pass, acceptance, where the time went."""
     passes = {"drafter": "draft model passes", "beam": "steps"}.get(method, "oracle passes")  # what Stats.rounds counts
-    line = (f"{method}: {stats.n_tokens} new tokens in {elapsed:.2f} s, {stats.n_tokens / max(elapsed, 1e-9):.1f} tokens/s; "
+    line = (f"{method}: {stats.n_generated} new tokens in {elapsed:.2f} s, {stats.n_generated / max(elapsed, 1e-9):.1f} tokens/s; "
             f"{stats.rounds} {passes}, {stats.tokens_per_round:.2f} tokens per pass")
     if stats.drafted:
         line += (f"; acceptance {stats.acceptance_rate:.1%} ({stats.accepted}/{stats.drafted} drafts); "
@@ -97,71 +99,63 @@ def token_text(token_bytes, token):
 
 
 def format_trace(trace, token_bytes, n_prompt):
-    """The lines of --trace: one block per round (a decoding.Round each)."""
+    """The lines of --trace: one block per round (a decoding.Round each), drawn by its kind's renderer."""
     def show(tokens):
         return " ".join(token_text(token_bytes, t) for t in tokens)
 
     lines = [f"trace: prompt of {n_prompt} tokens; in each round the oracle checks the drafts in one pass"]
     text = codecs.getincrementaldecoder("utf-8")(errors="replace")  # across rounds: a character split over two rounds shows whole
     for i, r in enumerate(trace, 1):
-        setting = "".join(f", {name} {value:.3g}" if isinstance(value, float) else f", {name} {value}"
-                          for name, value in r.details.items() if name in ("threshold", "gamma"))
+        setting = SETTINGS[r.kind](r.details) if r.kind in SETTINGS else ""
         lines.append(f"round {i}: context {r.context} tokens{setting}")
-        if "steps" in r.details:
-            lines += sps_lines(r, show)
-        elif "parents" in r.details:
-            lines += tree_lines(r, show)
-        else:
-            drafted = show(r.drafted) if "stages" not in r.details else " ".join(
-                f"{show([t])}({stage})" for t, stage in zip(r.drafted, r.details["stages"]))
-            lines += [f"  drafted  {drafted or '(nothing)'}",
-                      f"  oracle   {show(r.oracle)}   (its choice after each draft prefix)",
-                      f"  kept     {r.accepted} draft(s) + {show(r.new[-1:])} from the oracle"]
+        lines += DRAFTS.get(r.kind, line_lines)(r, show)
         lines += [f"  why      {reason}" for reason in round_reasons(r, show)]
         lines.append(f"  text     {text.decode(b''.join(token_bytes(t) for t in r.new), final=i == len(trace))!r}")
-        caches = ", ".join(f"{name} {n}" for name, n in r.cached.items() if n is not None)
+        caches = ", ".join(f"{name} {n}" for name, n in (r.cached or {}).items() if n is not None)
         lines.append(f"  caches   {caches} positions (context is now {r.context + len(r.new)} tokens)")
     return lines
 
 
+def line_lines(r, show):
+    """A line of drafts: what the draft proposed, the oracle's choice after each prefix, what was kept."""
+    staged = r.kind == "staged"
+    drafted = " ".join(f"{show([t])}({stage})" for t, stage in zip(r.drafted, r.details.stages)) if staged \
+        else show(r.drafted)
+    lines = [f"  drafted  {drafted or '(nothing)'}"]
+    if r.oracle is not None:
+        lines.append(f"  oracle   {show(r.oracle)}   (its choice after each draft prefix)")
+    return lines + [f"  kept     {r.accepted} draft(s) + {show(r.new[-1:])} from the oracle"]
+
+
 def round_reasons(r, show):
     """Why the round drafted what it drafted, and what it chose for the next round, from the numbers that
-    decided it (the round's details): the --trace's "why" lines, and the page's."""
-    d = r.details
-    if "cumulative" in d:  # threshold drafting
-        return threshold_reasons(d, r.accepted)
-    if "entropies" in d:  # adaptive drafting
-        return adaptive_reasons(d, r.accepted, len(r.drafted))
-    if "source" in d:  # n-gram drafts
-        return [ngram_reason(d["source"], len(r.drafted))]
-    if "stages" in d:
-        return [staged_reason(d["stages"], r.drafted, show)]
-    if "reason" in d and ("parents" not in d or "visits" in d):  # the beyond/ methods say their own reason
-        return [d["reason"]]  # (tree sampling's: every child checked, q/p and r, where the last token came from)
-    if "parents" in d:
-        return tree_reasons(d, r, show) + ([d["reason"]] if "reason" in d else [])
-    if "n_draft" in d:  # a fixed draft length
-        left = d["k"] + 1
-        cut = "" if d["k"] == d["n_draft"] else \
-            f"; {d['k']} drafted because only {left} token{'s were' if left != 1 else ' was'} left to make"
-        return [f"fixed draft length n_draft {d['n_draft']}{cut}"]
-    if "steps" in d:
-        return [f"fixed draft length K {len(d['steps']) if 'bonus' in d else len(r.drafted)}"]
-    return []
+    decided it (the round's details, by its kind), then the round's own line (Round.reason): the --trace's
+    "why" lines, and the page's."""
+    own = REASONS[r.kind](r, show) if r.kind in REASONS else []
+    return own + ([r.reason] if r.reason else [])
 
 
-def threshold_reasons(d, n_accepted):
-    t, c = d["threshold"], d["cumulative"]
+def length_reason(n_draft, k, letter=""):
+    """A fixed draft length, and where the tokens left to make cut this round's draft short (k < n_draft)."""
+    left = k + 1
+    cut = "" if k == n_draft else \
+        f"; {k} drafted because only {left} token{'s were' if left != 1 else ' was'} left to make"
+    return f"fixed draft length n_draft{letter} {n_draft}{cut}"
+
+
+def threshold_reasons(r, show):
+    d, n_accepted = r.details, r.accepted
+    t, c = d.threshold, d.cumulative
     probs = ", ".join(f"{p:.3g}" for p in c)
     stop = (f"{c[-1]:.3g} is below it: stopped" if c and c[-1] < t else
-            f"stopped at the most drafts, {d['k_max']}" if c else "nothing left to draft")
+            f"stopped at the most drafts, {d.k_max}" if c else "nothing left to draft")
     lines = [f"drafted while the draft's probability of its whole guess stayed at or above the threshold {t:.3g}: "
              f"{probs or '(none)'}; {stop}"]
     if c:
-        after = d["next_threshold"]
+        after = d.next_threshold
         if n_accepted == len(c):
-            rule = f"every draft kept: {t:.3g} - {d['boost']:g} (guess further) = {t - d['boost']:.3g}"
-            raw = t - d["boost"]
+            rule = f"every draft kept: {t:.3g} - {d.boost:g} (guess further) = {t - d.boost:.3g}"
+            raw = t - d.boost
         else:
             last = c[n_accepted - 1] if n_accepted else 1.0
             raw = (t + last) / 2
@@ -172,28 +166,34 @@ def threshold_reasons(d, n_accepted):
     return lines
 
 
-def adaptive_reasons(d, n_accepted, n_drafted):
-    g, entropies = d["gamma"], d["entropies"]
+def adaptive_reasons(r, show):
+    d, n_accepted, n_drafted = r.details, r.accepted, len(r.drafted)
+    g, entropies = d.n_draft, d.entropies
     shown = ", ".join(f"{e:.2f}" for e in entropies)
-    if d["rule"] == "entropy":
-        bound = d["entropy_bound"]
+    if d.rule == "egag":
+        bound = d.entropy_bound
         stop = (f"{entropies[-1]:.2f} is above {bound:g}: stopped" if entropies and entropies[-1] > bound else
-                f"stopped at gamma {g}" if n_drafted == g else f"stopped at the tokens left, {n_drafted}")
-        lines = [f"drafted up to gamma {g}, stopping after a draft whose entropy is above {bound:g} nats: {shown}; {stop}"]
+                f"stopped at n_draft {g}" if n_drafted == g else f"stopped at the tokens left, {n_drafted}")
+        lines = [f"rule egag: drafted up to n_draft {g}, stopping after a draft whose entropy is above {bound:g} "
+                 f"nats: {shown}; {stop}"]
     else:
-        lines = [f"drafted gamma {g}" + (f" (only {n_drafted} tokens left to draft)" if n_drafted < g else "")]
+        lines = [f"rule heuristic: drafted n_draft {g}" + (f" (only {n_drafted} tokens left to draft)" if n_drafted < g else "")]
     if not n_drafted:
         return lines
-    low, high = d["bounds"]
-    if d["rule"] == "entropy":
-        raw = round(d["average_after"]) + 1
-        rule = (f"moving average of the drafts kept: {d['ema']:g} x {d['average_before']:.2f} + {1 - d['ema']:.2g} x "
-                f"{n_accepted} = {d['average_after']:.2f}; round({d['average_after']:.2f}) + 1 = {raw}")
+    low, high = d.bounds
+    if d.rule == "egag":
+        raw = round(d.average_after) + 1
+        rule = (f"moving average of the drafts kept: {d.ema:g} x {d.average_before:.2f} + {1 - d.ema:.2g} x "
+                f"{n_accepted} = {d.average_after:.2f}; round({d.average_after:.2f}) + 1 = {raw}")
     else:
         raw = g + 2 if n_accepted == n_drafted else g - 1
         rule = f"every draft kept: {g} + 2 = {raw}" if n_accepted == n_drafted else f"a draft rejected: {g} - 1 = {raw}"
-    clamp = f", kept within [{low}, {high}]" if raw != d["next_gamma"] else ""
-    return lines + [f"next gamma {d['next_gamma']}: {rule}{clamp}"]
+    clamp = f", kept within [{low}, {high}]" if raw != d.next_n_draft else ""
+    return lines + [f"next n_draft {d.next_n_draft}: {rule}{clamp}"]
+
+
+def ngram_reasons(r, show):
+    return [ngram_reason(r.details.source, len(r.drafted))]
 
 
 def ngram_reason(source, n_drafted):
@@ -206,36 +206,48 @@ def ngram_reason(source, n_drafted):
     return "no match in the text or the table: nothing drafted; the oracle adds its token alone"
 
 
-def staged_reason(stages, drafted, show):
+def staged_reasons(r, show):
     """Which stage proposed each draft: an n-gram guess the draft model confirmed, or the draft model's own token."""
+    stages, drafted = r.details.stages, r.drafted
     from_table = stages.count("n-gram")
     each = " ".join(f"{show([t])}[{'n-gram' if s == 'n-gram' else 'model'}]" for t, s in zip(drafted, stages))
-    return (f"{len(drafted)} draft(s) in {stages.count('draft')} draft-model pass(es): {from_table} guessed by the "
+    return [f"{len(drafted)} draft(s) in {stages.count('draft')} draft-model pass(es): {from_table} guessed by the "
             f"n-gram table and confirmed by the draft model, {len(drafted) - from_table} the draft model's own: "
-            f"{each or '(none)'}")
+            f"{each or '(none)'}"]
 
 
-def tree_reasons(d, r, show):
-    parents = d["parents"]
+def node_name(i, r, show):
+    """Node i of a tree round as the trace names it: its number (level order, from 1) and its token; -1 is the text."""
+    return "the text" if i == -1 else f"node {i + 1} {show([r.drafted[i]])}"
+
+
+def tree_reasons(r, show):
+    d = r.details
+    parents = d.parents
     branched = sorted({p for p in parents if parents.count(p) > 1})
-    where = ", ".join("the text" if p == -1 else show([r.drafted[p]]) for p in branched)
-    line = (f"branched into the draft's top {d.get('branch', 2)} where its likeliest token had probability below "
-            f"{d.get('confidence', 0.5):g} (after {where})" if branched else
-            f"no branch: the draft's likeliest token had probability at or above {d.get('confidence', 0.5):g} at every node")
-    return [line, f"kept the path the oracle's choices follow: {len(d['path'])} node(s) deep"]
+    where = ", ".join(node_name(p, r, show) for p in branched)
+    line = (f"branched into the draft's top {d.branch} where its likeliest token had probability below "
+            f"{d.confidence:g} (after {where})" if branched else
+            f"no branch: the draft's likeliest token had probability at or above {d.confidence:g} at every node")
+    return [line, f"kept the path the oracle's choices follow: {len(d.path)} node(s) deep"]
+
+
+def tree_kept_reason(r, show):  # a tree drawn by another rule (beyond/): only the walk's outcome
+    return [f"kept the path the oracle's choices follow: {len(tree_of(r).path)} node(s) deep"]
 
 
 def sps_lines(r, show):
     """An SpS round: each draft's p(x), q(x), the acceptance probability, r and the decision (Chen et al.'s
     letters: q is the target, i.e. the oracle, p the draft)."""
+    d = r.details
     lines = [f"  drafted  {show(r.drafted)}   (sampled from the draft's p)"]
-    for t, step in enumerate(r.details["steps"], 1):
+    for t, step in enumerate(d.steps, 1):
         verdict = "accept" if step["accepted"] else "REJECT"
         # .3g: rare tokens' probabilities stay readable (0.00055, not 0.001 beside 0.000)
         lines.append(f"  x~{t} {show([step['token']]):14s} p(x) {step['p']:.3g}  q(x) {step['q']:.3g}  "
                      f"min(1, q/p) {step['accept_prob']:.3g}  r {step['r']:.3g}  -> {verdict}")
-    if "resampled" in r.details:
-        res = r.details["resampled"]
+    if d.resampled is not None:
+        res = d.resampled
         drawn = next((e["residual"] for e in res["top"] if e["token"] == res["token"]), None)
         largest = sorted((e for e in res["top"] if e["residual"] > 0), key=lambda e: -e["residual"])
         top = "  ".join(f"{show([e['token']])} {e['residual']:.3g}" for e in largest)
@@ -243,18 +255,24 @@ def sps_lines(r, show):
         lines.append(f"  resample {show([res['token']])} from (q - p)+ renormalised{chance}; "
                      f"there, among the likeliest tokens: {top or '(none)'}")
     else:
-        bonus = r.details["bonus"]
-        lines.append(f"  bonus    {show([bonus['token']])} sampled from q (q(x) {bonus['q']:.3g}): all {len(r.drafted)} accepted")
+        lines.append(f"  bonus    {show([d.bonus['token']])} sampled from q (q(x) {d.bonus['q']:.3g}): "
+                     f"all {len(r.drafted)} accepted")
     return lines
 
 
+def tree_of(r):
+    """The tree a tree-shaped round drafted (a tree.TreeDetails), None for a line of drafts."""
+    return r.details.tree if r.kind == "suffix-tree" else r.details if r.kind in ("tree", "tree-sps") else None
+
+
 def tree_lines(r, show):
-    """A tree round: each node under its parent with the draft's probability for it, the accepted path
-    marked, and why every other node lost: the oracle chose another token after its parent, or its
-    parent was never reached."""
-    parents, path = r.details["parents"], set(r.details["path"])
-    probs = r.details.get("probs") or [None] * len(parents)
-    lines = [f"  tree     {len(r.drafted)} nodes; * = on the accepted path"]
+    """A tree round: each node, numbered, under its parent with the draft's probability p for it, the
+    accepted path marked, and why every other node lost: the oracle chose another token after its
+    parent, or its parent was never reached."""
+    tree = tree_of(r)
+    parents, path, probs = tree.parents, set(tree.path), tree.probs
+    lines = [f"  tree     {len(r.drafted)} nodes, numbered in level order; * = on the accepted path; "
+             "p = the draft's probability of the node's token after its parent"]
 
     def walk(parent, depth):
         reached = parent == -1 or parent in path
@@ -264,10 +282,33 @@ def tree_lines(r, show):
                 why = ("kept: the oracle's choice after its parent" if i in path else
                        f"lost: after its parent the oracle chose {show([chosen])}" if reached else
                        "lost: its parent was not kept")
-                p_text = f" p {probs[i]:.2f}" if probs[i] is not None else ""
-                lines.append(f"  {'  ' * depth}{'*' if i in path else '-'} {show([r.drafted[i]])}{p_text}   ({why})")
+                lines.append(f"  {'  ' * depth}{'*' if i in path else '-'} {show([r.drafted[i]])} p {probs[i]:.2f}   "
+                             f"({why})   = node {i + 1}")
                 walk(i, depth + 1)
 
     walk(-1, 1)
     lines.append(f"  kept     {r.accepted} node(s) + {show(r.new[-1:])} from the oracle")
     return lines
+
+
+def sps_reasons(r, show):
+    return [length_reason(r.details.n_draft, r.details.k, letter=" (Chen et al.'s K)")]
+
+
+# Each kind of round (decoding.Round.kind): the setting beside its number, how its drafts are drawn,
+# and why it drafted them. A kind missing here is drawn as a line of drafts with its Round.reason.
+SETTINGS = {"threshold": lambda d: f", threshold {d.threshold:.3g}", "adaptive": lambda d: f", n_draft {d.n_draft}"}
+DRAFTS = {"sps": sps_lines, "tree": tree_lines, "tree-sps": tree_lines, "suffix-tree": tree_lines}
+REASONS = {
+    "line": lambda r, show: [length_reason(r.details.n_draft, r.details.k)] if isinstance(r.details, Line) else [],
+    "layers": lambda r, show: [length_reason(r.details.n_draft, r.details.k)],
+    "sps": sps_reasons,
+    "threshold": threshold_reasons,
+    "adaptive": adaptive_reasons,
+    "ngram": ngram_reasons,
+    "staged": staged_reasons,
+    "tree": tree_reasons,
+    "tree-sps": lambda r, show: [reason_line(r.details, show)],
+    "suffix": lambda r, show: [r.details.reason],
+    "suffix-tree": lambda r, show: [r.details.reason] + tree_kept_reason(r, show),
+}

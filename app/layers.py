@@ -22,9 +22,11 @@ import numpy as np
 
 from app import program, runner, tables
 from app.suite import PROMPTS, read_prompts  # the held-out prompts of the real-text suite
-from beyond.self_speculative import early_exit_draft, lm_head, measure_layers, run_blocks
+from beyond.self_speculative import early_exit_draft, self_speculative_generate, upper_layers
+from decoding import Stats
 from errors import printable
 from kvcache import KVCache
+from speculative import greedy_generate, speculative_generate
 from speed import measure, predict
 from weights import files
 from weights.models import DEFAULT_MODELS_DIR
@@ -46,6 +48,30 @@ def alpha_of(tokens_per_round, k=K):
     return low
 
 
+def measure_layers(oracle, prompts_ids, n_new, k, layers):
+    """Per draft depth L in layers: {L: acceptance rate, seconds per token of self-speculative decoding, of
+    plain greedy, and of speculative_generate with the same early-exit draft as a separate model (no sharing)}.
+    Every prompt makes n_new tokens; each method's seconds are summed over all of them."""
+    def seconds_per_token(make):  # make(ids, stats) -> the generator
+        stats, start = Stats(), time.perf_counter()
+        for ids in prompts_ids:
+            for _ in make(list(ids), stats):
+                pass
+        return (time.perf_counter() - start) / max(stats.n_generated, 1), stats
+
+    greedy, _ = seconds_per_token(lambda ids, s: greedy_generate(oracle, ids, n_new, stats=s))
+    results = {}
+    for n_layers in layers:
+        shared, stats = seconds_per_token(
+            lambda ids, s: self_speculative_generate(oracle, ids, n_new, n_draft=k, n_layers_draft=n_layers, stats=s))
+        draft = early_exit_draft(oracle, n_layers)
+        unshared, _ = seconds_per_token(lambda ids, s: speculative_generate(draft, oracle, ids, n_new, n_draft=k, stats=s))
+        results[n_layers] = {"acceptance": stats.acceptance_rate, "tokens_per_round": stats.tokens_per_round,
+                             "seconds_per_token": shared, "greedy_seconds_per_token": greedy,
+                             "unshared_seconds_per_token": unshared, "speedup": greedy / shared}
+    return results
+
+
 def learned_rows(oracle, prompts_ids, n_new):
     """Part 1: per L, the acceptance and the measured speedup on the learned oracle."""
     results = measure_layers(oracle, prompts_ids, n_new, K, range(1, oracle.n_layer))
@@ -58,13 +84,12 @@ def learned_rows(oracle, prompts_ids, n_new):
 
 def verify_run(oracle, n_layers, k):
     """A run() of the verification from layer n_layers on: k + 1 rows after CONTEXT cached ones."""
-    cache, rng = KVCache(), np.random.default_rng(0)
-    run_blocks(oracle, rng.standard_normal((CONTEXT, oracle.n_embd), dtype=np.float32),
-               range(n_layers, oracle.n_layer), cache)
+    cache, rng, upper = KVCache(), np.random.default_rng(0), upper_layers(oracle, n_layers)
+    upper.blocks(rng.standard_normal((CONTEXT, oracle.n_embd), dtype=np.float32), cache)
     hidden = rng.standard_normal((k + 1, oracle.n_embd), dtype=np.float32)
 
     def run():
-        lm_head(oracle, run_blocks(oracle, hidden, range(n_layers, oracle.n_layer), cache))
+        oracle.logits(upper.blocks(hidden, cache))
         cache.truncate(CONTEXT)
     return run
 

@@ -1,12 +1,14 @@
 """Every decoding method, declared once: its name, what it is, how it is called, what it needs.
 
 The command line (--method and --help), the session (/method, /help), the
-benchmark, the ablations and the report all read this registry; none keeps
-a list of its own. Adding a method is one new module (its generator) and one
-register() call, here or anywhere before the program asks for it:
+benchmark, the ablations and the report all read this registry. The one name
+besides it is the session's "target" (the seed document's /target: the oracle
+alone, greedy or sampling as the processor says), which the session resolves
+to "greedy" or "sample" itself. Adding a method is one new module (its
+generator) and one register() call, here or anywhere before the program asks for it:
 
     register(Method("mine", "one line saying what it does (mine.py)",
-                    lambda call: mine_generate(call.draft, call.oracle, call.ids, call.n_new, k=call.k,
+                    lambda call: mine_generate(call.draft, call.oracle, call.ids, call.n_new, n_draft=call.n_draft,
                                                stats=call.stats),
                     n_draft=4))
 
@@ -23,6 +25,7 @@ from beyond.block_verification import block_sample
 from beyond.lookahead import lookahead_generate
 from beyond.self_speculative import self_speculative_generate
 from beyond.suffix import suffix_generate
+from beyond.tree_without_replacement import tree_sample_wor_generate
 from beyond.tree_sampling import tree_sample_generate
 from beam import beam_search
 from decoding import GenerationError
@@ -60,8 +63,8 @@ class Call:
     oracle: object
     ids: list              # the prompt's token ids
     n_new: int             # tokens to generate
-    k: int                 # the draft length: the setting, else the method's default
-    settings: object       # app.runner.Settings: the method-specific settings (gamma bounds, n-gram options, beams)
+    n_draft: int           # the draft length (decoding.py): the setting, else the method's default
+    settings: object       # app.runner.Settings: the method-specific settings (n_draft bounds, n-gram options, beams)
     stats: object          # decoding.Stats, filled in as the generator runs
     rng: object = None     # numpy Generator of the sampling methods
     drafter: object = None  # an NGramDrafter kept between generations (the session), else a new one
@@ -92,8 +95,9 @@ def drafter_of(call):
 def adaptive(rule):
     def generate(c):
         s = c.settings
-        return adaptive_generate(c.draft, c.oracle, c.ids, c.n_new, rule=rule, gamma=min(max(c.k, s.gamma_min), s.gamma_max),
-                                 gamma_min=s.gamma_min, gamma_max=s.gamma_max, ema=s.ema, stats=c.stats)
+        return adaptive_generate(c.draft, c.oracle, c.ids, c.n_new, rule=rule,
+                                 n_draft=min(max(c.n_draft, s.n_draft_min), s.n_draft_max),
+                                 n_draft_min=s.n_draft_min, n_draft_max=s.n_draft_max, ema=s.ema, stats=c.stats)
     return generate
 
 
@@ -105,41 +109,42 @@ def draft_alone(c):
 
 for method in [
     Method("speculative", "greedy speculative decoding (speculative.py); output = the oracle's greedy output",
-           lambda c: speculative_generate(c.draft, c.oracle, c.ids, c.n_new, n_draft=c.k, stats=c.stats), n_draft=4),
+           lambda c: speculative_generate(c.draft, c.oracle, c.ids, c.n_new, n_draft=c.n_draft, stats=c.stats), n_draft=4),
     Method("threshold", "greedy speculative decoding, draft length set by the draft's confidence (threshold.py)",
-           lambda c: threshold_generate(c.draft, c.oracle, c.ids, c.n_new, max_draft=c.k, stats=c.stats), n_draft=16),
+           lambda c: threshold_generate(c.draft, c.oracle, c.ids, c.n_new, n_draft=c.n_draft, stats=c.stats), n_draft=16),
     Method("sps", "speculative sampling, Chen et al. 2023 Algorithm 2 (sps.py); output ~ the oracle's distribution",
-           lambda c: speculative_sample(c.draft, c.oracle, c.ids, c.n_new, K=c.k, rng=c.rng, processor=c.settings.processor,
+           lambda c: speculative_sample(c.draft, c.oracle, c.ids, c.n_new, n_draft=c.n_draft, rng=c.rng, processor=c.settings.processor,
                                         stats=c.stats), n_draft=4, samples=True),
     Method("tree", "greedy, tree-shaped drafts checked in one pass with a tree attention mask (tree.py)",
-           lambda c: tree_generate(c.draft, c.oracle, c.ids, c.n_new, max_depth=c.k, stats=c.stats), n_draft=6,
+           lambda c: tree_generate(c.draft, c.oracle, c.ids, c.n_new, n_draft=c.n_draft, stats=c.stats), n_draft=6,
            needs_cache=True),
     Method("ngram", "greedy, drafts from the text itself (NASD): prompt lookup and an n-gram table, no draft model "
                     "(ngram.py)",
-           lambda c: ngram_generate(c.oracle, c.ids, c.n_new, n_draft=c.k, drafter=drafter_of(c), stats=c.stats),
+           lambda c: ngram_generate(c.oracle, c.ids, c.n_new, n_draft=c.n_draft, drafter=drafter_of(c), stats=c.stats),
            draft_model=False, n_draft=8),
     Method("staged", "greedy, n-gram -> draft -> oracle: the draft's own drafts come from the n-gram drafter (ngram.py)",
-           lambda c: staged_generate(c.draft, c.oracle, c.ids, c.n_new, n_draft=c.k, drafter=drafter_of(c), stats=c.stats),
+           lambda c: staged_generate(c.draft, c.oracle, c.ids, c.n_new, n_draft=c.n_draft, drafter=drafter_of(c), stats=c.stats),
            n_draft=4),
-    Method("adaptive", "greedy, draft length set by the draft's entropy and a moving average (EGAG; adaptive.py)",
-           adaptive("entropy"), n_draft=4),
-    Method("adaptive-hf", "greedy, draft length by Hugging Face's rule: +2 after a clean round, -1 otherwise "
-                          "(adaptive.py)", adaptive("heuristic"), n_draft=4),
+    Method("adaptive", "greedy, draft length set by the draft's entropy and a moving average (rule egag, the "
+                       "seed document's EGAG; adaptive.py)",
+           adaptive("egag"), n_draft=4),
+    Method("adaptive-hf", "greedy, draft length by Hugging Face's rule heuristic: +2 after a clean round, -1 "
+                          "otherwise (adaptive.py)", adaptive("heuristic"), n_draft=4),
     Method("suffix", "greedy, drafts what followed the longest earlier match in the text, found by a suffix "
                      "automaton; no draft model (SuffixDecoding; beyond/suffix.py)",
-           lambda c: suffix_generate(c.oracle, c.ids, c.n_new, k=c.k, stats=c.stats), draft_model=False, n_draft=8),
+           lambda c: suffix_generate(c.oracle, c.ids, c.n_new, n_draft=c.n_draft, stats=c.stats), draft_model=False, n_draft=8),
     Method("suffix-tree", "greedy, a tree of the most frequent continuations of the longest earlier match, checked "
                           "in one pass; no draft model (SuffixDecoding; beyond/suffix.py)",
-           lambda c: suffix_generate(c.oracle, c.ids, c.n_new, k=c.k, width=3, stats=c.stats), draft_model=False,
+           lambda c: suffix_generate(c.oracle, c.ids, c.n_new, n_draft=c.n_draft, width=3, stats=c.stats), draft_model=False,
            n_draft=6, needs_cache=True),
     Method("tree-sps", "speculative sampling over a tree of sampled drafts, SpecInfer's multi-round rejection "
                        "(beyond/tree_sampling.py); output ~ the oracle's distribution",
-           lambda c: tree_sample_generate(c.draft, c.oracle, c.ids, c.n_new, k=c.k, width=2, rng=c.rng,
+           lambda c: tree_sample_generate(c.draft, c.oracle, c.ids, c.n_new, n_draft=c.n_draft, width=2, rng=c.rng,
                                           processor=c.settings.processor, stats=c.stats), n_draft=4, samples=True,
            needs_cache=True),
     Method("self-speculative", "greedy, the oracle's own first layers draft for it, no second model (Draft & Verify, "
                                "LayerSkip; beyond/self_speculative.py)",
-           lambda c: self_speculative_generate(c.oracle, c.ids, c.n_new, k=c.k, n_layers_draft=c.settings.draft_layers,
+           lambda c: self_speculative_generate(c.oracle, c.ids, c.n_new, n_draft=c.n_draft, n_layers_draft=c.settings.draft_layers,
                                                stats=c.stats), draft_model=False, n_draft=4, needs_cache=True),
     Method("greedy", "the oracle alone, greedy (the baseline of all the greedy methods)",
            lambda c: greedy_generate(c.oracle, c.ids, c.n_new, stats=c.stats), draft_model=False, verifies=False,
@@ -157,10 +162,16 @@ for method in [
     register(method)
 register(Method("lookahead", "greedy, n-grams guessed by Jacobi iteration over a window of future positions and "
                             "checked in the same pass; no draft model (beyond/lookahead.py); --n-draft is N - 1",
-                lambda c: lookahead_generate(c.oracle, c.ids, c.n_new, N=c.k + 1, stats=c.stats), draft_model=False,
+                lambda c: lookahead_generate(c.oracle, c.ids, c.n_new, N=c.n_draft + 1, stats=c.stats), draft_model=False,
                 n_draft=3, needs_cache=True))
 register(Method("sps-block", "speculative sampling with block verification: the whole draft judged at once, "
                              "never fewer kept than sps (Sun et al. 2025; beyond/block_verification.py); output ~ "
                              "the oracle's distribution",
-                lambda c: block_sample(c.draft, c.oracle, c.ids, c.n_new, n_draft=c.k, rng=c.rng,
+                lambda c: block_sample(c.draft, c.oracle, c.ids, c.n_new, n_draft=c.n_draft, rng=c.rng,
                                        processor=c.settings.processor, stats=c.stats), n_draft=4, samples=True))
+register(Method("tree-sps-wor", "tree-sps with each node's children drawn without replacement (distinct "
+                                "siblings) and the draft updated after each rejection (Sequoia; "
+                                "beyond/tree_without_replacement.py); output ~ the oracle's distribution",
+                lambda c: tree_sample_wor_generate(c.draft, c.oracle, c.ids, c.n_new, n_draft=c.n_draft, width=2,
+                                                   rng=c.rng, processor=c.settings.processor, stats=c.stats),
+                n_draft=4, samples=True, needs_cache=True))

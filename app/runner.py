@@ -270,7 +270,7 @@ def run(settings, loaded, prompt, view, rng=None, drafter=None):
         generated = display.stream(tokens, token_bytes, stats.from_draft, view.color, view.text)
     except KeyboardInterrupt:
         print(file=view.text, flush=True)  # what is said next starts on a line of its own
-        raise Stopped(stats.n_tokens) from None
+        raise Stopped(stats.n_generated) from None
     except Exception:
         print(file=view.text, flush=True)  # a check a generator makes on its first step: its line starts afresh
         raise

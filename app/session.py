@@ -17,7 +17,7 @@ from app import ablation, display, methods, program, runner, tables
 from app.program import UsageError
 from errors import UserError, printable
 from ngram import STORAGES, NGramDrafter
-from processors import KINDS, Processor, parse_processor
+from processors import PROCESSORS, Processor, parse_processor
 from weights import files
 
 try:
@@ -231,7 +231,7 @@ class Session:
 
     def set_processor(self, *words):
         if not words:
-            raise UsageError(f"/processor takes one of: {', '.join(KINDS)} (with its values)")
+            raise UsageError(f"/processor takes one of: {', '.join(PROCESSORS)} (with its values)")
         temperature = self.settings.processor.temperature or 1.0
         processor = parse_processor(" ".join(words), temperature=temperature)
         for field in ("top_k", "top_p"):  # the command line's bounds, here too
@@ -333,7 +333,7 @@ def command_table(s):
                          "/length"),
         "gamma": number("n_draft", "draft length (tree: depth; threshold: the most)", "/gamma N", "/gamma"),
         "processor": (s.set_processor, "sampling: " + " | ".join(" ".join([k] + [v.upper() for v in values])
-                                                                 for k, values in KINDS.items()),
+                                                                 for k, values in PROCESSORS.items()),
                       "/processor NAME [VALUES]", "/processor"),
         "temperature": (s.set_temperature, f"the sampling temperature (0 is greedy), {runner.bounds('temperature')}",
                         "/temperature T", "(in /processor)"),
@@ -371,7 +371,7 @@ def command_table(s):
 
 SHOWN_AS = {"max_new_tokens": "length", "n_draft": "gamma", "n_draft_min": "egag_gamma_min", "n_draft_max": "egag_gamma_max",
             "ema": "egag_ema", "n_beams": "beams"}
-COMPLETIONS = {"method": list(methods.METHODS) + ["target"], "processor": list(KINDS), "set_ngramstorage": list(STORAGES),
+COMPLETIONS = {"method": list(methods.METHODS) + ["target"], "processor": list(PROCESSORS), "set_ngramstorage": list(STORAGES),
                **{name: ["on", "off"] for name in ("egag", "ngram", "reset_in_between", "trace", "debug", "cache", "compare",
                                                    "plain")},
                "html": ["off"], "draft": ["demo-draft", "gpt2"], "oracle": ["demo-oracle", "gpt2-large", "gpt2-xl"]}

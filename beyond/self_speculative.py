@@ -13,7 +13,8 @@ agrees less often than a deep one.
 
 Three things are shared, nothing is copied:
   weights: early_exit_draft gives a GPT2 whose params are the oracle's own
-           arrays (the same layer dicts, wte, wpe, ln_f);
+           arrays (the same layer dicts, wte, wpe, ln_f), and upper_layers
+           one of the oracle's blocks L..n_layer-1;
   keys and values: layers 0..L-1 of the oracle compute exactly what the
            draft computes on the same tokens, so there is ONE cache for them,
            `shared`; the oracle's own layers L..n_layer-1 keep theirs in `deep`;
@@ -44,23 +45,23 @@ weight reads stays: the extra one-row pass over d_k's layers 0..L-1 reads
 what the full verification would have. Where a pass costs what reading its
 weights costs (few rows, large model), the two run about equally fast; where
 rows cost arithmetic (a prompt, small models on a CPU), sharing is faster.
-measure_layers measures both beside plain greedy.
+`python bench.py layers` (app/layers.py) measures both beside plain greedy.
 
-gpt2.GPT2.forward returns logits only, never the hidden state after a given
-layer, so the passes here are a loop of gpt2.block over a range of layers
-(run_blocks), the same computation forward makes. They do not go through
-forward: speed/accelerate.py's per-forward thread setting does not apply to
-them (the blocked products do; the tokens are the same).
+The passes are the model's own steps (gpt2.GPT2): the draft's hidden_states
+and logits, the upper layers' blocks and the oracle's logits: the same
+computation forward makes, cut at layer L. Outside forward, model.rows(n)
+gives them the thread setting forward would (speed/accelerate.py).
 """
 
 import time
+from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
-from decoding import GenerationError, Stats, cache_lengths, check_lengths, check_room
-from gpt2 import block, causal_mask, layer_norm
+from decoding import GenerationError, Line, Stats, cache_lengths, check_lengths, check_room
 from kvcache import KVCache
-from speculative import accept, greedy_generate, rollback, speculative_generate
+from speculative import accept, rollback
 
 
 # ---------------------------------------------------------------------------
@@ -76,69 +77,64 @@ def check_layers(oracle, n_layers):
                               f"({oracle.name} has {oracle.n_layer}), got {n_layers!r}")
 
 
+def layers_of(oracle, layers, name):
+    """A model of the oracle's own class whose blocks are the oracle's blocks `layers` (a slice), the same
+    layer dicts, with the same wte, wpe and ln_f: nothing is copied."""
+    params = {**oracle.params, "h": oracle.params["h"][layers]}
+    config = {"n_layer": len(params["h"]), "n_head": oracle.n_head, "n_embd": oracle.n_embd,
+              "n_positions": oracle.n_positions, "vocab_size": oracle.vocab_size,
+              "layer_norm_epsilon": float(oracle.eps)}
+    return type(oracle)(params, config, name=name)
+
+
 def early_exit_draft(oracle, n_layers):
-    """The oracle's blocks 0..n_layers-1, then its ln_f and LM head: a model of the oracle's own class
-    whose params hold the oracle's arrays themselves. Nothing is copied: a shorter list of the same
-    layer dicts, and the same wte, wpe and ln_f. It runs alone too (draft.forward)."""
+    """The oracle's blocks 0..n_layers-1, then its ln_f and LM head. It runs alone too (draft.forward)."""
     check_layers(oracle, n_layers)
-    params = {**oracle.params, "h": oracle.params["h"][:n_layers]}
-    config = {"n_layer": n_layers, "n_head": oracle.n_head, "n_embd": oracle.n_embd, "n_positions": oracle.n_positions,
-              "vocab_size": oracle.vocab_size, "layer_norm_epsilon": float(oracle.eps)}
-    return type(oracle)(params, config, name=f"{oracle.name} layers 0-{n_layers - 1}")
+    return layers_of(oracle, slice(0, n_layers), f"{oracle.name} layers 0-{n_layers - 1}")
 
 
-def describe(n_layers, n_layer):
+def upper_layers(oracle, n_layers):
+    """The oracle's blocks n_layers..n_layer-1, to run (its .blocks) on hidden states after layer n_layers-1."""
+    check_layers(oracle, n_layers)
+    return layers_of(oracle, slice(n_layers, None), f"{oracle.name} layers {n_layers}-{oracle.n_layer - 1}")
+
+
+def draft_name(n_layers, n_layer):
     """'layers 0-1 of 8 + ln_f + LM head': what the draft is, for the trace."""
     layers = "layer 0" if n_layers == 1 else f"layers 0-{n_layers - 1}"
     return f"{layers} of {n_layer} + ln_f + LM head"
 
 
 # ---------------------------------------------------------------------------
-# The forward pass in pieces (gpt2.GPT2.forward, cut at a layer)
-# ---------------------------------------------------------------------------
-
-def embed(model, ids, start):  # ids [n_seq] at positions start.. -> [n_seq, n_embd]
-    ids = np.asarray(ids, dtype=np.int64)
-    return model.params["wte"][ids] + model.params["wpe"][start:start + ids.size]
-
-
-def run_blocks(model, x, layers, cache):  # [n_seq, n_embd] -> [n_seq, n_embd]
-    """x through the model's blocks `layers` (a range); their keys and values go after those
-    `cache` holds. The cache numbers its layers from 0: its layer 0 is block layers.start."""
-    n_seq = x.shape[0]
-    mask = causal_mask(n_seq, cache.n_tokens() + n_seq) if n_seq > 1 else None  # as forward: one row sees all
-    for layer in layers:
-        x = block(x, model.params["h"][layer], model.n_head, model.eps, cache, layer - layers.start, mask)
-    cache.commit(n_seq)
-    return x
-
-
-def lm_head(model, x):  # [n_seq, n_embd] -> [n_seq, vocab_size]
-    ln_f = model.params["ln_f"]
-    return layer_norm(x, ln_f["weight"], ln_f["bias"], model.eps) @ model.params["wte"].T
-
-
-# ---------------------------------------------------------------------------
 # The decoder
 # ---------------------------------------------------------------------------
 
-def self_speculative_generate(oracle, ids, n_new, k=4, n_layers_draft=None, stats=None):
+@dataclass
+class LayersDetails(Line):
+    """A round's record for --trace and --html: a fixed draft length (decoding.Line) and the draft's depth."""
+    kind: ClassVar[str] = "layers"
+    layers: int = 1   # L, the draft's blocks
+    n_layer: int = 2  # the oracle's blocks
+
+
+def self_speculative_generate(oracle, ids, n_new, n_draft=4, n_layers_draft=None, stats=None):
     """Greedy self-speculative decoding: yields exactly greedy_generate(oracle, ids, n_new)'s tokens.
 
     The draft is the oracle's layers 0..n_layers_draft-1 + ln_f + LM head (default: half its layers);
-    k drafts a round. The checks run at the call, before any token.
+    n_draft drafts a round. The checks run at the call, before any token.
     """
     n_layers = max(1, oracle.n_layer // 2) if n_layers_draft is None else n_layers_draft
     check_room(ids, n_new, oracle)
-    check_lengths(k=k)
+    check_lengths(n_draft=n_draft)
     if min(ids) < 0 or max(ids) >= oracle.vocab_size:
         raise GenerationError(f"token ids must be in [0, {oracle.vocab_size}), got {min(ids)}..{max(ids)}")
     draft = early_exit_draft(oracle, n_layers)  # checks 1 <= n_layers < n_layer
-    return rounds(draft, oracle, list(ids), n_new, k, Stats() if stats is None else stats)
+    return rounds(draft, oracle, list(ids), n_new, n_draft, Stats() if stats is None else stats)
 
 
 def rounds(draft, oracle, tokens, n_new, n_draft, stats):  # self_speculative_generate's rounds, once checked
     end, n_layers = len(tokens) + n_new, draft.n_layer
+    upper = upper_layers(oracle, n_layers)
     shared = KVCache()  # layers 0..L-1: the draft's cache, and the bottom of the oracle's
     deep = KVCache()    # layers L..n_layer-1: the oracle's alone (its layer 0 is block L)
     while len(tokens) < end:
@@ -147,15 +143,14 @@ def rounds(draft, oracle, tokens, n_new, n_draft, stats):  # self_speculative_ge
         # 1. k drafts, and every fed token's hidden state after layer L-1.
         drafted, hidden = draft_tokens(draft, shared, tokens, k, stats)
         # 2 and 3. The oracle's layers L.. over those rows; keep the agreeing prefix + one.
-        n_accepted, new_tokens, oracle_choice = verify_from_layer(oracle, deep, n_layers, hidden, drafted, stats)
+        n_accepted, new_tokens, oracle_choice = verify_from_layer(oracle, upper, deep, hidden, drafted, stats)
         context = len(tokens)
         tokens += new_tokens
         # 4. Both caches hold context + k positions; keep all but the newest token.
         rollback(len(tokens) - 1, shared, deep)
-        reason = f"draft = {describe(n_layers, oracle.n_layer)}; {n_accepted} of {k} accepted"
         stats.add_round(new_tokens, drafted, n_accepted, context=context, oracle=oracle_choice,
-                        cached=cache_lengths(shared, deep),
-                        details={"n_draft": n_draft, "k": k, "layers": n_layers, "n_layer": oracle.n_layer, "reason": reason})
+                        cached=cache_lengths(shared, deep), details=LayersDetails(n_draft, k, n_layers, oracle.n_layer),
+                        reason=f"draft = {draft_name(n_layers, oracle.n_layer)}; {n_accepted} of {k} accepted")
         yield from new_tokens
 
 
@@ -169,52 +164,24 @@ def draft_tokens(draft, shared, tokens, k, stats):
     for i in range(k + 1):
         start = time.perf_counter()
         with draft.rows(len(fresh)):  # the model's thread setting, as its forward() would make it
-            x = embed(draft, fresh, shared.n_tokens())                     # [n_fresh, n_embd]
-            hidden.append(run_blocks(draft, x, range(draft.n_layer), shared))  # layers 0..L-1, K/V into shared
+            hidden.append(draft.hidden_states(fresh, shared))  # layers 0..L-1, K/V into shared: [n_fresh, n_embd]
             if i < k:  # pass k ran d_k's layers for the oracle only: nothing is drafted after d_k
-                drafted.append(int(np.argmax(lm_head(draft, hidden[-1][-1:]))))  # the early exit: [1, vocab_size]
+                drafted.append(int(np.argmax(draft.logits(hidden[-1][-1:]))))  # the early exit: [1, vocab_size]
                 fresh = drafted[-1:]
         stats.add_pass("draft", time.perf_counter() - start)
     return drafted, np.concatenate(hidden)  # [n_fed, n_embd]
 
 
-def verify_from_layer(oracle, deep, n_layers, hidden, drafted, stats):
+def verify_from_layer(oracle, upper, deep, hidden, drafted, stats):
     """Steps 2 and 3 from layer L on: (n accepted, new tokens, the oracle's choices).
 
     hidden [n_fed, n_embd] is after layer L-1 and `shared` already holds these rows' keys and
     values of layers 0..L-1: what the oracle's own pass would compute there, so it is not run again.
+    upper holds the oracle's blocks L..; its cache `deep` numbers them from 0.
     """
     start = time.perf_counter()
     with oracle.rows(len(hidden)):
-        x = run_blocks(oracle, hidden, range(n_layers, oracle.n_layer), deep)  # [n_fed, n_embd] -> [n_fed, n_embd]
-        logits = lm_head(oracle, x[-(len(drafted) + 1):])  # row i: the choice after d_1..d_i: [k + 1, vocab_size]
+        x = upper.blocks(hidden, deep)  # [n_fed, n_embd] -> [n_fed, n_embd]
+        logits = oracle.logits(x[-(len(drafted) + 1):])  # row i: the choice after d_1..d_i: [k + 1, vocab_size]
     stats.add_pass("oracle", time.perf_counter() - start)
     return accept(drafted, logits)
-
-
-# ---------------------------------------------------------------------------
-# Measuring the draft's depth
-# ---------------------------------------------------------------------------
-
-def measure_layers(oracle, prompts_ids, n_new, k, layers):
-    """Per draft depth L in layers: {L: acceptance rate, seconds per token of this module, of plain greedy,
-    and of speculative_generate with the same early-exit draft as a separate model (no sharing)}.
-    Every prompt makes n_new tokens; each method's seconds are summed over all of them."""
-    def seconds_per_token(make):  # make(ids, stats) -> the generator
-        stats, start = Stats(), time.perf_counter()
-        for ids in prompts_ids:
-            for _ in make(list(ids), stats):
-                pass
-        return (time.perf_counter() - start) / max(stats.n_tokens, 1), stats
-
-    greedy, _ = seconds_per_token(lambda ids, s: greedy_generate(oracle, ids, n_new, stats=s))
-    results = {}
-    for n_layers in layers:
-        shared, stats = seconds_per_token(
-            lambda ids, s: self_speculative_generate(oracle, ids, n_new, k=k, n_layers_draft=n_layers, stats=s))
-        draft = early_exit_draft(oracle, n_layers)
-        unshared, _ = seconds_per_token(lambda ids, s: speculative_generate(draft, oracle, ids, n_new, n_draft=k, stats=s))
-        results[n_layers] = {"acceptance": stats.acceptance_rate, "tokens_per_round": stats.tokens_per_round,
-                             "seconds_per_token": shared, "greedy_seconds_per_token": greedy,
-                             "unshared_seconds_per_token": unshared, "speedup": greedy / shared}
-    return results

@@ -15,6 +15,7 @@ by tree.py's greedy tree verifier.
   SuffixAutomaton  the automaton: extend(token), states with next, link, length, first_end
   Matcher          walks a token stream over an automaton, falling back along suffix links
   SuffixDrafter    the text's automaton and a matcher; propose(k) and propose_tree(k, width)
+  SuffixDetails    a round's record: the match, the reason, and the tree when one was drafted
   suffix_generate  greedy speculative decoding with those drafts; output = greedy_generate's
 
 Words used below. A position is a token's index in the text (prompt and output,
@@ -26,12 +27,13 @@ exactly those that end at the same positions.
 
 import heapq
 import time
+from dataclasses import dataclass
 from numbers import Integral
 
 from decoding import GenerationError, Stats, cache_lengths, check_lengths, check_room
 from kvcache import KVCache
 from speculative import rollback, verify
-from tree import Node, verify_tree
+from tree import Node, TreeDetails, verify_tree
 
 
 class State:
@@ -55,13 +57,13 @@ class SuffixAutomaton:
     def __init__(self, tokens=()):
         self.states = [State(0, -1, -1)]  # the root: the empty string, which ends everywhere
         self.last = 0                     # the state of the whole text
-        self.n_tokens = 0
+        self.text_length = 0  # tokens extended so far
         for token in tokens:
             self.extend(token)
 
     def extend(self, token):
         """Append one token: amortised O(1) (at most 2n - 1 states and 3n - 4 transitions for n tokens)."""
-        end = self.n_tokens
+        end = self.text_length
         cur = self._new_state(self.states[self.last].length + 1, end)  # the whole new text
         # Every suffix of the old text that was never followed by the token is now, once:
         # point it at cur. The walk stops at the first suffix already followed by the token.
@@ -78,7 +80,7 @@ class SuffixAutomaton:
             # earlier: what the drafter's Matcher finds too, by its own walk.
             self._set_link(cur, q if solid else self._clone(p, q, token))
         self.last = cur
-        self.n_tokens += 1
+        self.text_length += 1
         return cur
 
     def _new_state(self, length, first_end, is_clone=False, transitions=None):
@@ -296,10 +298,22 @@ class SuffixDrafter:
         return f" (the latest of {n_ends} earlier occurrences)" if n_ends > 1 else ""
 
 
-def suffix_generate(oracle, ids, n_new, k=8, min_match=1, width=1, max_nodes=16, drafter=None, stats=None):
+@dataclass
+class SuffixDetails:
+    """A round's record for --trace and --html: where the drafts came from, and the tree when width > 1."""
+    match: dict          # SuffixDrafter.source: {"length", "end", "occurrences"} of the match drafted from
+    reason: str          # SuffixDrafter.reason: one line of why
+    tree: TreeDetails = None  # the drafted tree (parents, path, probs: a node's share of its parent's continuations)
+
+    @property
+    def kind(self):
+        return "suffix" if self.tree is None else "suffix-tree"
+
+
+def suffix_generate(oracle, ids, n_new, n_draft=8, min_match=1, width=1, max_nodes=16, drafter=None, stats=None):
     """Greedy speculative decoding with suffix-automaton drafts; yields exactly greedy_generate's tokens.
 
-    k: the most tokens drafted per round (the draft length; the tree's depth).
+    n_draft: the most tokens drafted per round (the draft length; the tree's depth).
     width=1: a line of drafts, checked like ngram.py's (speculative.verify);
     width>1: a tree of up to max_nodes nodes, each node at most `width` children,
     checked by tree.py's verify_tree in one oracle pass with a tree mask.
@@ -307,18 +321,18 @@ def suffix_generate(oracle, ids, n_new, k=8, min_match=1, width=1, max_nodes=16,
     """
     stats = Stats() if stats is None else stats
     check_room(ids, n_new, oracle)
-    check_lengths(k=k, width=width, max_nodes=max_nodes)
+    check_lengths(n_draft=n_draft, width=width, max_nodes=max_nodes)
     drafter = SuffixDrafter(min_match) if drafter is None else drafter
     tokens, end, oracle_cache = list(ids), len(ids) + n_new, KVCache()
     drafter.start(tokens)
     while len(tokens) < end:
         # 1. Draft from the automaton: no model pass. The oracle adds one token: no overshoot.
         start = time.perf_counter()
-        room = min(k, end - len(tokens) - 1)
+        room = min(n_draft, end - len(tokens) - 1)
         nodes = drafter.propose_tree(room, width, max_nodes) if width > 1 else None
         drafted = drafter.propose(room) if nodes is None else [node.token for node in nodes]
         stats.add_time("draft", time.perf_counter() - start)
-        details = {"match": drafter.source, "reason": drafter.reason}
+        details = SuffixDetails(drafter.source, drafter.reason)
         context = len(tokens)
         # 2-4. Verify, accept, roll back: a line as in speculative_generate, a tree as in tree_generate.
         if nodes is None:
@@ -327,9 +341,7 @@ def suffix_generate(oracle, ids, n_new, k=8, min_match=1, width=1, max_nodes=16,
             path, new_tokens, oracle_choice = verify_tree(oracle, oracle_cache, tokens, nodes, stats)
             oracle_cache.keep(list(range(context)) + [context + i for i in path])
             n_accepted = len(path)
-            # what tree.py's trace shows (confidence 1: branched wherever the top continuation is not certain)
-            details.update(parents=[node.parent for node in nodes], path=path, probs=[node.p for node in nodes],
-                           confidence=1.0, branch=width)
+            details.tree = TreeDetails([node.parent for node in nodes], path, [node.p for node in nodes])
         tokens += new_tokens
         rollback(len(tokens) - 1, oracle_cache)
         stats.add_round(new_tokens, drafted, n_accepted, context=context, oracle=oracle_choice,

@@ -2,7 +2,7 @@
 
 sps.py samples one line of drafts; tree.py checks a whole tree of drafts in one oracle pass, but
 greedily. This module does both. The draft samples `width` children at every node of a tree of
-depth k, the oracle reads every node in ONE pass (tree.py's tree mask), and the walk down the tree
+depth n_draft, the oracle reads every node in ONE pass (tree.py's tree mask), and the walk down the tree
 is SpecInfer's multi-step speculative sampling (Miao et al. 2023, arXiv 2305.09781, Algorithm 2,
 VerifyStochastic; SpecTr, Sun et al. 2023, starts from the same rule). The output has exactly the
 oracle's (processed) distribution, whatever the draft.
@@ -52,19 +52,33 @@ One round (tree_sample_generate):
   4. keep only the accepted root path in both KV caches (KVCache.keep, then rollback).
 """
 
+from dataclasses import dataclass
+from typing import ClassVar
+
 import numpy as np
 
-from decoding import Stats, cache_lengths, check_args, feed
+from decoding import Stats, cache_lengths, check_args, feed, timed_forward
 from kvcache import KVCache
 from processors import as_processor
 from speculative import rollback
 from sps import acceptance_probability, residual, sample
-from tree import Node, timed_forward, tree_logits, tree_mask
+from tree import Node, TreeDetails, tree_logits, tree_mask
 
 
-def tree_sample_generate(draft, oracle, ids, n_new, k=4, width=2, max_nodes=32, rng=None, processor=None,
+@dataclass
+class SampledTreeDetails(TreeDetails):
+    """A round's record for --trace and --html: the tree (tree.py's fields), every check made and where the
+    last token came from."""
+    kind: ClassVar[str] = "tree-sps"
+    width: int = 2
+    visits: list = None  # per node whose children were checked: {node, children, checks: [{token, p, q, accept_prob, r, accepted}]}
+    last: dict = None    # {token, from: "residual" or "bonus", prob}
+    reason: str = ""     # reason_line's one line, with tokens as #id
+
+
+def tree_sample_generate(draft, oracle, ids, n_new, n_draft=4, width=2, max_nodes=32, rng=None, processor=None,
                          stats=None, **flags):
-    """Speculative sampling over a tree of depth k with width sampled children per node (at most max_nodes
+    """Speculative sampling over a tree of depth n_draft with width sampled children per node (at most max_nodes
     nodes): yields n_new ids distributed exactly as sps.autoregressive_sample(oracle, ...).
 
     One processor makes both p and q (a processors.Processor, or its flags temperature, top_k, top_p).
@@ -72,11 +86,11 @@ def tree_sample_generate(draft, oracle, ids, n_new, k=4, width=2, max_nodes=32, 
     stats = Stats() if stats is None else stats
     rng = np.random.default_rng() if rng is None else rng  # one generator for the whole run
     processor = as_processor(processor, **flags)
-    check_args(ids, n_new, draft, oracle, k=k, width=width, max_nodes=max_nodes)
+    check_args(ids, n_new, draft, oracle, n_draft=n_draft, width=width, max_nodes=max_nodes)
     tokens, end = list(ids), len(ids) + n_new
     draft_cache, oracle_cache = KVCache(), KVCache()
     while len(tokens) < end:
-        depth = min(k, end - len(tokens) - 1)  # a path plus the last token: never overshoot
+        depth = min(n_draft, end - len(tokens) - 1)  # a path plus the last token: never overshoot
         # 1. The tree: width children per node, each drawn from the draft's p there.
         nodes, p, n_fed = sample_tree(draft, draft_cache, tokens, depth, width, max_nodes, processor, rng,
                                       stats) if depth else ([], {}, 0)
@@ -102,24 +116,24 @@ def tree_sample_generate(draft, oracle, ids, n_new, k=4, width=2, max_nodes=32, 
 # Steps 1 and 2: the sampled tree, and the oracle's q at every node
 # ---------------------------------------------------------------------------
 
-def sample_tree(draft, draft_cache, tokens, max_depth, width, max_nodes, processor, rng, stats):
+def sample_tree(draft, draft_cache, tokens, depth_max, width, max_nodes, processor, rng, stats):
     """Step 1: (nodes in level order, {node: the draft's p after it} for the root (-1) and every node fed,
     how many nodes the draft's cache holds). Children are i.i.d. draws, repeats allowed."""
     p = {-1: processor(feed(draft, draft_cache, tokens, stats, "draft")[-1])}  # the root's children's p
     nodes, frontier, n_fed = [], [-1], 0
-    for depth in range(1, max_depth + 1):
+    for depth in range(1, depth_max + 1):
         level = []
         for parent in frontier:
             for _ in range(min(width, max_nodes - len(nodes))):
                 token = sample(p[parent], rng)
                 nodes.append(Node(token, parent, depth, float(p[parent][token])))
                 level.append(len(nodes) - 1)
-        if depth == max_depth or len(nodes) >= max_nodes:  # the last level needs no p: it has no children
+        if depth == depth_max or len(nodes) >= max_nodes:  # the last level needs no p: it has no children
             break
         # One draft pass for the whole level gives each node's p, for the next level's draws.
-        logits = timed_forward(draft, draft_cache, [nodes[i].token for i in level],
-                               [len(tokens) - 1 + depth] * len(level), tree_mask(nodes, level, len(tokens), n_fed),
-                               stats, "draft")
+        logits = timed_forward(draft, draft_cache, [nodes[i].token for i in level], stats, "draft", n_logits=len(level),
+                               positions=[len(tokens) - 1 + depth] * len(level),
+                               mask=tree_mask(nodes, level, len(tokens), n_fed))
         n_fed += len(level)
         p.update(zip(level, processor(logits)))
         # A repeat of an earlier sibling is never accepted (see the docstring): it gets no children.
@@ -193,23 +207,23 @@ def chosen_after(nodes, path, new_tokens):
 
 
 def explain_round(nodes, path, visits, last, new_tokens, width):
-    """The tree (tree.py's keys: parents, path, probs), every check made (visits) and where the last token
-    came from, with a one-line reason."""
+    """The tree (tree.py's TreeDetails), every check made (visits) and where the last token came from,
+    with a one-line reason."""
     token = new_tokens[-1]
     rejected_all = bool(visits) and not visits[-1]["checks"][-1]["accepted"]
-    details = {"parents": [node.parent for node in nodes], "path": path, "probs": [node.p for node in nodes],
-               "width": width, "visits": visits,
-               "last": {"token": token, "from": "residual" if rejected_all else "bonus", "prob": float(last[token])}}
-    details["reason"] = describe(details)
+    details = SampledTreeDetails([node.parent for node in nodes], path, [node.p for node in nodes], width=width,
+                                 visits=visits, last={"token": token, "from": "residual" if rejected_all else "bonus",
+                                                      "prob": float(last[token])})
+    details.reason = reason_line(details)
     return details
 
 
-def describe(details, show=None):
+def reason_line(details, show=None):
     """The round in one line: each child checked, its p and q/p (q', q'', ...: the residual after one, two
     rejections), the decision, and where the last token came from. show(tokens) -> text; default #id."""
     show = show or (lambda tokens: " ".join(f"#{t}" for t in tokens))
     parts = []
-    for depth, visit in enumerate(details["visits"], 1):
+    for depth, visit in enumerate(details.visits, 1):
         said = []
         for i, c in enumerate(visit["checks"], 1):
             target = "q" + "'" * (i - 1)  # the target child i met: q, then the residuals q', q'', ...
@@ -217,12 +231,12 @@ def describe(details, show=None):
             said.append(f"child {i} {show([c['token']])} (p={c['p']:.2g}) {verdict} at {target}/p={c['q'] / c['p']:.2g}, "
                         f"r={c['r']:.2f}")
         parts.append(f"depth {depth}: " + ", ".join(said))
-    last = details["last"]
+    last = details.last
     if last["from"] == "residual":
-        n = len(details["visits"][-1]["checks"])
+        n = len(details.visits[-1]["checks"])
         every = "both children" if n == 2 else "the child" if n == 1 else f"all {n} children"
         parts.append(f"{every} rejected, the residual drew {show([last['token']])} (prob {last['prob']:.2g})")
-    elif details["visits"]:
+    elif details.visits:
         parts.append(f"accepted a leaf: bonus {show([last['token']])} from the oracle's q (prob {last['prob']:.2g})")
     else:
         parts.append(f"nothing drafted: {show([last['token']])} from the oracle's q (prob {last['prob']:.2g})")

@@ -9,29 +9,29 @@ from speculative import greedy_generate
 from test_greedy import SEEDS, assert_same_greedy, prompt
 from tree import Node, tree_generate, tree_mask
 
-KINDS = ["draft", "related", "oracle"]  # unrelated, partly agreeing, identical
+DRAFTS = ["draft", "related", "oracle"]  # unrelated, partly agreeing, identical
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-@pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("shape", [dict(max_depth=1, branch=1), dict(max_depth=4, branch=2, max_nodes=8),
-                                   dict(max_depth=6, branch=3, max_nodes=16, confidence=0.9),
-                                   dict(max_depth=8, branch=2, max_nodes=32, confidence=1.0)])
+@pytest.mark.parametrize("kind", DRAFTS)
+@pytest.mark.parametrize("shape", [dict(n_draft=1, branch=1), dict(n_draft=4, branch=2, max_nodes=8),
+                                   dict(n_draft=6, branch=3, max_nodes=16, confidence=0.9),
+                                   dict(n_draft=8, branch=2, max_nodes=32, confidence=1.0)])
 def test_tree_equals_greedy(request, oracle, seed, kind, shape):
     ids = prompt(oracle, 5 + seed, seed)
     stats = Stats()
     got = list(tree_generate(request.getfixturevalue(kind), oracle, ids, 30, stats=stats, **shape))
     assert_same_greedy(list(greedy_generate(oracle, ids, 30)), got, oracle, ids)
-    assert stats.n_tokens == 30
+    assert stats.n_generated == 30
     if kind == "oracle" and shape["branch"] == 1:  # a line, always accepted whole
-        assert stats.rounds == -(-30 // (shape["max_depth"] + 1))
+        assert stats.rounds == -(-30 // (shape["n_draft"] + 1))
 
 
 def test_tree_with_the_oracle_as_draft_accepts_whole_paths(oracle):
     # Budget enough for full depth (2 + 4 + 8 + 16 nodes): the draft's top token is
     # always in the tree, so every round accepts 4 tokens and adds the oracle's 5th.
     stats = Stats()
-    got = list(tree_generate(oracle, oracle, prompt(oracle, 5, 0), 30, max_depth=4, branch=2, max_nodes=100,
+    got = list(tree_generate(oracle, oracle, prompt(oracle, 5, 0), 30, n_draft=4, branch=2, max_nodes=100,
                              confidence=1.0, stats=stats))
     assert got == list(greedy_generate(oracle, prompt(oracle, 5, 0), 30))
     # 6 rounds of 5 tokens; even the last has room for depth 4, so each drafts all 30 nodes
@@ -43,7 +43,7 @@ def test_tree_branches_help_a_partly_agreeing_draft(related, oracle):
     for branch in (1, 3):
         stats = Stats()
         for seed in SEEDS:
-            list(tree_generate(related, oracle, prompt(oracle, 6, seed), 30, max_depth=4, branch=branch,
+            list(tree_generate(related, oracle, prompt(oracle, 6, seed), 30, n_draft=4, branch=branch,
                                max_nodes=24, confidence=1.0, stats=stats))
         accepted[branch] = stats.tokens_per_round
     assert accepted[3] >= accepted[1]
@@ -65,12 +65,12 @@ def test_tree_reaches_the_context_limit(tiny_dirs):
     ids = prompt(o, 13, 3)
     expected = list(greedy_generate(o, ids, 27))
     for draft in (d, o):
-        assert_same_greedy(expected, list(tree_generate(draft, o, ids, 27, max_depth=8, branch=2)), o, ids)
+        assert_same_greedy(expected, list(tree_generate(draft, o, ids, 27, n_draft=8, branch=2)), o, ids)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-@pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("rule", ["entropy", "heuristic"])
+@pytest.mark.parametrize("kind", DRAFTS)
+@pytest.mark.parametrize("rule", ["egag", "heuristic"])
 def test_adaptive_equals_greedy(request, oracle, seed, kind, rule):
     ids = prompt(oracle, 6, seed)
     for bound in (0.5, 3.0, 100.0):
@@ -78,10 +78,10 @@ def test_adaptive_equals_greedy(request, oracle, seed, kind, rule):
         assert_same_greedy(list(greedy_generate(oracle, ids, 30)), got, oracle, ids)
 
 
-def test_heuristic_grows_gamma_when_everything_is_accepted(oracle):
+def test_heuristic_grows_n_draft_when_everything_is_accepted(oracle):
     stats = Stats()
-    list(adaptive_generate(oracle, oracle, [1, 2, 3], 60, rule="heuristic", gamma=2, gamma_max=16, stats=stats))
-    assert stats.rounds < 60 / 3  # gamma went 2, 4, 6, ...: far fewer rounds than at a fixed 2
+    list(adaptive_generate(oracle, oracle, [1, 2, 3], 60, rule="heuristic", n_draft=2, n_draft_max=16, stats=stats))
+    assert stats.rounds < 60 / 3  # n_draft went 2, 4, 6, ...: far fewer rounds than at a fixed 2
 
 
 def test_entropy():

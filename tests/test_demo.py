@@ -202,7 +202,7 @@ def sps_case(pair):
 def test_sps_on_the_learned_pair_samples_the_oracles_distribution(sps_case):
     draft, oracle, ids, processor, dist = sps_case
     rng, stats = np.random.default_rng(2024), Stats()
-    counts = Counter(tuple(speculative_sample(draft, oracle, ids, 2, K=2, rng=rng, processor=processor, stats=stats))
+    counts = Counter(tuple(speculative_sample(draft, oracle, ids, 2, n_draft=2, rng=rng, processor=processor, stats=stats))
                      for _ in range(N_SAMPLES))
     rejects, detail = chi_square_rejects(counts, dist, N_SAMPLES)
     assert not rejects, f"chi2, critical, df, impossible = {detail}"

@@ -36,7 +36,7 @@ def test_speculative_equals_greedy(request, oracle, kind, seed, n_draft):
     stats = Stats()
     got = list(speculative_generate(draft, oracle, ids, 30, n_draft=n_draft, stats=stats))
     assert_same_greedy(expected, got, oracle, ids)
-    assert stats.n_tokens == 30 and stats.accepted <= stats.drafted
+    assert stats.n_generated == 30 and stats.accepted <= stats.drafted
 
 
 def test_the_related_draft_exercises_partial_acceptance(related, oracle):
@@ -61,11 +61,11 @@ def test_speculative_with_the_oracle_as_draft_accepts_everything(oracle, seed, n
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-@pytest.mark.parametrize("max_draft", [1, 2, 4, 8, 16])
+@pytest.mark.parametrize("n_draft", [1, 2, 4, 8, 16])
 @pytest.mark.parametrize("kind", ["draft", "related", "oracle"])
-def test_threshold_equals_greedy(request, oracle, seed, max_draft, kind):
+def test_threshold_equals_greedy(request, oracle, seed, n_draft, kind):
     ids = prompt(oracle, 6, seed)
-    got = list(threshold_generate(request.getfixturevalue(kind), oracle, ids, 30, max_draft=max_draft))
+    got = list(threshold_generate(request.getfixturevalue(kind), oracle, ids, 30, n_draft=n_draft))
     assert_same_greedy(list(greedy_generate(oracle, ids, 30)), got, oracle, ids)
 
 
@@ -85,8 +85,8 @@ def test_runs_that_reach_the_context_limit(tiny_dirs, n_draft):
     expected = list(greedy_generate(small_oracle, ids, 27))
     for gen in (speculative_generate(small_draft, small_oracle, ids, 27, n_draft=n_draft),
                 speculative_generate(small_oracle, small_oracle, ids, 27, n_draft=n_draft),
-                threshold_generate(small_draft, small_oracle, ids, 27, max_draft=n_draft),
-                threshold_generate(small_oracle, small_oracle, ids, 27, max_draft=n_draft)):
+                threshold_generate(small_draft, small_oracle, ids, 27, n_draft=n_draft),
+                threshold_generate(small_oracle, small_oracle, ids, 27, n_draft=n_draft)):
         assert_same_greedy(expected, list(gen), small_oracle, ids)
     with pytest.raises(GenerationError, match="context window of 40"):
         list(speculative_generate(small_draft, small_oracle, ids, 28, n_draft=n_draft))
@@ -110,7 +110,7 @@ def test_exactly_n_new_tokens(draft, oracle, n_new):
     for n_draft in (1, 4, 8):
         assert len(list(speculative_generate(draft, oracle, ids, n_new, n_draft=n_draft))) == n_new
         assert len(list(speculative_generate(oracle, oracle, ids, n_new, n_draft=n_draft))) == n_new
-        assert len(list(threshold_generate(oracle, oracle, ids, n_new, max_draft=n_draft))) == n_new
+        assert len(list(threshold_generate(oracle, oracle, ids, n_new, n_draft=n_draft))) == n_new
 
 
 def test_token_zero_in_prompt_and_output(oracle):

@@ -12,7 +12,7 @@ from ngram import STORAGES, NGramDrafter, ngram_generate, staged_generate, top_t
 from speculative import greedy_generate
 from test_greedy import SEEDS, assert_same_greedy, prompt
 
-KINDS = ["draft", "related", "oracle"]  # unrelated, partly agreeing, identical
+DRAFTS = ["draft", "related", "oracle"]  # unrelated, partly agreeing, identical
 OPTIONS = [dict(n=n, storage=storage, top_k_filler=k, prompt_lookup=lookup)
            for n, storage, k, lookup in itertools.product((2, 4), STORAGES, (1, 3), (True, False))]
 
@@ -48,7 +48,7 @@ def test_ngram_equals_greedy(oracle, options, reset_in_between, n_draft):
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", DRAFTS)
 @pytest.mark.parametrize("n_draft", [1, 4, 8])
 def test_staged_equals_greedy(request, oracle, seed, kind, n_draft):
     for ids in prompts(oracle, seed):

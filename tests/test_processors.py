@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from decoding import GenerationError
-from processors import (KINDS, Processor, make_processor, nucleus_filtered, parse_processor, temperature_scaled,
+from processors import (PROCESSORS, Processor, make_processor, nucleus_filtered, parse_processor, temperature_scaled,
                         top_k_filtered)
 from gpt2 import softmax
 
@@ -105,8 +105,8 @@ def test_construction_from_names_and_strings():
     assert parse_processor("  nucleus   0.9 ") == Processor(top_p=0.9)
     assert parse_processor("topknucleus 20 0.9", temperature="0.8") == Processor(0.8, 20, 0.9)
     assert make_processor("topknucleus", 20, 0.9, temperature=0.8) == Processor(0.8, 20, 0.9)
-    for name in KINDS:
-        assert make_processor(name, *[{"top_k": 5, "top_p": 0.5}[f] for f in KINDS[name]]).name == name
+    for name in PROCESSORS:
+        assert make_processor(name, *[{"top_k": 5, "top_p": 0.5}[f] for f in PROCESSORS[name]]).name == name
     # str shows what parse_processor reads back, then the temperature
     processor = Processor(0.8, 20, 0.9)
     assert str(processor) == "topknucleus 20 0.9, temperature 0.8" and str(Processor(0)) == "greedy"

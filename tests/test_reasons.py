@@ -2,12 +2,13 @@
 
 Each test runs a method with a trace, then recomputes what decided each round from the
 models themselves, with no cache (a fresh forward pass over the whole text): the draft's
-probabilities and entropies, the threshold and gamma rules, where a prompt-lookup match
+probabilities and entropies, the threshold and n_draft rules, where a prompt-lookup match
 stands in the text, which stage proposed each token, which tree branch the oracle followed.
 The round's details must equal the recomputed numbers, and the reason a student reads
 must quote them.
 """
 
+import dataclasses
 import math
 
 import numpy as np
@@ -72,7 +73,7 @@ def test_threshold_reasons_follow_the_drafts_probabilities_and_the_rule(related,
     text = ids + tokens
     for r in trace:
         d = r.details
-        t, cumulative = d["threshold"], d["cumulative"]
+        t, cumulative = d.threshold, d.cumulative
         p = 1.0
         for i, x in enumerate(r.drafted):
             probs = probs_after(related, text[:r.context] + r.drafted[:i])
@@ -80,56 +81,56 @@ def test_threshold_reasons_follow_the_drafts_probabilities_and_the_rule(related,
             p *= float(probs[x])
             assert cumulative[i] == pytest.approx(p, rel=1e-4)
         assert all(c >= t for c in cumulative[:-1])  # drafting went on only while at or above the threshold
-        if cumulative and len(cumulative) < d["k_max"]:
+        if cumulative and len(cumulative) < d.k_max:
             assert cumulative[-1] < t  # ... and stopped after the first guess below it
         if not cumulative:
             continue
         if r.accepted == len(cumulative):
-            expected, words = t - d["boost"], "every draft kept"
+            expected, words = t - d.boost, "every draft kept"
         else:
             last = cumulative[r.accepted - 1] if r.accepted else 1.0
             expected, words = (t + last) / 2, f"halfway to {last:.3g}"
-        assert d["next_threshold"] == pytest.approx(min(max(expected, 0.05), 0.95))
+        assert d.next_threshold == pytest.approx(min(max(expected, 0.05), 0.95))
         why = reasons(r)
-        assert words in why and f"{t:.3g}" in why and f"next threshold {d['next_threshold']:.3g}" in why
+        assert words in why and f"{t:.3g}" in why and f"next threshold {d.next_threshold:.3g}" in why
     for before, after in zip(trace, trace[1:]):  # the next round uses the threshold the reason announced
-        if before.details["cumulative"]:
-            assert after.details["threshold"] == before.details["next_threshold"]
+        if before.details.cumulative:
+            assert after.details.threshold == before.details.next_threshold
 
 
-@pytest.mark.parametrize("rule", ["entropy", "heuristic"])
+@pytest.mark.parametrize("rule", ["egag", "heuristic"])
 def test_adaptive_reasons_follow_the_entropies_and_the_rule(related, oracle, rule):
     ids = PROMPTS[0]
-    tokens, trace = traced(adaptive_generate, related, oracle, ids, 30, rule=rule, gamma=3, gamma_max=8,
+    tokens, trace = traced(adaptive_generate, related, oracle, ids, 30, rule=rule, n_draft=3, n_draft_max=8,
                            entropy_bound=3.0)
     text = ids + tokens
     for r in trace:
         d = r.details
-        for i, (x, h) in enumerate(zip(r.drafted, d["entropies"])):
+        for i, (x, h) in enumerate(zip(r.drafted, d.entropies)):
             probs = probs_after(related, text[:r.context] + r.drafted[:i])
             assert is_argmax(probs, x)
             assert h == pytest.approx(-float(np.sum(probs * np.log(np.maximum(probs, 1e-30)))), abs=1e-3)
-        g, n = d["gamma"], len(r.drafted)
-        if rule == "entropy":
-            assert all(h <= d["entropy_bound"] for h in d["entropies"][:-1])
-            assert n in (g, d["k_max"]) or d["entropies"][-1] > d["entropy_bound"]
+        g, n = d.n_draft, len(r.drafted)
+        if rule == "egag":
+            assert all(h <= d.entropy_bound for h in d.entropies[:-1])
+            assert n in (g, d.k_max) or d.entropies[-1] > d.entropy_bound
         else:
-            assert n == min(g, d["k_max"])
+            assert n == min(g, d.k_max)
         if not n:
             continue
-        low, high = d["bounds"]
-        if rule == "entropy":
-            average = d["ema"] * d["average_before"] + (1 - d["ema"]) * r.accepted
-            assert d["average_after"] == pytest.approx(average)
+        low, high = d.bounds
+        if rule == "egag":
+            average = d.ema * d.average_before + (1 - d.ema) * r.accepted
+            assert d.average_after == pytest.approx(average)
             raw = round(average) + 1
             assert f"round({average:.2f}) + 1 = {raw}" in reasons(r)
         else:
             raw = g + 2 if r.accepted == n else g - 1
             assert (f"{g} + 2 = {raw}" if r.accepted == n else f"{g} - 1 = {raw}") in reasons(r)
-        assert d["next_gamma"] == min(max(raw, low), high)
-        assert f"next gamma {d['next_gamma']}" in reasons(r)
+        assert d.next_n_draft == min(max(raw, low), high)
+        assert f"next n_draft {d.next_n_draft}" in reasons(r)
     for before, after in zip(trace, trace[1:]):
-        assert after.details["gamma"] == before.details["next_gamma"]
+        assert after.details.n_draft == before.details.next_n_draft
 
 
 def test_prompt_lookup_reasons_say_where_the_match_stands(oracle):
@@ -137,10 +138,10 @@ def test_prompt_lookup_reasons_say_where_the_match_stands(oracle):
     drafter = NGramDrafter(n=4)
     tokens, trace = traced(ngram_generate, oracle, ids, 20, n_draft=4, drafter=drafter)
     text = ids + tokens
-    lookups = [r for r in trace if r.details["source"]["from"] == "prompt lookup"]
+    lookups = [r for r in trace if r.details.source["from"] == "prompt lookup"]
     assert lookups  # the repeated prompt gives matches
     for r in lookups:
-        source, context = r.details["source"], text[:r.context]
+        source, context = r.details.source, text[:r.context]
         m, at = source["length"], source["at"]
         assert context[at:at + m] == context[-m:] and at + m < len(context)  # an earlier occurrence of the tail
         assert r.drafted == context[at + m:at + m + len(r.drafted)]          # the drafts are what followed it
@@ -156,7 +157,7 @@ def test_staged_reasons_name_the_stage_of_each_draft(related, oracle):
     text = ids + tokens
     seen_ngram = False
     for r in trace:
-        stages = r.details["stages"]
+        stages = r.details.stages
         assert len(stages) == len(r.drafted)
         assert not stages or stages[-1] == "draft"  # each of the draft model's checks ends with its own token
         for i, x in enumerate(r.drafted):  # every draft, whoever guessed it, is the draft model's greedy token
@@ -172,11 +173,11 @@ def test_staged_reasons_name_the_stage_of_each_draft(related, oracle):
 @pytest.mark.parametrize("confidence", [0.3, 0.9])
 def test_tree_reasons_follow_the_branches_and_the_oracles_choices(related, oracle, confidence):
     ids = PROMPTS[0]
-    tokens, trace = traced(tree_generate, related, oracle, ids, 20, max_depth=3, branch=2, confidence=confidence)
+    tokens, trace = traced(tree_generate, related, oracle, ids, 20, n_draft=3, branch=2, confidence=confidence)
     text = ids + tokens
     branched_somewhere = False
     for r in trace:
-        parents, path, context = r.details["parents"], r.details["path"], text[:r.context]
+        parents, path, context = r.details.parents, r.details.path, text[:r.context]
 
         def ancestors(i):
             line = []
@@ -206,7 +207,7 @@ def test_tree_reasons_follow_the_branches_and_the_oracles_choices(related, oracl
             if i in path:
                 assert f"* <{r.drafted[i]}>" in lines
             elif p == -1 or p in path:
-                assert f"- <{r.drafted[i]}> p {r.details['probs'][i]:.2f}   (lost: after its parent the oracle " \
+                assert f"- <{r.drafted[i]}> p {r.details.probs[i]:.2f}   (lost: after its parent the oracle " \
                        f"chose <{r.oracle[p + 1]}>)" in lines
         assert f"{len(path)} node(s) deep" in reasons(r)
     assert branched_somewhere or confidence < 0.5
@@ -215,10 +216,10 @@ def test_tree_reasons_follow_the_branches_and_the_oracles_choices(related, oracl
 def test_a_reason_that_misquotes_its_numbers_is_caught(related, oracle):
     """Negative control: the threshold check above notices a next threshold one step off the rule."""
     _, trace = traced(threshold_generate, related, oracle, PROMPTS[0], 16, threshold=0.3)
-    r = next(r for r in trace if r.details["cumulative"] and r.accepted < len(r.drafted))
-    d, t = r.details, r.details["threshold"]
-    last = d["cumulative"][r.accepted - 1] if r.accepted else 1.0
-    wrong = t - d["boost"]  # the all-kept rule applied to a round with a rejection
+    r = next(r for r in trace if r.details.cumulative and r.accepted < len(r.drafted))
+    d, t = r.details, r.details.threshold
+    last = d.cumulative[r.accepted - 1] if r.accepted else 1.0
+    wrong = t - d.boost  # the all-kept rule applied to a round with a rejection
     assert not math.isclose(wrong, min(max((t + last) / 2, 0.05), 0.95))
-    r.details = {**d, "next_threshold": wrong}
+    r.details = dataclasses.replace(d, next_threshold=wrong)
     assert f"next threshold {min(max((t + last) / 2, 0.05), 0.95):.3g}" not in reasons(r)

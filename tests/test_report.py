@@ -10,13 +10,15 @@ import pytest
 
 import browser
 from app import report
+from app.page import figures as page_figures, tokens as page_tokens
+from speed import predict
 from adaptive import adaptive_generate
-from beyond.self_speculative import self_speculative_generate
-from beyond.suffix import suffix_generate
-from beyond.tree_sampling import tree_sample_generate
+from beyond.self_speculative import LayersDetails, self_speculative_generate
+from beyond.suffix import SuffixDetails, suffix_generate
+from beyond.tree_sampling import SampledTreeDetails, tree_sample_generate
 from decoding import Stats
 from ngram import ngram_generate, staged_generate
-from sps import speculative_sample
+from sps import SpsDetails, speculative_sample
 from speculative import speculative_generate
 from threshold import threshold_generate
 from weights.tokenizer import encode, load_tokenizer
@@ -26,21 +28,21 @@ PROMPT = "the cat and the dog"
 N_NEW = 40
 GENERATORS = {  # method: (tokens for (draft, oracle, ids, stats), settings)
     "speculative": (lambda d, o, ids, s: speculative_generate(d, o, ids, N_NEW, n_draft=4, stats=s), {"n_draft": 4}),
-    "threshold": (lambda d, o, ids, s: threshold_generate(d, o, ids, N_NEW, max_draft=8, stats=s), {"max_draft": 8}),
-    "sps": (lambda d, o, ids, s: speculative_sample(d, o, ids, N_NEW, K=4, rng=np.random.default_rng(0), stats=s),
-            {"K": 4, "temperature": 1.0, "top_k": None, "seed": 0}),
-    "tree": (lambda d, o, ids, s: tree_generate(d, o, ids, N_NEW, max_depth=4, stats=s), {"max_depth": 4}),
+    "threshold": (lambda d, o, ids, s: threshold_generate(d, o, ids, N_NEW, n_draft=8, stats=s), {"n_draft": 8}),
+    "sps": (lambda d, o, ids, s: speculative_sample(d, o, ids, N_NEW, n_draft=4, rng=np.random.default_rng(0), stats=s),
+            {"n_draft": 4, "temperature": 1.0, "top_k": None, "seed": 0}),
+    "tree": (lambda d, o, ids, s: tree_generate(d, o, ids, N_NEW, n_draft=4, stats=s), {"n_draft": 4}),
     "ngram": (lambda d, o, ids, s: ngram_generate(o, ids, N_NEW, n_draft=4, stats=s), {"n_draft": 4}),
     "staged": (lambda d, o, ids, s: staged_generate(d, o, ids, N_NEW, n_draft=4, stats=s), {"n_draft": 4}),
-    "adaptive": (lambda d, o, ids, s: adaptive_generate(d, o, ids, N_NEW, gamma=4, stats=s), {"gamma": 4}),
-    "adaptive-hf": (lambda d, o, ids, s: adaptive_generate(d, o, ids, N_NEW, rule="heuristic", gamma=4, stats=s), {"gamma": 4}),
+    "adaptive": (lambda d, o, ids, s: adaptive_generate(d, o, ids, N_NEW, n_draft=4, stats=s), {"n_draft": 4}),
+    "adaptive-hf": (lambda d, o, ids, s: adaptive_generate(d, o, ids, N_NEW, rule="heuristic", n_draft=4, stats=s), {"n_draft": 4}),
     # beyond/: each draws its own picture of a round (the names need not be registered: the page reads the details)
-    "tree-sps": (lambda d, o, ids, s: tree_sample_generate(d, o, ids, N_NEW, k=4, width=2, rng=np.random.default_rng(0),
-                                                           stats=s), {"k": 4, "width": 2, "seed": 0}),
-    "self-speculative": (lambda d, o, ids, s: self_speculative_generate(o, ids, N_NEW, k=4, n_layers_draft=2, stats=s),
-                         {"k": 4, "layers": 2}),
-    "suffix": (lambda d, o, ids, s: suffix_generate(o, ids, N_NEW, k=4, stats=s), {"k": 4}),
-    "suffix-tree": (lambda d, o, ids, s: suffix_generate(o, ids, N_NEW, k=4, width=3, stats=s), {"k": 4, "width": 3}),
+    "tree-sps": (lambda d, o, ids, s: tree_sample_generate(d, o, ids, N_NEW, n_draft=4, width=2, rng=np.random.default_rng(0),
+                                                           stats=s), {"n_draft": 4, "width": 2, "seed": 0}),
+    "self-speculative": (lambda d, o, ids, s: self_speculative_generate(o, ids, N_NEW, n_draft=4, n_layers_draft=2, stats=s),
+                         {"n_draft": 4, "layers": 2}),
+    "suffix": (lambda d, o, ids, s: suffix_generate(o, ids, N_NEW, n_draft=4, stats=s), {"n_draft": 4}),
+    "suffix-tree": (lambda d, o, ids, s: suffix_generate(o, ids, N_NEW, n_draft=4, width=3, stats=s), {"n_draft": 4, "width": 3}),
 }
 TREES = ("tree", "tree-sps", "suffix-tree")  # no prediction from alpha beside their histograms
 NO_DRAFT_MODEL = ("ngram", "self-speculative", "suffix", "suffix-tree")
@@ -184,14 +186,14 @@ def test_a_page_for_each_method(runs, method, tmp_path):
 
     # Each method's own detail.
     if method in ("threshold", "adaptive", "adaptive-hf"):
-        key, shown_as = ("threshold", "threshold {:.2f}") if method == "threshold" else ("gamma", "&gamma; = {}")
-        assert all(shown_as.format(r.details[key]) in s for s, r in zip(summaries, trace))
+        key, shown_as = ("threshold", "threshold {:.2f}") if method == "threshold" else ("n_draft", "n_draft {}")
+        assert all(shown_as.format(getattr(r.details, key)) in s for s, r in zip(summaries, trace))
     if method == "tree":
-        assert len(parsed.having("measured", "rect")) == 4 + 1  # paths of 0 to max_depth nodes
+        assert len(parsed.having("measured", "rect")) == 4 + 1  # paths of 0 to n_draft nodes
         lists = parsed.having("tree", "ul")
         assert len(lists) == len(trace)
         # the root and every node on the accepted path show the oracle's choice
-        assert text.count("&rarr; oracle:") == sum(len(r.details["path"]) + 1 for r in trace)
+        assert text.count("&rarr; oracle:") == sum(len(r.details.path) + 1 for r in trace)
     if method == "ngram":
         assert "draft none" in text
 
@@ -199,32 +201,32 @@ def test_a_page_for_each_method(runs, method, tmp_path):
 def test_sps_shows_each_step_and_the_residual_at_each_rejection(runs, tmp_path):
     run = runs("sps")
     trace = run.stats.trace
-    rejections = [r for r in trace if "resampled" in r.details]
-    bonuses = [r for r in trace if "bonus" in r.details and r.drafted]
+    rejections = [r for r in trace if r.details.resampled is not None]
+    bonuses = [r for r in trace if r.details.bonus is not None and r.drafted]
     assert rejections and bonuses  # the run exercises both endings
     report.write_page(str(tmp_path / "page.html"), run)
     text, parsed = read_page(tmp_path / "page.html")
     charts = parsed.having("chart", "svg")
     assert len(charts) == len(rejections)
-    n_top = sum(len(r.details["resampled"]["top"]) for r in rejections)
+    n_top = sum(len(r.details.resampled["top"]) for r in rejections)
     for bar in ("p", "q", "min", "residual"):
         assert len(parsed.having(bar, "rect")) == n_top
     # the drawn token is always among the tokens shown (sps.explain_round puts it there) and marked in its chart
-    assert all(any(e["token"] == r.details["resampled"]["token"] for e in r.details["resampled"]["top"])
+    assert all(any(e["token"] == r.details.resampled["token"] for e in r.details.resampled["top"])
                for r in rejections)
     assert len(parsed.having("drawn", "rect")) == len(rejections)
     # and so is the rejected draft, the token the residual exists to replace, labelled in the chart and the table
     for r in rejections:
         rejected = r.drafted[r.accepted]
-        assert r.details["resampled"]["rejected"] == rejected
-        assert any(e["token"] == rejected for e in r.details["resampled"]["top"])
-        assert len(r.details["resampled"]["top"]) <= 8
+        assert r.details.resampled["rejected"] == rejected
+        assert any(e["token"] == rejected for e in r.details.resampled["top"])
+        assert len(r.details.resampled["top"]) <= 8
     assert text.count(">rejected draft</text>") == len(rejections)
     assert text.count("(rejected draft)</td>") == len(rejections)
     # every checked position shows its decision, every unchecked one says so
     assert text.count("keep: r &lt; min") == sum(r.accepted for r in trace)
     assert text.count("reject: r &ge; min") == len(rejections)
-    assert text.count("not checked") == sum(len(r.drafted) - len(r.details["steps"]) for r in trace)
+    assert text.count("not checked") == sum(len(r.drafted) - len(r.details.steps) for r in trace)
     assert text.count("bonus, drawn from q") == len(bonuses)
     assert "q is the target (the oracle), p the draft" in text and "Leviathan et al." in text
 
@@ -255,30 +257,30 @@ def test_tree_sampling_draws_the_tree_every_check_and_the_last_token(runs, tmp_p
     endings = set()
     for svg, r in zip(figures, trace):
         d = r.details
-        checks = [(c, check) for v in d["visits"] for c, check in zip(v["children"], v["checks"])]
+        checks = [(c, check) for v in d.visits for c, check in zip(v["children"], v["checks"])]
         rejected = [r.drafted[c] for c, check in checks if not check["accepted"]]
         # the accepted path, in order, its tokens the round's accepted drafts
         path = inside(parsed, svg, "rect", "node-path")
-        assert [token_of(parsed, e) for e in path] == [r.drafted[i] for i in d["path"]] == r.new[:-1]
+        assert [token_of(parsed, e) for e in path] == [r.drafted[i] for i in d.path] == r.new[:-1]
         assert all(parsed.text(e).startswith(f"token {token_of(parsed, e)}: accepted") for e in path)
-        assert len(inside(parsed, svg, "line", "edge-on")) == len(d["path"]) + 1  # root -> path -> the last token
+        assert len(inside(parsed, svg, "line", "edge-on")) == len(d.path) + 1  # root -> path -> the last token
         # every rejected child marked so, with the target it met (q, then the residuals q', q'', ...)
         assert [token_of(parsed, e) for e in inside(parsed, svg, "rect", "node-rejected")] == rejected
         assert len(inside(parsed, svg, "rect", "node-unchecked")) == len(r.drafted) - len(checks)
         # the last token: from the residual after every child was rejected, or the bonus at an accepted leaf
-        ending = "node-fix" if d["last"]["from"] == "residual" else "node-bonus"
+        ending = "node-fix" if d.last["from"] == "residual" else "node-bonus"
         [last] = inside(parsed, svg, "rect", ending)
         assert not inside(parsed, svg, "rect", "node-bonus" if ending == "node-fix" else "node-fix")
-        assert token_of(parsed, last) == d["last"]["token"] == r.new[-1]
+        assert token_of(parsed, last) == d.last["token"] == r.new[-1]
         assert ("residual" in parsed.text(last)) == (ending == "node-fix")
         endings.add(ending)
     assert endings == {"node-fix", "node-bonus"}  # the run shows both endings
-    assert sum(not c["accepted"] for r in trace for v in r.details["visits"] for c in v["checks"]) > 0
+    assert sum(not c["accepted"] for r in trace for v in r.details.visits for c in v["checks"]) > 0
     # the table under each tree: one row per check, then the last token
     tables = parsed.having("checks", "table")
     assert [len(inside(parsed, t, "tr")) for t in tables] == [
-        1 + sum(len(v["checks"]) for v in r.details["visits"]) + 1 for r in trace]
-    assert text.count("&cross; rejected") == sum(not c["accepted"] for r in trace for v in r.details["visits"]
+        1 + sum(len(v["checks"]) for v in r.details.visits) + 1 for r in trace]
+    assert text.count("&cross; rejected") == sum(not c["accepted"] for r in trace for v in r.details.visits
                                                   for c in v["checks"])
     assert "branched into the draft" not in text  # the greedy tree's rule is not how this tree was made
     assert "resampled" in text and "multi-round rejection" in text
@@ -287,7 +289,7 @@ def test_tree_sampling_draws_the_tree_every_check_and_the_last_token(runs, tmp_p
 @pytest.mark.parametrize("n_layers", [1, 2])
 def test_self_speculative_marks_the_drafts_layers_and_where_verification_starts(oracle, enc, n_layers, tmp_path):
     ids, stats = encode(enc, PROMPT), Stats(trace=[])
-    tokens = list(self_speculative_generate(oracle, ids, 20, k=3, n_layers_draft=n_layers, stats=stats))
+    tokens = list(self_speculative_generate(oracle, ids, 20, n_draft=3, n_layers_draft=n_layers, stats=stats))
     run = report.Run(PROMPT, ids, tokens, stats, "self-speculative", {"k": 3, "layers": n_layers},
                      {"oracle": "tiny oracle (3 layers of width 64)"}, 0.5, enc.decode_single_token_bytes)
     report.write_page(str(tmp_path / "page.html"), run)
@@ -321,12 +323,12 @@ def test_suffix_drafts_show_the_match_and_what_followed_it(runs, method, tmp_pat
     trace = run.stats.trace
     report.write_page(str(tmp_path / "page.html"), run)
     text, parsed = read_page(tmp_path / "page.html")
-    matched = [r for r in trace if "end" in r.details["match"]]
+    matched = [r for r in trace if "end" in r.details.match]
     figures = parsed.having("suffix", "figure")
     assert len(figures) == len(matched) >= 5
     full = run.prompt_ids + run.tokens
     for figure, r in zip(figures, matched):
-        m, n = r.details["match"], r.context
+        m, n = r.details.match, r.context
         start, end = m["end"] - m["length"] + 1, m["end"]
 
         def marked(cls):  # {position: token} of the text's tokens marked cls in the strip
@@ -341,7 +343,7 @@ def test_suffix_drafts_show_the_match_and_what_followed_it(runs, method, tmp_pat
         assert len(ends) == m["occurrences"] and max(ends) == end
         occurrences = {i: full[i] for e in ends for i in range(e - m["length"] + 1, e + 1)}
         others = marked("sfx-other")
-        assert others == occurrences if n <= report.SUFFIX_WINDOW else others.items() <= occurrences.items()
+        assert others == occurrences if n <= page_figures.SUFFIX_WINDOW else others.items() <= occurrences.items()
         # what followed it, in the text, and in the caption: the draft itself (a line), or the tree's latest line
         follows = marked("sfx-follow")
         assert sorted(follows) == list(range(end + 1, min(end + 1 + len(follows), n))) and follows
@@ -364,27 +366,27 @@ def beyond_run(method, prompt_ids, rounds):
                         details=details)
         tokens += new
         context += len(new)
-    return report.Run("a <b> & \"c\"\x07", prompt_ids, tokens, stats, method, {"k": 4}, {"oracle": "o <x>"}, 1.0,
+    return report.Run("a <b> & \"c\"\x07", prompt_ids, tokens, stats, method, {"n_draft": 4}, {"oracle": "o <x>"}, 1.0,
                       NASTY.__getitem__)
 
 
 HOSTILE_RUNS = {
     "tree-sps": lambda: beyond_run("tree-sps", [10, 3], [(
         [0, 1, 2, 9], 1, [0, 11], [0, 11, None, None, None],
-        {"parents": [-1, -1, 0, 0], "path": [0], "probs": [0.5, 0.2, 0.4, 0.3], "width": 2,
-         "visits": [{"node": -1, "children": [0, 1], "checks": [
+        SampledTreeDetails(parents=[-1, -1, 0, 0], path=[0], probs=[0.5, 0.2, 0.4, 0.3], width=2,
+         visits=[{"node": -1, "children": [0, 1], "checks": [
                         {"token": 0, "p": 0.5, "q": 0.6, "accept_prob": 1.0, "r": 0.3, "accepted": True}]},
                     {"node": 0, "children": [2, 3], "checks": [
                         {"token": 2, "p": 0.4, "q": 0.1, "accept_prob": 0.25, "r": 0.7, "accepted": False},
                         {"token": 9, "p": 0.3, "q": 0.0, "accept_prob": 0.0, "r": 0.2, "accepted": False}]}],
-         "last": {"token": 11, "from": "residual", "prob": 0.9}, "reason": "hand-made"})]),
+         last={"token": 11, "from": "residual", "prob": 0.9}, reason="hand-made"))]),
     "self-speculative": lambda: beyond_run("self-speculative", [10, 3], [(
         [0, 1, 2], 1, [0, 9], [0, 9, 4, 5],
-        {"n_draft": 3, "k": 3, "layers": 1, "n_layer": 2, "reason": "draft = layer 0 of 2 + ln_f + LM head; 1 of 3 accepted"})]),
+        LayersDetails(n_draft=3, k=3, layers=1, n_layer=2))]),
     # the text 10 0 1 0 1 ends in "0 1", which ended earlier at position 2; after it came 0 1, then (copied on) 0 1
     "suffix": lambda: beyond_run("suffix", [10, 0, 1, 0, 1], [(
         [0, 1, 0, 1], 2, [0, 1, 9], [0, 1, 9, 2, 3],
-        {"match": {"length": 2, "end": 2, "occurrences": 1}, "reason": "hand-made"})]),
+        SuffixDetails({"length": 2, "end": 2, "occurrences": 1}, "hand-made"))]),
 }
 
 
@@ -425,7 +427,7 @@ def test_a_long_texts_suffix_picture_keeps_the_match_and_the_end_and_counts_the_
     # 0 1 2 9, then 120 tokens of 10 11, then 0 1: the match "0 1" ended at position 1, 2 9 10 11 followed it
     prompt = [0, 1, 2, 9] + [10, 11] * 60 + [0, 1]
     run = beyond_run("suffix", prompt, [([2, 9, 10, 11], 0, [3], [3, 9, 9, 9, 9],
-                                         {"match": {"length": 2, "end": 1, "occurrences": 1}, "reason": "hand-made"})])
+                                         SuffixDetails({"length": 2, "end": 1, "occurrences": 1}, "hand-made"))])
     parsed = Page(report.page(run))
     [figure] = parsed.having("suffix", "figure")
     [strip] = inside(parsed, figure, "div", "strip")
@@ -514,10 +516,10 @@ def test_the_sps_chart_escapes_its_labels():
     stats = Stats(trace=[])
     top = [{"token": t, "p": p, "q": q, "min": min(p, q), "residual": res}
            for t, p, q, res in ((0, 0.6, 0.2, 0.0), (2, 0.1, 0.5, 0.8), (1, 0.05, 0.15, 0.2))]
-    stats.add_round([2], [0], 0, context=3, cached={"draft": 3, "oracle": 3}, details={
-        "steps": [{"token": 0, "p": 0.6, "q": 0.2, "accept_prob": 1 / 3, "r": 0.5, "accepted": False}],
-        "resampled": {"token": 2, "top": top}})
-    run = report.Run("x", [0, 1, 2], [2], stats, "sps", {"K": 1}, {"oracle": "o"}, 1.0, NASTY.__getitem__)
+    stats.add_round([2], [0], 0, context=3, cached={"draft": 3, "oracle": 3}, details=SpsDetails(
+        1, 1, steps=[{"token": 0, "p": 0.6, "q": 0.2, "accept_prob": 1 / 3, "r": 0.5, "accepted": False}],
+        resampled={"token": 2, "top": top}))
+    run = report.Run("x", [0, 1, 2], [2], stats, "sps", {"n_draft": 1}, {"oracle": "o"}, 1.0, NASTY.__getitem__)
     parsed = Page(report.page(run))
     assert not parsed.problems
     [chart] = parsed.having("chart", "svg")
@@ -532,7 +534,7 @@ def test_kinds_in_the_text_follow_the_rounds():
     parsed = Page(report.page(run))
     [running] = parsed.having("text", "div")
     spans = [e for e in parsed.elements if any(a is running for a in e["ancestors"])
-             and e["classes"] and e["classes"][0] in report.KINDS]
+             and e["classes"] and e["classes"][0] in page_tokens.MARKS]
     # Token 4 completes no character: the accepted draft 5 after it shows the whole of it. Tokens 6 (a bonus)
     # and 7 (the oracle's, nothing drafted) complete none either: the accepted draft 8 shows the emoji.
     assert [(e["classes"][0], parsed.text(e)) for e in spans] == [
@@ -547,9 +549,9 @@ def test_kinds_in_the_text_follow_the_rounds():
 @pytest.mark.parametrize("alpha", [0.0, 0.3, 0.8, 1.0])
 @pytest.mark.parametrize("k", range(1, 7))
 def test_the_prediction_is_a_distribution_with_the_papers_mean(alpha, k):
-    p = report.truncated_geometric(alpha, k)
+    p = predict.truncated_geometric(alpha, k)
     assert len(p) == k + 1 and sum(p) == pytest.approx(1)
-    assert sum((i + 1) * pi for i, pi in enumerate(p)) == pytest.approx(report.expected_tokens_per_round(alpha, k))
+    assert sum((i + 1) * pi for i, pi in enumerate(p)) == pytest.approx(predict.expected_tokens_per_round(alpha, k))
     assert p[k] == pytest.approx(alpha ** k) and all(p[i] == pytest.approx(alpha ** i * (1 - alpha)) for i in range(k))
 
 
@@ -559,10 +561,10 @@ def test_the_histogram_counts_rounds_and_measures_alpha_per_checked_draft():
               ([1, 2, 3, 4], [1, 2, 9, 9, 9]),  # 2 of 4
               ([1, 2], [1, 9, 9]),              # 1 of 2
               ([], [9])]                        # nothing drafted: not counted
-    alpha, measured, predicted = report.acceptance_histogram(hand_made_run(rounds).stats.trace)
+    alpha, measured, predicted = page_figures.acceptance_histogram(hand_made_run(rounds).stats.trace)
     assert alpha == 7 / (7 + 3)  # 7 kept, 3 rejections
     assert measured == [1, 1, 1, 0, 1]
-    four, two = report.truncated_geometric(alpha, 4), report.truncated_geometric(alpha, 2)
+    four, two = predict.truncated_geometric(alpha, 4), predict.truncated_geometric(alpha, 2)
     assert predicted == pytest.approx([3 * four[i] + (two[i] if i < 3 else 0) for i in range(5)])
     assert sum(predicted) == pytest.approx(4)
 
@@ -586,7 +588,7 @@ def test_a_long_run_stays_small_and_collapsed(tmp_path):
     assert len(rows) == report.MAX_ROUNDS < 350
     assert sum("open" in row["attrs"] for row in rows) == report.OPEN_FIRST
     assert f"{350 - report.MAX_ROUNDS} more rounds (rounds {report.MAX_ROUNDS + 1} to 350) are left out" in text
-    assert "350 rounds" in text and sum(report.acceptance_histogram(run.stats.trace)[1]) == 350  # all counted
+    assert "350 rounds" in text and sum(page_figures.acceptance_histogram(run.stats.trace)[1]) == 350  # all counted
     assert len(text.encode()) < 600_000
 
 
@@ -617,7 +619,7 @@ def test_writing_is_atomic_and_errors_are_one_line(tmp_path, monkeypatch):
 # A real browser
 # ---------------------------------------------------------------------------
 
-DRAFT_GREEN = (0xBD, 0xEC, 0xBD)  # report.CSS .draft's background
+DRAFT_GREEN = (0xBD, 0xEC, 0xBD)  # app/page/style.py's .draft background
 
 
 @pytest.mark.skipif(browser.find_chromium() is None, reason=browser.MISSING)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import beyond.self_speculative as ss
+import gpt2
 from beyond.self_speculative import early_exit_draft, self_speculative_generate
 from conftest import make_model_dir, save_tensors
 from decoding import GenerationError, Stats
@@ -48,9 +49,9 @@ def test_equals_greedy_for_every_draft_depth(request, kind, k):
         expected = list(greedy_generate(model, ids, 30))
         for n_layers in range(1, model.n_layer):
             stats = Stats()
-            got = list(self_speculative_generate(model, ids, 30, k=k, n_layers_draft=n_layers, stats=stats))
+            got = list(self_speculative_generate(model, ids, 30, n_draft=k, n_layers_draft=n_layers, stats=stats))
             assert_same_greedy(expected, got, model, ids)
-            assert stats.n_tokens == 30 and stats.accepted <= stats.drafted
+            assert stats.n_generated == 30 and stats.accepted <= stats.drafted
 
 
 def test_the_draft_shares_the_oracles_arrays(tiny_dirs, oracle):
@@ -76,7 +77,7 @@ def test_the_draft_runs_alone_and_proposes_what_the_self_speculative_draft_does(
     for n_layers in (1, 2):
         alone, shared = Stats(trace=[]), Stats(trace=[])
         list(speculative_generate(early_exit_draft(oracle, n_layers), oracle, ids, 30, n_draft=4, stats=alone))
-        list(self_speculative_generate(oracle, ids, 30, k=4, n_layers_draft=n_layers, stats=shared))
+        list(self_speculative_generate(oracle, ids, 30, n_draft=4, n_layers_draft=n_layers, stats=shared))
         assert [(r.drafted, r.accepted, r.new) for r in shared.trace] == [(r.drafted, r.accepted, r.new) for r in alone.trace]
 
 
@@ -87,7 +88,7 @@ def test_the_shared_cache_holds_what_the_oracle_computes(deeper):
     draft, shared, deep, stats = early_exit_draft(deeper, n_layers), KVCache(), KVCache(), Stats()
     drafted, hidden = ss.draft_tokens(draft, shared, ids, 3, stats)
     assert hidden.shape == (len(ids) + 3, deeper.n_embd) and shared.n_tokens() == len(ids) + 3
-    ss.verify_from_layer(deeper, deep, n_layers, hidden, drafted, stats)
+    ss.verify_from_layer(deeper, ss.upper_layers(deeper, n_layers), deep, hidden, drafted, stats)
     full = KVCache()
     deeper.forward(ids + drafted, full)
     assert deep.n_tokens() == full.n_tokens() == len(ids) + 3
@@ -110,11 +111,11 @@ def test_the_verification_does_not_rerun_the_draft_layers(monkeypatch, deeper):
         calls.append((layer_of[id(params)], x.shape[0]))
         return block(x, params, *args)
 
-    block = ss.block
-    monkeypatch.setattr(ss, "block", counted)
+    block = gpt2.block  # the model's own blocks: the passes are gpt2.GPT2's hidden_states and blocks
+    monkeypatch.setattr(gpt2, "block", counted)
     ids, n_layers = prompt(deeper, 6, 0), 3
     stats = Stats(trace=[])
-    list(self_speculative_generate(deeper, ids, 25, k=4, n_layers_draft=n_layers, stats=stats))
+    list(self_speculative_generate(deeper, ids, 25, n_draft=4, n_layers_draft=n_layers, stats=stats))
     n_fed = len(ids) + sum(len(r.drafted) for r in stats.trace) + stats.rounds - 1  # prompt, drafts, each round's newest
     for layer in range(deeper.n_layer):
         assert sum(rows for i, rows in calls if i == layer) == n_fed
@@ -125,14 +126,14 @@ def test_the_verification_does_not_rerun_the_draft_layers(monkeypatch, deeper):
 def test_caches_hold_all_but_the_newest_token_after_every_round(deeper):
     ids = prompt(deeper, 5, 4)
     stats = Stats(trace=[])
-    list(self_speculative_generate(deeper, ids, 30, k=4, n_layers_draft=2, stats=stats))
+    list(self_speculative_generate(deeper, ids, 30, n_draft=4, n_layers_draft=2, stats=stats))
     length = len(ids)
     for record in stats.trace:
         length += len(record.new)
         assert record.cached == {"draft": length - 1, "oracle": length - 1}
         assert record.new[:-1] == record.drafted[:record.accepted]
         assert record.new[-1] == record.oracle[record.accepted]
-        assert record.details["reason"] == f"draft = layers 0-1 of 5 + ln_f + LM head; {record.accepted} of " \
+        assert record.reason == f"draft = layers 0-1 of 5 + ln_f + LM head; {record.accepted} of " \
                                            f"{len(record.drafted)} accepted"
     assert length == len(ids) + 30 and stats.trace[-1].cached["oracle"] == len(ids) + 29
     assert {r.accepted for r in stats.trace} != {4}  # rejections happened: the rollback was exercised
@@ -140,8 +141,8 @@ def test_caches_hold_all_but_the_newest_token_after_every_round(deeper):
 
 def test_the_reason_names_one_layer(oracle):
     stats = Stats(trace=[])
-    list(self_speculative_generate(oracle, [1, 2, 3], 4, k=2, n_layers_draft=1, stats=stats))
-    assert stats.trace[0].details["reason"].startswith("draft = layer 0 of 3 + ln_f + LM head; ")
+    list(self_speculative_generate(oracle, [1, 2, 3], 4, n_draft=2, n_layers_draft=1, stats=stats))
+    assert stats.trace[0].reason.startswith("draft = layer 0 of 3 + ln_f + LM head; ")
 
 
 @pytest.mark.parametrize("n_new", range(0, 7))
@@ -149,7 +150,7 @@ def test_exactly_n_new_tokens(oracle, n_new):
     # n_new = 1, and the last round of the others: k = 0 drafts, the oracle's token alone.
     ids = prompt(oracle, 3, 0)
     for k in (1, 4):
-        got = list(self_speculative_generate(oracle, ids, n_new, k=k, n_layers_draft=2))
+        got = list(self_speculative_generate(oracle, ids, n_new, n_draft=k, n_layers_draft=2))
         assert got == list(greedy_generate(oracle, ids, n_new))
 
 
@@ -158,7 +159,7 @@ def test_reaches_the_context_limit(tiny_dirs):
     ids = prompt(model, 13, 3)
     for k in (1, 3, 8):
         assert_same_greedy(list(greedy_generate(model, ids, 27)),
-                           list(self_speculative_generate(model, ids, 27, k=k, n_layers_draft=1)), model, ids)
+                           list(self_speculative_generate(model, ids, 27, n_draft=k, n_layers_draft=1)), model, ids)
     with pytest.raises(GenerationError, match="context window of 40"):
         self_speculative_generate(model, ids, 28, n_layers_draft=1)
 
@@ -173,8 +174,8 @@ def test_draft_depth_out_of_range(oracle, n_layers):
 def test_other_bad_arguments(draft, oracle):
     with pytest.raises(GenerationError, match="no shorter draft"):
         self_speculative_generate(draft, [1, 2], 5)  # a 1-layer model
-    with pytest.raises(GenerationError, match="k must be at least 1"):
-        self_speculative_generate(oracle, [1, 2], 5, k=0)
+    with pytest.raises(GenerationError, match="n_draft must be at least 1"):
+        self_speculative_generate(oracle, [1, 2], 5, n_draft=0)
     with pytest.raises(GenerationError, match="no tokens"):
         self_speculative_generate(oracle, [], 5)
     with pytest.raises(GenerationError, match="token ids"):
@@ -188,7 +189,7 @@ def test_a_deep_draft_is_accepted_often_where_the_last_layer_changes_little(damp
     for n_layers in (1, damped.n_layer - 1):
         stats = Stats()
         for seed in SEEDS:
-            list(self_speculative_generate(damped, prompt(damped, 6, seed), 30, k=4, n_layers_draft=n_layers,
+            list(self_speculative_generate(damped, prompt(damped, 6, seed), 30, n_draft=4, n_layers_draft=n_layers,
                                            stats=stats))
         rates[n_layers] = stats.acceptance_rate
     assert rates[damped.n_layer - 1] > 0.5 and rates[damped.n_layer - 1] > rates[1], rates

@@ -119,7 +119,7 @@ def test_speculative_sample_has_the_targets_distribution(small, K, n_new, proces
     ids = [1, 4]
     rng = np.random.default_rng(1234)
     stats = Stats()
-    counts = Counter(tuple(speculative_sample(p_model, q_model, ids, n_new, K=K, rng=rng, processor=processor, stats=stats))
+    counts = Counter(tuple(speculative_sample(p_model, q_model, ids, n_new, n_draft=K, rng=rng, processor=processor, stats=stats))
                      for _ in range(N_SAMPLES))
     rejects, detail = chi_square_rejects(counts, exact_distribution(q_model, ids, n_new, processor), N_SAMPLES)
     assert not rejects, f"chi2, critical, df, impossible = {detail}"
@@ -146,7 +146,7 @@ def test_autoregressive_sample_has_the_models_distribution(small):
 def test_temperature_zero_is_speculative_greedy(draft, related, oracle, K):
     ids = [3, 1, 4, 1, 5]
     for d in (draft, related, oracle):
-        assert (list(speculative_sample(d, oracle, ids, 25, K=K, rng=np.random.default_rng(0), temperature=0))
+        assert (list(speculative_sample(d, oracle, ids, 25, n_draft=K, rng=np.random.default_rng(0), temperature=0))
                 == list(speculative_generate(d, oracle, ids, 25, n_draft=K)))
 
 
@@ -159,7 +159,7 @@ def test_a_tiny_temperature_is_greedy(draft, related, oracle, temperature):
     rng = np.random.default_rng(0)
     assert list(autoregressive_sample(oracle, ids, 25, rng=rng, temperature=temperature)) == expected
     for d in (draft, related, oracle):
-        assert list(speculative_sample(d, oracle, ids, 25, K=4, rng=rng, temperature=temperature)) == expected
+        assert list(speculative_sample(d, oracle, ids, 25, n_draft=4, rng=rng, temperature=temperature)) == expected
 
 
 def test_a_seed_reproduces_a_run(related, oracle):
@@ -171,23 +171,23 @@ def test_a_seed_reproduces_a_run(related, oracle):
 
 def test_low_temperature_with_draft_equal_to_target_has_no_nan(oracle):
     stats = Stats()
-    out = list(speculative_sample(oracle, oracle, [1, 2, 3], 40, K=4, rng=np.random.default_rng(0), temperature=0.01, stats=stats))
+    out = list(speculative_sample(oracle, oracle, [1, 2, 3], 40, n_draft=4, rng=np.random.default_rng(0), temperature=0.01, stats=stats))
     assert len(out) == 40 and stats.accepted == stats.drafted
 
 
 @pytest.mark.parametrize("n_new", range(0, 10))
 def test_exactly_n_new_tokens(related, oracle, n_new):
     for K in (1, 3, 6):
-        assert len(list(speculative_sample(related, oracle, [1, 2], n_new, K=K, rng=np.random.default_rng(n_new)))) == n_new
+        assert len(list(speculative_sample(related, oracle, [1, 2], n_new, n_draft=K, rng=np.random.default_rng(n_new)))) == n_new
     assert len(list(autoregressive_sample(oracle, [1, 2], n_new))) == n_new
 
 
 def test_context_limit_and_bad_arguments(small):
     p_model, q_model = small
-    assert len(list(speculative_sample(p_model, q_model, [1] * 10, 6, K=4, rng=np.random.default_rng(0)))) == 6
+    assert len(list(speculative_sample(p_model, q_model, [1] * 10, 6, n_draft=4, rng=np.random.default_rng(0)))) == 6
     with pytest.raises(GenerationError, match="context window of 16"):
         list(speculative_sample(p_model, q_model, [1] * 10, 7))
-    for bad in ({"temperature": -1}, {"top_k": 0}, {"top_p": 0}, {"top_p": 1.5}, {"K": 0},
+    for bad in ({"temperature": -1}, {"top_k": 0}, {"top_p": 0}, {"top_p": 1.5}, {"n_draft": 0},
                 {"processor": Processor(), "temperature": 0.5}):
         with pytest.raises(GenerationError):
             list(speculative_sample(p_model, q_model, [1], 3, **bad))

@@ -237,9 +237,9 @@ def test_tree_paths_are_earlier_continuations_with_their_frequencies():
 def test_suffix_equals_greedy(oracle, k, width):
     for ids in (prompt(oracle, 6, 0), repetitive_prompt(oracle, 0), repetitive_prompt(oracle, 1)):
         stats = Stats(trace=[])
-        got = list(suffix_generate(oracle, ids, 30, k=k, width=width, stats=stats))
+        got = list(suffix_generate(oracle, ids, 30, n_draft=k, width=width, stats=stats))
         assert_same_greedy(greedy(oracle, tuple(ids), 30), got, oracle, ids)
-        assert stats.n_tokens == 30 and stats.accepted <= stats.drafted
+        assert stats.n_generated == 30 and stats.accepted <= stats.drafted
         # every round's record: the oracle's cache holds all but the newest token
         length = len(ids)
         for record in stats.trace:
@@ -254,18 +254,18 @@ def test_drafts_are_accepted_on_repetitive_text(oracle):
     for k in (1, 4):
         stats = Stats(trace=[])
         ids = repetitive_prompt(oracle, 0)
-        got = list(suffix_generate(oracle, ids, 30, k=k, stats=stats))
+        got = list(suffix_generate(oracle, ids, 30, n_draft=k, stats=stats))
         assert_same_greedy(greedy(oracle, tuple(ids), 30), got, oracle, ids)
         assert stats.accepted > 0 and stats.rounds < 30
         kept = next(r for r in stats.trace if r.accepted)
-        assert kept.details["reason"].startswith("longest match: ")
-        assert kept.details["match"]["end"] < kept.context - 1
+        assert kept.details.reason.startswith("longest match: ")
+        assert kept.details.match["end"] < kept.context - 1
 
 
 def test_a_line_drafts_from_the_latest_occurrence_in_every_round(oracle):
     ids = repetitive_prompt(oracle, 1)
     stats = Stats(trace=[])
-    out = ids + list(suffix_generate(oracle, ids, 20, k=4, stats=stats))
+    out = ids + list(suffix_generate(oracle, ids, 20, n_draft=4, stats=stats))
     for r in stats.trace:
         text = out[:r.context]
         length, ends = earlier_matches(text)[-1]
@@ -277,14 +277,14 @@ def test_a_line_drafts_from_the_latest_occurrence_in_every_round(oracle):
 def test_exactly_n_new_tokens(oracle, n_new):
     ids = prompt(oracle, 3, 0) * 3
     for width in (1, 2):
-        assert len(list(suffix_generate(oracle, ids, n_new, k=4, width=width))) == n_new
+        assert len(list(suffix_generate(oracle, ids, n_new, n_draft=4, width=width))) == n_new
 
 
 def test_greedy_with_min_match_and_a_drafter_reused(oracle):
     drafter = SuffixDrafter(min_match=2)
     for seed in SEEDS:
         ids = repetitive_prompt(oracle, seed)
-        got = list(suffix_generate(oracle, ids, 20, k=4, drafter=drafter))
+        got = list(suffix_generate(oracle, ids, 20, n_draft=4, drafter=drafter))
         assert_same_greedy(greedy(oracle, tuple(ids), 20), got, oracle, ids)
     got = list(suffix_generate(oracle, [0, 0, 0], 10, width=2))
     assert_same_greedy(list(greedy_generate(oracle, [0, 0, 0], 10)), got, oracle, [0, 0, 0])
@@ -294,7 +294,7 @@ def test_bad_arguments(oracle):
     for bad in (0, 1.5):
         with pytest.raises(GenerationError, match="min_match must be a whole number >= 1"):
             SuffixDrafter(min_match=bad)
-    for name in ("k", "width", "max_nodes"):
+    for name in ("n_draft", "width", "max_nodes"):
         with pytest.raises(GenerationError, match=f"{name} must be at least 1"):
             list(suffix_generate(oracle, [1], 3, **{name: 0}))
     with pytest.raises(GenerationError, match="context window"):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import beyond.tree_sampling as ts
-from beyond.tree_sampling import accept_at_node, describe, tree_sample_generate, walk_tree
+from beyond.tree_sampling import accept_at_node, reason_line, tree_sample_generate, walk_tree
 from decoding import GenerationError, Stats
 from processors import Processor, make_processor
 from sps import sample
@@ -269,19 +269,19 @@ def generated_counts(small, processor, seed, **shape):
 
 
 @pytest.mark.parametrize("shape, processor", [
-    (dict(k=2, width=2), Processor()),
-    (dict(k=2, width=3, max_nodes=5), make_processor("topk", 3, temperature=1.3)),
+    (dict(n_draft=2, width=2), Processor()),
+    (dict(n_draft=2, width=3, max_nodes=5), make_processor("topk", 3, temperature=1.3)),
 ], ids=str)
 def test_the_generator_has_the_oracles_distribution(small, shape, processor):
     counts, dist, stats = generated_counts(small, processor, 1234, **shape)
     rejects, detail = chi_square_rejects(counts, dist, N_RUNS)
     assert not rejects, f"chi2, critical, df, impossible = {detail}"
-    assert 0 < stats.accepted < stats.drafted and stats.n_tokens == 3 * N_RUNS
+    assert 0 < stats.accepted < stats.drafted and stats.n_generated == 3 * N_RUNS
 
 
 def test_the_generators_chi_square_test_catches_a_biased_rule(small, monkeypatch):
     monkeypatch.setattr(ts, *BIASED["no residual after a rejection"])
-    counts, dist, _ = generated_counts(small, Processor(), 1234, k=2, width=2)
+    counts, dist, _ = generated_counts(small, Processor(), 1234, n_draft=2, width=2)
     assert chi_square_rejects(counts, dist, N_RUNS)[0]
 
 
@@ -295,7 +295,7 @@ def test_temperature_zero_is_greedy(request, oracle, kind, k):
     d = request.getfixturevalue(kind)
     for seed in (0, 1):
         ids = prompt(oracle, 5 + seed, seed)
-        got = list(tree_sample_generate(d, oracle, ids, 20, k=k, width=2, rng=np.random.default_rng(seed),
+        got = list(tree_sample_generate(d, oracle, ids, 20, n_draft=k, width=2, rng=np.random.default_rng(seed),
                                         temperature=0))
         assert_same_greedy(list(greedy_generate(oracle, ids, 20)), got, oracle, ids)
 
@@ -303,18 +303,18 @@ def test_temperature_zero_is_greedy(request, oracle, kind, k):
 def test_caches_and_statistics_after_every_round(related, oracle):
     ids = prompt(oracle, 5, 4)
     stats = Stats(trace=[])
-    out = list(tree_sample_generate(related, oracle, ids, 30, k=3, width=2, rng=np.random.default_rng(3),
+    out = list(tree_sample_generate(related, oracle, ids, 30, n_draft=3, width=2, rng=np.random.default_rng(3),
                                     temperature=0.8, stats=stats))
     length = len(ids)
     for r in stats.trace:
-        path, parents = r.details["path"], r.details["parents"]
+        path, parents = r.details.path, r.details.parents
         length += len(r.new)
         assert r.cached["oracle"] == length - 1 and r.cached["draft"] <= length - 1  # all but the newest token
         assert r.new[:-1] == [r.drafted[i] for i in path] and r.accepted == len(path)
         assert [parents[i] for i in path] == ([-1] + path)[:len(path)]  # a root path
-        assert len(r.drafted) <= 32 and all(len(v["checks"]) <= 2 for v in r.details["visits"])
-        assert r.oracle[0] == r.new[0] and r.details["reason"] == describe(r.details)
-    assert length == len(ids) + 30 and stats.n_tokens == len(out) == 30
+        assert len(r.drafted) <= 32 and all(len(v["checks"]) <= 2 for v in r.details.visits)
+        assert r.oracle[0] == r.new[0] and r.details.reason == reason_line(r.details)
+    assert length == len(ids) + 30 and stats.n_generated == len(out) == 30
     assert stats.rounds == len(stats.trace) and stats.oracle_passes == stats.rounds + 1  # + the prompt's pass
     assert stats.drafted == sum(len(r.drafted) for r in stats.trace)
     assert stats.accepted == sum(r.accepted for r in stats.trace) > 0
@@ -324,16 +324,16 @@ def test_caches_and_statistics_after_every_round(related, oracle):
 def test_the_oracle_as_its_own_draft_keeps_whole_paths(oracle):
     # p == q at every node: min(1, q/p) = 1 keeps the first child, so every round reaches a leaf.
     stats = Stats(trace=[])
-    list(tree_sample_generate(oracle, oracle, [1, 2, 3], 24, k=3, rng=np.random.default_rng(0), stats=stats))
-    assert [r.accepted for r in stats.trace] == [3] * 6 and all(r.details["last"]["from"] == "bonus" for r in stats.trace)
+    list(tree_sample_generate(oracle, oracle, [1, 2, 3], 24, n_draft=3, rng=np.random.default_rng(0), stats=stats))
+    assert [r.accepted for r in stats.trace] == [3] * 6 and all(r.details.last["from"] == "bonus" for r in stats.trace)
 
 
 def test_a_repeated_child_gets_no_subtree(related, oracle):
     stats = Stats(trace=[])
-    list(tree_sample_generate(related, oracle, [5, 6], 12, k=4, width=3, rng=np.random.default_rng(1),
+    list(tree_sample_generate(related, oracle, [5, 6], 12, n_draft=4, width=3, rng=np.random.default_rng(1),
                               temperature=0.5, stats=stats))
     for r in stats.trace:
-        parents = r.details["parents"]
+        parents = r.details.parents
         for i, parent in enumerate(parents):
             repeat = any(parents[j] == parent and r.drafted[j] == r.drafted[i] for j in range(i))
             assert not (repeat and i in parents)
@@ -342,13 +342,13 @@ def test_a_repeated_child_gets_no_subtree(related, oracle):
 def test_the_trace_and_the_page_show_the_rounds(related, oracle):
     from app import display, report
     stats = Stats(trace=[])
-    list(tree_sample_generate(related, oracle, [1, 2, 3], 12, k=2, rng=np.random.default_rng(2), stats=stats))
+    list(tree_sample_generate(related, oracle, [1, 2, 3], 12, n_draft=2, rng=np.random.default_rng(2), stats=stats))
     lines = display.format_trace(stats.trace, lambda t: f"<{t}>".encode(), 3)
     assert sum(line.startswith("round ") for line in lines) == len(stats.trace) and any("tree" in line for line in lines)
     page = report.rounds_section(SimpleNamespace(token_bytes=lambda t: f"<{t}>".encode(), method="tree-sample"),
                                  stats.trace)
     assert page.count("<details") == len(stats.trace)
-    assert describe(stats.trace[0].details, show=lambda ts_: " ".join(f"'{t}'" for t in ts_)).startswith("depth 1: child 1 '")
+    assert reason_line(stats.trace[0].details, show=lambda ts_: " ".join(f"'{t}'" for t in ts_)).startswith("depth 1: child 1 '")
 
 
 def test_a_seed_reproduces_a_run(related, oracle):
@@ -359,15 +359,15 @@ def test_a_seed_reproduces_a_run(related, oracle):
 @pytest.mark.parametrize("n_new", [0, 1, 2, 5])
 def test_exactly_n_new_tokens(related, oracle, n_new):
     for k in (1, 3):
-        assert len(list(tree_sample_generate(related, oracle, [1, 2], n_new, k=k, rng=np.random.default_rng(n_new)))) == n_new
+        assert len(list(tree_sample_generate(related, oracle, [1, 2], n_new, n_draft=k, rng=np.random.default_rng(n_new)))) == n_new
 
 
 def test_context_limit_and_bad_arguments(small):
     p_model, q_model = small
-    assert len(list(tree_sample_generate(p_model, q_model, [1] * 10, 6, k=4, rng=np.random.default_rng(0)))) == 6
+    assert len(list(tree_sample_generate(p_model, q_model, [1] * 10, 6, n_draft=4, rng=np.random.default_rng(0)))) == 6
     with pytest.raises(GenerationError, match="context window of 16"):
         list(tree_sample_generate(p_model, q_model, [1] * 10, 7))
-    for bad in ({"k": 0}, {"width": 0}, {"max_nodes": 0}, {"temperature": -1},
+    for bad in ({"n_draft": 0}, {"width": 0}, {"max_nodes": 0}, {"temperature": -1},
                 {"processor": Processor(), "temperature": 0.5}):
         with pytest.raises(GenerationError):
             list(tree_sample_generate(p_model, q_model, [1], 3, **bad))

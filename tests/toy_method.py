@@ -8,12 +8,12 @@ from kvcache import KVCache
 from speculative import rollback, verify
 
 
-def echo_generate(oracle, ids, n_new, k=3, stats=None):
+def echo_generate(oracle, ids, n_new, n_draft=3, stats=None):
     stats = Stats() if stats is None else stats
     check_room(ids, n_new, oracle)
     tokens, end, cache = list(ids), len(ids) + n_new, KVCache()
     while len(tokens) < end:
-        drafted = tokens[-1:] * min(k, end - len(tokens) - 1)
+        drafted = tokens[-1:] * min(n_draft, end - len(tokens) - 1)
         n_accepted, new_tokens, choice = verify(oracle, cache, tokens, drafted, stats)
         context = len(tokens)
         tokens += new_tokens

@@ -1,0 +1,3 @@
+"""The pieces of the --html page (app/report.py is the page itself): tokens.py makes tokens visible and marks
+them, figures.py draws the histogram, SpS's residual and the beyond/ methods' pictures, style.py is the
+stylesheet, suite.py the benchmark's own page."""
