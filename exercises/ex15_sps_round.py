@@ -15,9 +15,10 @@ Sample at temperature 1, with no top-k. What you may use:
     residual(q, p)          # (q - p)+ renormalised: exercise 11
 
 The checker runs your round 300 times (K = 2) on two tiny models over a
-vocabulary of 6 tokens and compares how often drafts are kept with alpha; then
-it runs your rounds 500 times until 3 tokens are out, and compares those with
-the target's exact distribution (a chi-square test).
+vocabulary of 6 tokens and compares how often drafts are kept with alpha, and
+how often all K are kept (also with K = 1 and 3) with its exact probability;
+then it runs your rounds 500 times until 3 tokens are out, and compares those
+with the target's exact distribution (a chi-square test).
 
 Check: pytest exercises/ -k ex15
 """

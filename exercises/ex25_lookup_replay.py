@@ -8,7 +8,8 @@ replay the run without any model: from i = n_prompt, while i < len(tokens):
   (exercise 16's lookup; your own or ngram.NGramDrafter's), count how many of
   them match tokens[i:] from the start, and move i past them and the oracle's
   own token.
-replay_lookup(tokens, n_prompt, k, max_tail=3) returns (drafted, accepted, rounds).
+replay_lookup(tokens, n_prompt, k, max_tail=3) returns (drafted, accepted, rounds);
+the checker calls it with other values of k and max_tail too.
 
 Check: pytest exercises/ -k ex25
 """

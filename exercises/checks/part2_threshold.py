@@ -8,7 +8,7 @@ from gpt2 import softmax
 from kvcache import KVCache
 
 from .models import tiny_pair
-from .running import Exercise, StillBuggy, attempt, detail, number, project, show, unchanged, wrong
+from .running import Exercise, StillBuggy, attempt, number, project, show, unchanged, wrong
 
 
 # ---------------------------------------------------------------------------
@@ -34,11 +34,10 @@ def check_draft_while_confident(f):
         for seed in range(2):
             ids = np.random.default_rng(seed).integers(0, oracle.vocab_size, 5).tolist()
             stats = Stats(trace=[])
-            # n_draft, threshold.py's most drafts a round, by position: its name moved from max_draft to n_draft
-            tokens = ids + list(threshold_generate(draft, oracle, ids, n_new, n_draft, threshold=threshold,
+            tokens = ids + list(threshold_generate(draft, oracle, ids, n_new, n_draft=n_draft, threshold=threshold,
                                                    threshold_all_correct_boost=boost, stats=stats))
             for r, record in enumerate(stats.trace, 1):
-                context, t = tokens[:record.context], detail(record, "threshold")
+                context, t = tokens[:record.context], record.details.threshold
                 k_max = min(n_draft, len(ids) + n_new - record.context - 1)
                 call = f"draft_while_confident(draft, <text of {record.context} tokens>, k_max={k_max}, threshold={t:.3f})"
                 given = list(context)

@@ -336,7 +336,7 @@ def reference_sps_round():
 
     def sps_round(draft, oracle, tokens, K, rng):
         stats = Stats(trace=[])
-        next(speculative_sample(draft, oracle, tokens, K + 1, K, rng=rng, stats=stats))  # K: sps.py's n_draft
+        next(speculative_sample(draft, oracle, tokens, K + 1, n_draft=K, rng=rng, stats=stats))  # Chen et al.'s K
         return stats.trace[0].new
     return sps_round
 

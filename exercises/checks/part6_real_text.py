@@ -10,7 +10,7 @@ import numpy as np
 from decoding import Stats
 
 from .models import held_out_prompts, learned_pair
-from .running import Exercise, attempt, count, detail, number, show, wrong
+from .running import Exercise, attempt, count, number, show, wrong
 
 
 # --- exercise 22: acceptance by kind of text -----------------------------------
@@ -218,9 +218,8 @@ def check_tree_path(f):
             draft, oracle, _ = learned_pair()
             stats = Stats(trace=[])
             for _, ids in held_out_prompts()[:2]:
-                # 4: tree.py's n_draft (the depth), by position: its name moved from max_depth to n_draft
-                list(tree_generate(draft, oracle, list(ids), 12, 4, branch=2, confidence=0.6, stats=stats))
-            rounds = [(detail(r, "parents"), r.drafted, r.oracle, detail(r, "path")) for r in stats.trace]
+                list(tree_generate(draft, oracle, list(ids), 12, n_draft=4, branch=2, confidence=0.6, stats=stats))
+            rounds = [(r.details.parents, r.drafted, r.oracle, r.details.path) for r in stats.trace]
         else:
             rounds = [case]
         for parents, tokens, choice, *kept in rounds:

@@ -106,13 +106,6 @@ def unchanged(call, arguments):
                         "instead of `x -= m`) or build a new value, and leave the argument as it came")
 
 
-def detail(record, name):
-    """One field of a traced round's method record (tree.TreeDetails, threshold.ThresholdDetails, ...;
-    a plain dict where a decoder still records one)."""
-    details = record.details
-    return details[name] if isinstance(details, dict) else getattr(details, name)
-
-
 def span(first, last):
     """'position 4' or 'positions 4..6'."""
     return f"position {first}" if first == last else f"positions {first}..{last}"
