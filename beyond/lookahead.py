@@ -177,7 +177,7 @@ def layout(last, n, window, candidates):
     rows.levels.append([0])
     for c, token in enumerate(window[0], start=1):
         rows.levels[0].append(rows.add(token, n - 1 + c, list(rows.levels[0])))
-    # Level l, column c: level 0 up to column c, then column c of levels 1..l-1 (positions n - 1 .. n - 1 + c + l).
+    # Level l, column c: level 0 up to column c, column c of levels 1..l-1, itself (positions n - 1 .. n - 1 + c + l).
     for l, level in enumerate(window[1:], start=1):
         rows.levels.append([])
         for c, token in enumerate(level):
@@ -293,7 +293,7 @@ def lookahead_generate(oracle, ids, n_new, W=3, N=4, G=3, rng=None, stats=None):
 
 def reason(window, W, N, candidates, g, n_accepted, n_ngrams, pool_size, left):
     """The trace's "why": what the window held, which n-gram was verified, how many were kept, why it ended."""
-    levels = f"window of {len(window)} level(s) of up to {W} guesses"
+    levels = f"window of {len(window)} level(s), {sum(len(level) for level in window)} guesses"
     if len(window) < N - 1:
         levels += f" (warming up: n-grams once there are N - 1 = {N - 1})"
     elif n_ngrams:
