@@ -283,7 +283,7 @@ def test_runs_that_reach_the_context_limit(tiny_dirs, shape):
 
 @pytest.mark.parametrize("shape, fragment", [(dict(W=0), "window W"), (dict(N=1), "n-gram size N"),
                                              (dict(G=0), "candidates G"), (dict(N=2.5), "n-gram size N"),
-                                             (dict(W=True, G=-1), "candidates G")])
+                                             (dict(W=2, G=-1), "candidates G")])
 def test_bad_shapes_are_one_clear_error(oracle, shape, fragment):
     with pytest.raises(GenerationError, match=fragment):
         list(lookahead_generate(oracle, [1, 2], 5, **shape))
