@@ -20,9 +20,9 @@ from tqdm import tqdm
 
 from app import methods, program, runner, tables
 from decoding import Stats, check_room
-from errors import UserError
+from errors import UserError, printable
 from processors import Processor
-from weights import files
+from weights import files, reading
 from weights.models import DEFAULT_MODELS_DIR
 
 GREEDY_BASELINE, SAMPLING_BASELINE = "greedy", "sample"
@@ -79,8 +79,8 @@ def run_ablations(draft, oracle, prompts_ids, n_new, gamma=4, temperature=1.0, s
 
 def row(method, setting, stats, seconds, matches):
     m = methods.get(method)
-    return {"method": method, "setting": setting, "tokens": stats.n_tokens, "seconds": round(seconds, 3),
-            "tokens_per_s": round(stats.n_tokens / seconds, 2) if seconds else "",
+    return {"method": method, "setting": setting, "tokens": stats.n_generated, "seconds": round(seconds, 3),
+            "tokens_per_s": round(stats.n_generated / seconds, 2) if seconds else "",
             "acceptance": round(stats.acceptance_rate, 3) if stats.drafted else "",
             "tokens_per_pass": round(stats.tokens_per_round, 2) if stats.rounds else "",
             "speedup": "", "matches_greedy": ("yes" if matches else "NO") if m.exact else
@@ -91,10 +91,11 @@ def row(method, setting, stats, seconds, matches):
 def read_prompts(path):
     """One prompt per line; blank lines are skipped; a line may contain \\n for a newline."""
     try:
-        with open(path, encoding="utf-8") as f:
-            prompts = [line.rstrip("\n").replace("\\n", "\n") for line in f if line.strip()]
+        text = reading.read_text(path, "prompts")  # bounded, a regular file only: not /dev/zero, not a FIFO
     except UnicodeDecodeError as e:
         raise UserError(f"{path}: not UTF-8 text (byte {e.start}); save it as UTF-8") from None
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")  # as open() reads lines: universal newlines
+    prompts = [line.replace("\\n", "\n") for line in lines if line.strip()]
     if not prompts:
         raise UserError(f"{path}: no prompts in it (one per line)")
     return prompts
@@ -137,7 +138,7 @@ def main(argv=None):
     for ids in prompts_ids[1:]:
         check_room(ids, args.max_new_tokens, draft, oracle)
     rows = run_ablations(draft, oracle, prompts_ids, args.max_new_tokens, args.gamma, args.temperature, args.seed)
-    print(f"{args.draft} -> {args.oracle}, {len(prompts)} prompt(s), {args.max_new_tokens} new tokens each")
+    print(f"{printable(args.draft)} -> {printable(args.oracle)}, {len(prompts)} prompt(s), {args.max_new_tokens} new tokens each")
     print(tables.text(rows, COLUMNS))
     tables.write_csv(args.out, rows, COLUMNS)
-    print(f"wrote {args.out}", file=sys.stderr)
+    print(f"wrote {printable(args.out)}", file=sys.stderr)

@@ -197,9 +197,8 @@ def print_table(title, rows, columns):
     print(f"\n{title}\n{tables.text(rows, columns)}")
 
 
-def save(out_dir, name, rows):  # every key of any row is a column
-    os.makedirs(out_dir, exist_ok=True)
-    tables.write_csv(os.path.join(out_dir, f"{name}.csv"), rows, columns=list(dict.fromkeys(k for r in rows for k in r)))
+def csv_writer(rows):  # a writer of rows as a CSV for files.write_together; every key of any row is a column
+    return lambda path: tables.write_csv(path, rows, columns=list(dict.fromkeys(k for r in rows for k in r)))
 
 
 def write_summary(path, results):
@@ -247,7 +246,8 @@ def write_summary(path, results):
     files.write_text(path, "\n".join(lines) + "\n")
 
 
-def plot(out_dir, curves):
+def plot(curves):
+    """A writer of the cost curves as a PNG for files.write_together; None without matplotlib."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -261,9 +261,7 @@ def plot(out_dir, curves):
     ax.plot([1, 16], [1, 1], "k--", lw=0.8, label="ideal (memory-bound)")
     ax.set(xlabel="tokens per forward (k)", ylabel="T(k) / T(1)", title="Cost of checking k tokens at once")
     ax.legend()
-    path = os.path.join(out_dir, "cost_curve.png")
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    return path
+    return lambda path: fig.savefig(path, format="png", dpi=120, bbox_inches="tight")  # path: a temporary name, no .png
 
 
 def parse_args(argv):
@@ -285,7 +283,7 @@ def parse_args(argv):
         parser.error(f"--context must be from 1 to {MAX_CONTEXT} (the window of 1024 holds it and 16 new tokens)")
     if args.new_tokens is not None and not 1 <= args.new_tokens <= MAX_NEW:
         parser.error(f"--new-tokens must be from 1 to {MAX_NEW} (the window of 1024 holds it and the 48-token prompt)")
-    problem = files.why_not_a_folder_to_write(args.out)
+    problem = files.why_not_writable_in(args.out, RESULTS)  # every file of the set, before minutes of timing
     if problem and not args.load_probe:
         parser.error(f"--out {problem}")
     return args
@@ -414,14 +412,14 @@ def machine(args, argv):
     end = measure.cpu_snapshot()
     results["run"].update(minutes=(end[0] - start[0]) / 60, others_load=measure.others_load(start, end),
                           weights=", ".join(f"{n} {'real' if r else 'random, of the real shape'}" for n, r in real.items()))
-    save(args.out, "cost_curve", curve_rows)
-    save(args.out, "one_token", one_token_rows)
-    save(args.out, "end_to_end", e2e)
-    files.write_text(os.path.join(args.out, "bench.json"), json.dumps(results, indent=2))
-    write_summary(os.path.join(args.out, "summary.md"), results)
-    png = plot(args.out, curves)
-    print(f"\nwrote {args.out}/summary.md, cost_curve.csv, one_token.csv, end_to_end.csv, bench.json"
-          + (f", {os.path.basename(png)}" if png else " (pip install matplotlib for a plot)"))
+    png = plot(curves)
+    # One set: a failure leaves the earlier run's files as they were, never half of each run's.
+    files.write_together(args.out, {
+        "cost_curve.csv": csv_writer(curve_rows), "one_token.csv": csv_writer(one_token_rows),
+        "end_to_end.csv": csv_writer(e2e), "bench.json": lambda path: files.write_text(path, json.dumps(results, indent=2)),
+        "summary.md": lambda path: write_summary(path, results), **({"cost_curve.png": png} if png else {})})
+    print(f"\nwrote {printable(args.out)}/summary.md, cost_curve.csv, one_token.csv, end_to_end.csv, bench.json"
+          + (", cost_curve.png" if png else " (pip install matplotlib for a plot)"))
 
 
 def main_entry():

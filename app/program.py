@@ -2,9 +2,11 @@
 
 A user who mistypes a flag, has no network or points at a broken file should
 see one clear line on stderr and a non-zero exit, not a usage dump or a Python
-traceback. The errors we expect are UserError (errors.py) and OSError (a full
-disk, a directory where a file should be, a dead network); anything else is
-a bug and keeps its traceback.
+traceback. The errors we expect are UserError (errors.py), OSError (a full
+disk, a directory where a file should be, a dead network), MemoryError (a
+memory limit) and Ctrl-C at any moment: while the program loads
+(interrupt_quietly, the first thing every entry script does), runs, or
+reports. Anything else is a bug and keeps its traceback.
 """
 
 import argparse
@@ -62,6 +64,9 @@ def run(main):
             signal.signal(signal.SIGINT, signal.SIG_IGN)
     except KeyboardInterrupt:
         fail("interrupted", code=130)
+    except MemoryError:  # a limit (ulimit -v, a container's) or the machine's memory: what ran out is not a bug
+        drop_stdout()
+        fail("out of memory: use a smaller model, fewer tokens or fewer beams, or raise the memory limit")
     except BrokenPipeError:  # `... | head`: the reader has gone, stop quietly
         drop_stdout()
         sys.exit(BROKEN_PIPE)

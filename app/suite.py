@@ -38,13 +38,14 @@ import time
 import numpy as np
 from tqdm import tqdm
 
-from app import methods, program, report, runner, tables
+from app import methods, program, runner, tables
+from app.page.suite import write_suite_page
 from decoding import Stats, check_room
 from errors import printable
 from kvcache import KVCache
 from processors import Processor
 from speed import measure, predict
-from weights import files
+from weights import files, reading
 from weights.demo_pair import ASSETS
 from weights.models import DEFAULT_MODELS_DIR
 
@@ -55,16 +56,18 @@ NEAR_TIE = 1e-5  # a top-2 logit gap below this: batched and single-token passes
 COLUMNS = ["method", "kind", "speedup", "speedup_min", "speedup_max", "acceptance", "tokens_per_pass", "draft_passes",
            "oracle_passes", "repeats", "output"]
 REPEAT_N = 4  # a new token "repeats" when it ends a 4-gram that already occurred in the prompt or the output
+OUTPUTS = ("suite.csv", "suite_prediction.csv", "suite.md", "suite.json", "suite.html")
 PREDICTION_COLUMNS = ["method", "c", "alpha", "gamma", "predicted_paper", "predicted_measured_check", "measured", "verdict"]
 
 
 def read_prompts(path):
     try:
-        with open(path, encoding="utf-8") as f:
-            prompts = json.load(f)
+        prompts = json.loads(reading.read_text(path, "prompts"))  # bounded, a regular file only
         ok = isinstance(prompts, list) and prompts and all(
             isinstance(p, dict) and p.get("kind") in KINDS and isinstance(p.get("prompt"), str) and p["prompt"] for p in prompts)
-    except (OSError, ValueError) as e:
+    except reading.ReadError:
+        raise
+    except (OSError, ValueError, RecursionError) as e:
         raise program.UsageError(f"{path}: cannot read its prompts ({getattr(e, 'strerror', None) or e})") from None
     if not ok:
         raise program.UsageError(f"{path}: not a list of {{\"kind\": one of {', '.join(KINDS)}, \"prompt\": text}}")
@@ -151,7 +154,7 @@ def kind_row(method, kind, prompts, ids, seconds, stats, outputs, oracle, rounds
                 for r in range(rounds)]
     all_stats = [s for i in chosen for s in stats[method.name, i]]
     drafted, accepted = sum(s.drafted for s in all_stats), sum(s.accepted for s in all_stats)
-    tokens, passes = sum(s.n_tokens for s in all_stats), sum(s.rounds for s in all_stats)
+    tokens, passes = sum(s.n_generated for s in all_stats), sum(s.rounds for s in all_stats)
     if method.exact:
         differs = [(i, r) for i in chosen for r in range(rounds) if outputs[method.name, i, r] != outputs["greedy", i, r]]
         ties = [near_tie(oracle, ids[i], outputs[method.name, i, r], outputs["greedy", i, r]) for i, r in differs]
@@ -223,7 +226,7 @@ def main(argv):
     args = parser.parse_args(argv)
     if not 1 <= args.new_tokens <= 512 or not 1 <= args.rounds <= 20 or not 0 <= args.temperature <= 1000:
         parser.error("--new-tokens must be from 1 to 512, --rounds from 1 to 20, --temperature from 0 to 1000")
-    problem = files.why_not_a_folder_to_write(args.out)
+    problem = files.why_not_writable_in(args.out, OUTPUTS)  # every file of the set, before the work
     if problem:
         parser.error(f"--out {problem}")
     prompts = read_prompts(args.prompts)
@@ -233,17 +236,17 @@ def main(argv):
     rows, predictions, facts = run_suite(loaded.draft, loaded.oracle, loaded.enc, prompts, args.new_tokens,
                                          args.temperature, args.rounds, names=args.methods)
     command = " ".join(["python bench.py suite", *argv])
-    print(f"\n{args.draft} -> {args.oracle}: {facts['prompts']} held-out prompts, {args.new_tokens} new tokens, "
+    print(f"\n{printable(args.draft)} -> {printable(args.oracle)}: {facts['prompts']} held-out prompts, {args.new_tokens} new tokens, "
           f"{args.rounds} rounds; c = T_draft(1)/T_oracle(1) = {facts['c']} ({time.perf_counter() - start:.0f} s)")
     print(tables.text(rows, COLUMNS))
     print("\nprediction (Leviathan et al.) against measurement, all kinds together:")
     print(tables.text(predictions, PREDICTION_COLUMNS))
-    os.makedirs(args.out, exist_ok=True)
-    tables.write_csv(os.path.join(args.out, "suite.csv"), rows, COLUMNS)
-    tables.write_csv(os.path.join(args.out, "suite_prediction.csv"), predictions, PREDICTION_COLUMNS)
-    files.write_text(os.path.join(args.out, "suite.md"), markdown(rows, predictions, facts, command))
-    files.write_text(os.path.join(args.out, "suite.json"), json.dumps({"facts": facts, "rows": rows,
-                                                                       "prediction": predictions}, indent=1))
-    report.write_suite_page(os.path.join(args.out, "suite.html"), rows, facts, command)
-    print(f"\nwrote {printable(args.out)}/suite.csv, suite_prediction.csv, suite.md, suite.json, suite.html",
-          file=sys.stderr)
+    # One set: a failure leaves the earlier run's five files as they were, never a mix of two runs.
+    files.write_together(args.out, {
+        "suite.csv": lambda path: tables.write_csv(path, rows, COLUMNS),
+        "suite_prediction.csv": lambda path: tables.write_csv(path, predictions, PREDICTION_COLUMNS),
+        "suite.md": lambda path: files.write_text(path, markdown(rows, predictions, facts, command)),
+        "suite.json": lambda path: files.write_text(path, json.dumps({"facts": facts, "rows": rows,
+                                                                      "prediction": predictions}, indent=1)),
+        "suite.html": lambda path: write_suite_page(path, rows, facts, command)})
+    print(f"\nwrote {printable(args.out)}/{', '.join(OUTPUTS)}", file=sys.stderr)

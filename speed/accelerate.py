@@ -167,6 +167,8 @@ def convert(path, stamp, source, config):
         return read_converted(path, stamp, checkpoint.checkpoint_tensors(source, config, sampled=True))
     except OSError as e:  # a read-only directory, a full disk, a directory in the way; on Windows a copy mapped by another run
         note = f"cannot write {path} ({e.strerror or e})"
+    except files.WriteError as e:  # a link, a device or a FIFO at its name: never written through (weights/files.py)
+        note = str(e)
     except checkpoint.CheckpointError as e:  # what was just written does not read back: a failing disk
         note = str(e)
     print(printable(f"note: {note}; converting in memory instead"), file=sys.stderr)

@@ -23,7 +23,7 @@ from conftest import ROOT, make_model_dir, save_tensors
 from permissions import permissions_binding_root
 from speed import accelerate
 from speed.accelerate import BLOCKED_FILE, load_fast
-from weights import checkpoint
+from weights import checkpoint, reading
 from weights.checkpoint import CheckpointError
 
 IDS = [5, 0, 17, 200, 3, 99, 41, 7]
@@ -693,8 +693,9 @@ def test_an_unreadable_checkpoint_is_a_checkpoint_error_with_its_path(tmp_path, 
 
 @pytest.mark.parametrize("name", ["model.safetensors", "config.json"])
 def test_an_unreadable_file_is_a_checkpoint_error_with_its_path(tmp_path, template, monkeypatch, name):
-    # Simulated, since tests may run as root, whom permissions do not stop.
-    real_open = open
+    # Simulated, since tests may run as root, whom permissions do not stop. Every file from outside is
+    # opened by weights/reading.py, with os.open.
+    real_open = os.open
 
     def deny(path, *args, **kwargs):
         if str(path).endswith(name):
@@ -702,7 +703,7 @@ def test_an_unreadable_file_is_a_checkpoint_error_with_its_path(tmp_path, templa
         return real_open(path, *args, **kwargs)
 
     model_dir = fresh_copy(template, tmp_path)
-    monkeypatch.setattr(checkpoint, "open", deny, raising=False)
+    monkeypatch.setattr(reading.os, "open", deny)
     with pytest.raises(CheckpointError, match=f"{name}: cannot read it.*Permission denied"):
         load_fast(model_dir)
 
@@ -713,8 +714,9 @@ def test_a_converted_file_that_is_a_directory_gives_a_note_and_success(tmp_path,
     notes(capfd)
     np.testing.assert_array_equal(load_fast(model_dir).forward(IDS), pristine)
     lines = notes(capfd)
-    assert len(lines) == 1 and lines[0].startswith(f"note: cannot write {os.path.join(model_dir, BLOCKED_FILE)}"), lines
-    assert temp_files(model_dir) == []
+    assert len(lines) == 1 and lines[0].startswith(f"note: {os.path.join(model_dir, BLOCKED_FILE)} is a directory, "
+                                                   "not a file this program wrote"), lines
+    assert temp_files(model_dir) == [] and os.path.isdir(os.path.join(model_dir, BLOCKED_FILE))
 
 
 @pytest.mark.parametrize("how", ["chmod", "simulated"])

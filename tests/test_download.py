@@ -23,6 +23,7 @@ import urllib3
 import download_server
 from conftest import ROOT, tiny_config, write_tiny_bpe
 from weights import download as download_weights
+from weights import http
 from weights.download import DownloadError, download
 
 def tiny_files():
@@ -183,16 +184,16 @@ def test_body_longer_than_announced_stops_at_the_announced_size(hub, tmp_path):
 @pytest.mark.parametrize("method", ["HEAD", "GET"])
 def test_redirect_loop_is_a_clear_error(hub, tmp_path, method):
     hub["loop"] = (method,)
-    with pytest.raises(DownloadError, match=f"more than {download_weights.MAX_REDIRECTS} redirects") as e:
+    with pytest.raises(DownloadError, match=f"more than {http.MAX_REDIRECTS} redirects") as e:
         download("gpt2", str(tmp_path))
     assert MIRROR_HINT in str(e.value)
-    assert sum(path == "/cdn/model.safetensors" for _, path, _ in hub["log"]) <= download_weights.MAX_REDIRECTS + 1
+    assert sum(path == "/cdn/model.safetensors" for _, path, _ in hub["log"]) <= http.MAX_REDIRECTS + 1
 
 
 # --- 4. a slow drip ----------------------------------------------------------
 
 def test_slow_drip_stalls_with_a_deadline_and_keeps_the_partial(hub, tmp_path, monkeypatch):
-    monkeypatch.setattr(download_weights, "STALL_SECONDS", 0.3)
+    monkeypatch.setattr(http, "STALL_SECONDS", 0.3)
     monkeypatch.setattr(download_weights, "RETRIES", 1)
     hub["drip"] = 0.002  # a byte now and then: the connection never times out, the download never ends
     failure = []
@@ -396,7 +397,7 @@ def test_server_error_is_a_clear_error(hub, tmp_path):
 
 def test_on_the_mirror_the_hint_names_the_hub(monkeypatch):
     monkeypatch.setenv("HF_ENDPOINT", "https://hf-mirror.com")
-    assert "HF_ENDPOINT=https://huggingface.co" in download_weights.mirror_hint()
+    assert "HF_ENDPOINT=https://huggingface.co" in http.mirror_hint()
 
 
 # --- the command line --------------------------------------------------------

@@ -31,7 +31,7 @@ from permissions import bound_command
 from processors import Processor, nucleus_filtered
 from test_download import FILES
 from weights import download as downloader
-from weights import files
+from weights import files, http
 from weights.download import DownloadError
 
 ESC = "\x1b[2J\x1b[31m"  # clear the screen, then red: what a hostile text would send a terminal
@@ -201,7 +201,7 @@ def test_5_a_config_with_wrong_types_is_never_stored(hub, tmp_path):
 
 
 def test_6_headers_that_trickle_in_end_in_one_line_naming_the_server(hub, tmp_path, monkeypatch):
-    monkeypatch.setattr(downloader, "HEADERS_SECONDS", 1)
+    monkeypatch.setattr(http, "HEADERS_SECONDS", 1)
     hub["drip_headers"] = 0.05  # a byte every 50 ms: never a read timeout, never the end of the headers
     with pytest.raises(DownloadError, match=r"127\.0\.0\.1:\d+ sent no complete answer within 1 s"):
         downloader.download("gpt2", str(tmp_path))
@@ -344,10 +344,11 @@ SLOW = ("import sys, time; from speed.accelerate import FastGPT2; real = FastGPT
 @pytest.mark.skipif(os.name != "posix", reason="pseudo-terminals are POSIX-only")
 def test_17_ctrl_c_while_streaming_starts_its_message_on_a_new_line(pair):
     import pty
-    pid, fd = pty.fork()
-    if pid == 0:
-        os.chdir(ROOT)
-        os.execv(sys.executable, [sys.executable, "-c", SLOW, "the cat", *pair, "-n", "100", "--color", "never"])
+    fd, terminal = pty.openpty()  # started, not forked from this process and its threads
+    proc = subprocess.Popen([sys.executable, "-c", SLOW, "the cat", *pair, "-n", "100", "--color", "never"], cwd=ROOT,
+                            stdin=terminal, stdout=terminal, stderr=terminal, start_new_session=True)
+    os.close(terminal)
+    pid = proc.pid
     seen = b""
     try:
         while b"the cat" not in seen or len(seen.split(b"the cat", 1)[1]) < 3:  # some text after the prompt
@@ -361,10 +362,10 @@ def test_17_ctrl_c_while_streaming_starts_its_message_on_a_new_line(pair):
                     break
                 seen += chunk
     finally:
-        _, status = os.waitpid(pid, 0)
+        status = proc.wait()
         os.close(fd)
     text = seen.decode("utf-8", "replace").replace("\r\n", "\n")
-    assert "\nerror: interrupted" in text and os.WEXITSTATUS(status) == 130, text
+    assert "\nerror: interrupted" in text and status == 130, text
 
 
 def test_18_csv_cells_a_spreadsheet_would_run_are_quoted(tmp_path):

@@ -34,12 +34,14 @@ import numpy as np
 from tqdm import tqdm
 
 from errors import UserError
-from weights import files
+from weights import files, reading
 
 SAFETENSORS_DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16}  # the ones we read, as float32
 ITEM_SIZES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "I16": 2, "U16": 2, "F16": 2, "BF16": 2,
               "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8}  # every dtype of the format
-MAX_HEADER_BYTES = 100_000_000  # real headers are kilobytes; text or HTML read as a length gives nonsense
+# Real headers are kilobytes (gpt2-xl's: 580 tensors); parsing JSON takes many times its size in memory,
+# so the bound is what no GPT-2 comes near, not what the format allows. Text read as a length is nonsense.
+MAX_HEADER_BYTES = 8 << 20
 MAX_DIMS = 32  # NumPy 1's limit
 # Tensors a checkpoint may hold beyond GPT-2's weights: the attention-mask
 # buffers of old checkpoints, and the LM head, which must be wte (check_tied).
@@ -76,8 +78,9 @@ def load_config(model_dir):
     """The shapes GPT2 needs, from model_dir/config.json (Hugging Face's GPT2Config keys), checked."""
     path = os.path.join(model_dir, "config.json")
     try:
-        with open(path, encoding="utf-8") as f:
-            raw = json.load(f)
+        raw = json.loads(reading.read_text(path, "config.json"))
+    except reading.ReadError as e:  # a FIFO, a device, a file of gigabytes: never read
+        raise CheckpointError(str(e)) from None
     except (OSError, ValueError, RecursionError) as e:
         raise CheckpointError(f"{path}: cannot read it as JSON ({getattr(e, 'strerror', None) or e})") from None
     return validate_config(path, raw)
@@ -141,12 +144,14 @@ def open_safetensors(path, sampled=False):
     values will be). Header and data come from one open file: a file replaced
     meanwhile cannot mix two versions."""
     try:
-        with open(path, "rb") as f:
+        with reading.open_regular(path) as f:  # not a FIFO or a device: only a regular file can be mapped
             size = os.fstat(f.fileno()).st_size
             header, data_start = read_header(path, f, size)
             tensors, metadata = validate_header(path, header, size - data_start)
             data = map_file(f, sampled)[data_start:]
-    except OSError as e:  # unreadable, a directory, vanished
+    except reading.ReadError as e:
+        raise CheckpointError(str(e)) from None
+    except OSError as e:  # unreadable, vanished
         raise CheckpointError(f"{path}: cannot read it ({e.strerror or e})") from None
     return tensors, metadata, data
 
@@ -388,8 +393,7 @@ def random_checkpoint(model_dir, config, seed=0, scale=0.02):
         return np.resize(np.roll(pool[0], rng.integers(pool[0].size)), shape)
 
     os.makedirs(model_dir, exist_ok=True)
-    with open(os.path.join(model_dir, "config.json"), "w") as f:
-        json.dump({"model_type": "gpt2", **config}, f, indent=2)
+    files.write_text(os.path.join(model_dir, "config.json"), json.dumps({"model_type": "gpt2", **config}, indent=2))
     save_safetensors(os.path.join(model_dir, "model.safetensors"), shapes, tensor,
                      progress=f"writing random weights to {model_dir}")
     return model_dir

@@ -12,10 +12,12 @@ After that, --draft demo-draft --oracle demo-oracle works with every command.
 
 import hashlib
 import os
+import re
 import shutil
+import stat
 
 from errors import printable
-from weights import files
+from weights import files, reading
 from weights.checkpoint import CheckpointError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -24,26 +26,44 @@ DEMO_NAMES = ("demo-draft", "demo-oracle")
 ROLES = {"demo-draft": "draft", "demo-oracle": "oracle"}
 MODEL_FILES = ("config.json", "model.safetensors")  # each role's, in assets/learned-pair/ROLE/
 TOKENIZER_FILES = ("vocab.json", "merges.txt")       # shared, in assets/learned-pair/, copied into each model directory
+# What the project writes in a demo model's directory: its files and speed/accelerate.py's converted copy.
+OWN_FILES = {*MODEL_FILES, *TOKENIZER_FILES, "model.blocked.safetensors"}
 
 
 def shipped_sums():
-    """{path under assets/learned-pair: sha256} from SHA256SUMS."""
+    """{path under assets/learned-pair: sha256} from SHA256SUMS: lines of a digest and a name."""
     path = os.path.join(ASSETS, "SHA256SUMS")
+    restore = "the demo pair ships with the repository, restore it with git checkout"
     try:
-        with open(path, encoding="utf-8") as f:
-            lines = [line.split() for line in f if line.strip()]
-    except OSError as e:
-        raise CheckpointError(f"{path}: cannot read it ({e.strerror or e}): the demo pair ships with the repository, "
-                              "restore it with git checkout") from None
-    return {name: digest for digest, name in lines}
+        text = reading.read_text(path, "SHA256SUMS")
+    except (OSError, ValueError) as e:  # missing, a FIFO or a device, too big, not UTF-8
+        raise CheckpointError(f"{printable(path)}: cannot read it ({getattr(e, 'strerror', None) or e}): {restore}") from None
+    sums = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        fields = line.split()
+        if not fields:
+            continue
+        if len(fields) != 2 or not re.fullmatch("[0-9a-f]{64}", fields[0]) or fields[1] in sums:
+            raise CheckpointError(f"{printable(path)}: line {number} is not a SHA-256 and a file name of its own: {restore}")
+        sums[fields[1]] = fields[0]
+    return sums
 
 
 def sha256(path):
+    """The SHA-256 of the regular file at path; ReadError for anything else (a FIFO is never waited on)."""
     digest = hashlib.sha256()
-    with open(path, "rb") as f:
+    with reading.open_regular(path) as f:
         while chunk := f.read(1 << 20):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def same_file(path, digest):
+    """True when path is a regular file whose SHA-256 is digest."""
+    try:
+        return sha256(path) == digest
+    except (OSError, reading.ReadError):
+        return False
 
 
 def sources(name):
@@ -58,15 +78,14 @@ def check_assets(sums):
         path = os.path.join(ASSETS, name)
         if name not in sums:
             raise CheckpointError(f"{os.path.join(ASSETS, 'SHA256SUMS')} lists no {name}")
-        if not os.path.isfile(path) or sha256(path) != sums[name]:
+        if not same_file(path, sums[name]):
             raise CheckpointError(f"{printable(path)} is not the file shipped with the repository (its SHA-256 differs): "
                                   "restore it with git checkout")
 
 
 def is_current(model_dir, name, sums):
     """True when model_dir holds exactly the shipped files of the demo model `name`."""
-    return all(os.path.isfile(os.path.join(model_dir, f)) and sha256(os.path.join(model_dir, f)) == sums[source]
-               for f, source in sources(name).items())
+    return all(same_file(os.path.join(model_dir, f), sums[source]) for f, source in sources(name).items())
 
 
 def build_pair(models_dir):
@@ -85,12 +104,20 @@ def build_pair(models_dir):
 
 def write_model(model_dir, name):
     """The demo model `name` written whole into model_dir: in a directory of this writer's own, then renamed
-    into place; what was there before (an older demo pair) is removed once the new one is in place."""
+    into place; what was there before (an older demo pair) is removed once the new one is in place, and only
+    if it is a demo model this project wrote (why_not_ours): a user's file, link or FIFO there is refused."""
+    problem = why_not_ours(model_dir)
+    if problem:
+        raise files.WriteError(problem)
     parent = os.path.dirname(os.path.abspath(model_dir))
     tmp = files.temp_dir(parent)
     try:
         for f, source in sources(name).items():
-            shutil.copyfile(os.path.join(ASSETS, source), os.path.join(tmp, f))
+            try:
+                with reading.open_regular(os.path.join(ASSETS, source)) as src, files.open_new(os.path.join(tmp, f)) as dest:
+                    shutil.copyfileobj(src, dest)
+            except OSError as e:  # a full disk: the file that failed is the destination, named as the user knows it
+                raise OSError(e.errno, e.strerror, os.path.join(model_dir, f)) from None
         old = None
         if os.path.lexists(model_dir):
             old = tmp + ".old"
@@ -100,3 +127,22 @@ def write_model(model_dir, name):
             shutil.rmtree(old, ignore_errors=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def why_not_ours(model_dir):
+    """Why what is at model_dir may not be replaced: anything but a directory (a link, a file, a FIFO),
+    or a directory holding anything but a demo model's own regular files; or None (nothing there, or ours)."""
+    shown = printable(model_dir, newlines=False)
+    refuse = "move it away or choose another --models-dir"
+    try:
+        mode = os.lstat(model_dir).st_mode
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISDIR(mode):
+        return f"{shown} is {reading.kind_of(mode)}, not a demo model this program wrote: {refuse}"
+    for entry in os.scandir(model_dir):
+        if entry.name not in OWN_FILES and not files.TEMP.search(entry.name):
+            return f"{shown} holds {printable(entry.name, newlines=False)}, which this program did not write: {refuse}"
+        if not entry.is_file(follow_symlinks=False):
+            return f"{printable(entry.path, newlines=False)} is not a file this program wrote: {refuse}"
+    return None

@@ -28,7 +28,7 @@ What a download guarantees:
   merges.txt against that vocabulary) before it is renamed into place; a
   server that is slow to answer has a deadline for its headers
   (HEADERS_SECONDS) and a least rate for its body (STALL_BYTES in
-  STALL_SECONDS); what it says is shown with its control characters escaped;
+  STALL_SECONDS, weights/http.py); what it says is shown with its control characters escaped;
   and the credentials a URL may carry (HF_ENDPOINT=https://user:password@host)
   are never shown: messages name the host.
 - A link or anything but a regular file at FILE.incomplete or FILE.lock is
@@ -42,22 +42,18 @@ import errno
 import hashlib
 import json
 import os
-import re
-import socket
 import stat
 import sys
-import threading
 import time
-from urllib.parse import urljoin, urlsplit
 
 import requests
-import urllib3
-from requests.adapters import HTTPAdapter
 from tqdm import tqdm
 
-from errors import UserError, printable
-from weights import files
+from errors import printable
+from weights import files, reading
 from weights.checkpoint import CheckpointError, load_safetensors, validate_config
+from weights.http import (CHUNK, DEFAULT_ENDPOINT, MIRROR, DeadlineAdapter, DownloadError, Interrupted,  # noqa: F401
+                          ServerProblem, announced, body_chunks, check_status, content_range, endpoint, host_of, open_url)
 from weights.tokenizer import TokenizerError, validate_merges, validate_vocab
 
 try:
@@ -73,81 +69,18 @@ MODEL_NAMES = ("gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl")
 MODEL_SIZES = {"gpt2": "124M parameters, 548 MB", "gpt2-medium": "355M, 1.5 GB",
                "gpt2-large": "774M, 3.2 GB", "gpt2-xl": "1.56B, 6.4 GB"}
 FILES = ("config.json", "vocab.json", "merges.txt", "model.safetensors")
-DEFAULT_ENDPOINT = "https://huggingface.co"
-MIRROR = "https://hf-mirror.com"  # the mirror widely used from mainland China
-CHUNK = 1 << 20          # bytes read at a time, from the network and when hashing
 RETRIES = 5              # a dropped or stalled connection is resumed this many times before giving up
-CONNECT_TIMEOUT = 10     # seconds to connect
-HEADERS_SECONDS = 60     # seconds from the request to the end of the answer's headers, however they trickle in
-STALL_SECONDS = 60       # a connection that brings fewer than STALL_BYTES in this many seconds has stalled
-STALL_BYTES = 1 << 16
-MAX_REDIRECTS = 10
 LOCK_POLL = 0.5          # seconds between two looks at a lock another download holds
 DISK_FULL = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}
-
-
-class DownloadError(UserError):
-    """A download that cannot be completed; the message says what to do."""
-
-
-class ServerProblem(DownloadError):
-    """A failure the server or the network may cause: the message ends with how to use a mirror."""
-
-    def __init__(self, message):
-        super().__init__(f"{message}; {mirror_hint()}")
+# The most a server may make us store of each file, checked before a byte is written past it: what the
+# loader reads whole, as much as it reads (weights/reading.py); the weights, gpt2-xl's 6.4 GB with room.
+STORE_LIMITS = {**{name: reading.LIMITS[name] for name in ("config.json", "vocab.json", "merges.txt")},
+                "model.safetensors": 8 << 30}
 
 
 class NotTheFile(ServerProblem):
     """What arrived is not the file announced: its partial download is removed, not resumed."""
 
-
-class Interrupted(Exception):
-    """A connection that dropped or stalled mid-download: fetch() resumes from what is on disk."""
-
-
-def mirror_hint():
-    """The last words of every error a server or the network may cause."""
-    if "hf-mirror.com" in os.environ.get("HF_ENDPOINT", ""):
-        return f"to use the hub itself: HF_ENDPOINT={DEFAULT_ENDPOINT}"
-    return f"to use a mirror: HF_ENDPOINT={MIRROR}"
-
-
-def endpoint():
-    """HF_ENDPOINT, checked, without a trailing slash (read at each call: a change after import counts)."""
-    value = os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT
-    shown = f"HF_ENDPOINT={without_credentials(value)!r}"
-    try:
-        parts = urlsplit(value)
-        parts.port  # raises ValueError for a port out of range or not a number
-    except ValueError as e:
-        raise DownloadError(f"{shown} is not a URL: {e} (e.g. HF_ENDPOINT={MIRROR})") from None
-    if parts.scheme not in ("http", "https"):
-        raise DownloadError(f"{shown} must start with http:// or https:// (e.g. HF_ENDPOINT={MIRROR})")
-    if not parts.hostname:
-        raise DownloadError(f"{shown} has no host name (e.g. HF_ENDPOINT={MIRROR})")
-    return value.rstrip("/")
-
-
-def without_credentials(url):
-    """url with any user:password@ taken out: what messages may show of it."""
-    return re.sub(r"(//)[^/?#]*@", r"\1", url)
-
-
-def host_of(url):
-    """The host (and port) of url, never its credentials: how messages name a server."""
-    parts = urlsplit(url)
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    host = parts.hostname or "?"
-    return f"{host}:{port}" if port else host
-
-
-def shown_url(url):
-    """url as messages show it: scheme, host and path; no credentials, no query."""
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{host_of(url)}{parts.path}"
 
 
 def file_url(name, filename):
@@ -198,6 +131,7 @@ def fetch(session, url, dest):
                                 "remove it, then run the same command again")
         try:
             size, sha256 = announced(session, url)
+            check_limit(os.path.basename(dest), size, "announced")
             size = fetch_bytes(session, url, partial, size)
             verify(partial, os.path.basename(dest), size, sha256)
         except NotTheFile:
@@ -218,6 +152,14 @@ def fetch_bytes(session, url, partial, size):
     raise ServerProblem(f"{name}: {reason} ({host_of(url)}, {RETRIES + 1} attempts); {keep_for_resuming(partial)}")
 
 
+def check_limit(name, size, said):
+    """NotTheFile when a server announced or sent more of name than STORE_LIMITS lets us store."""
+    limit = STORE_LIMITS[name]
+    if size is not None and size > limit:
+        what = f"announced {size} bytes" if said == "announced" else f"sent more than {limit} bytes"
+        raise NotTheFile(f"{name}: the server {what}, more than a {name} may have ({limit}); nothing of it was kept")
+
+
 def keep_for_resuming(partial):
     """What to tell the user about a partial download left for the next run (an empty one is removed)."""
     got = files.size_of(partial)
@@ -226,31 +168,6 @@ def keep_for_resuming(partial):
             os.remove(partial)
         return "run the same command again"
     return f"kept the {got} bytes downloaded so far in {partial}: run the same command again to resume"
-
-
-# ---------------------------------------------------------------------------
-# One file: what the server announces, then its bytes
-# ---------------------------------------------------------------------------
-
-def announced(session, url):
-    """(size, sha256) the server announces for url, either may be None.
-
-    The hub answers a large (LFS) file with a redirect to its CDN, carrying
-    X-Linked-Size and X-Linked-Etag (the SHA-256 of the content); so we follow
-    the redirects ourselves (open_url) and read the headers of every step.
-    """
-    r = open_url(session, "HEAD", url)
-    check_status(r)
-    size = sha256 = None
-    for step in r.history + [r]:
-        linked = step.headers.get("X-Linked-Etag", "").removeprefix("W/").strip('"').lower()
-        if re.fullmatch("[0-9a-f]{64}", linked):
-            sha256 = linked
-        if step.headers.get("X-Linked-Size", "").isdigit():
-            size = int(step.headers["X-Linked-Size"])
-    if size is None and r.headers.get("Content-Length", "").isdigit():
-        size = int(r.headers["Content-Length"])
-    return size, sha256
 
 
 def stream(session, url, partial, size):
@@ -300,15 +217,6 @@ def body_range(r, name, offset, size):
     return 0, size if size is not None else length
 
 
-def content_range(r):
-    """(first byte, file size) from a Content-Range such as 'bytes 100-199/200' or 'bytes */200'; None where absent."""
-    match = re.fullmatch(r"bytes (?:(\d+)-\d+|\*)/(\d+|\*)", r.headers.get("Content-Range", "").strip())
-    if not match:
-        return None, None
-    start, total = match.groups()
-    return (int(start) if start else None), (int(total) if total != "*" else None)
-
-
 def write_body(r, partial, name, offset, size):
     """Write r's body to partial from offset on, never past size; return the new offset.
 
@@ -321,6 +229,7 @@ def write_body(r, partial, name, offset, size):
             for chunk in body_chunks(r, None if size is None else size - offset):
                 if size is not None and offset + len(chunk) > size:
                     raise NotTheFile(f"{name}: the server sent more than the {size} bytes announced; removed what arrived")
+                check_limit(name, offset + len(chunk), "sent")
                 f.write(chunk)
                 offset += len(chunk)
                 bar.update(len(chunk))
@@ -333,37 +242,6 @@ def write_body(r, partial, name, offset, size):
     if size is not None and offset < size:
         raise Interrupted(f"the response ended at byte {offset} of {size}")
     return offset
-
-
-def body_chunks(r, room):
-    """The pieces of r's body as they arrive; room: the bytes still expected (None: unknown).
-
-    Raises Interrupted when the connection drops, or brings fewer than
-    STALL_BYTES in STALL_SECONDS (a slow drip is a stall too). Once room bytes
-    have come, a server that hangs up or goes quiet has sent the whole file,
-    even if its Content-Length promised more.
-    """
-    # read1 (urllib3 2.3+) returns what has arrived, so the deadline is checked between arrivals;
-    # an older urllib3 only has read, which waits for a whole CHUNK.
-    read = getattr(r.raw, "read1", r.raw.read)
-    deadline, since = time.monotonic() + STALL_SECONDS, 0
-    while True:
-        try:
-            chunk = read(CHUNK)
-        except (urllib3.exceptions.HTTPError, OSError) as e:
-            if room == 0:
-                return
-            stalled = isinstance(e, urllib3.exceptions.ReadTimeoutError)
-            raise Interrupted(f"no progress for {STALL_SECONDS:g} s" if stalled else "the connection dropped") from None
-        if not chunk:
-            return
-        yield chunk
-        room = None if room is None else room - len(chunk)
-        since += len(chunk)
-        if since >= STALL_BYTES:
-            deadline, since = time.monotonic() + STALL_SECONDS, 0
-        elif time.monotonic() > deadline:
-            raise Interrupted(f"no progress for {STALL_SECONDS:g} s")
 
 
 def disk_error(error, partial, size):
@@ -396,7 +274,7 @@ def verify(partial, name, size, sha256):
     kind, check = CONTENT[name]
     try:
         check(partial, os.path.dirname(partial))
-    except (ValueError, RecursionError, CheckpointError, TokenizerError) as e:
+    except (ValueError, RecursionError, CheckpointError, TokenizerError, reading.ReadError) as e:
         with open(partial, "rb") as f:
             head = f.read(48)
         problem = str(e).removeprefix(f"{name}: ").removeprefix(f"{partial}: ")
@@ -413,29 +291,27 @@ def hash_file(path, name):
     return digest.hexdigest()
 
 
-def read_json(path):  # as the loader reads it: strict UTF-8 (json.load on bytes would also take a BOM or UTF-16)
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+def read_json(path, kind):  # as the loader reads it: bounded, strict UTF-8 (json.load on bytes would also take a BOM or UTF-16)
+    return json.loads(reading.read_text(path, kind))
 
 
 def check_config(path, model_dir):
     """config.json as the loader reads it: an object with GPT-2's sizes, each of the right type."""
-    validate_config("config.json", read_json(path))
+    validate_config("config.json", read_json(path, "config.json"))
 
 
 def check_vocab(path, model_dir):
     """vocab.json as the tokenizer reads it: ids 0..n-1 once each, every token in GPT-2's byte alphabet."""
-    validate_vocab("vocab.json", read_json(path))
+    validate_vocab("vocab.json", read_json(path, "vocab.json"))
 
 
 def check_merges(path, model_dir):
     """merges.txt against the vocab.json beside it (downloaded first): each line a merge of that vocabulary."""
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
+    text = reading.read_text(path, "merges.txt")
     vocab_path = os.path.join(model_dir, "vocab.json")
     if not os.path.isfile(vocab_path):
         raise ValueError("vocab.json, which it is checked against, is missing")
-    vocab = read_json(vocab_path)
+    vocab = read_json(vocab_path, "vocab.json")
     validate_vocab("vocab.json", vocab)  # checked when it arrived, but it may have changed since
     validate_merges("merges.txt", text, vocab)
 
@@ -448,114 +324,6 @@ def check_safetensors(path, model_dir):
 CONTENT = {"config.json": ("GPT-2's config.json", check_config), "vocab.json": ("GPT-2's vocab.json", check_vocab),
            "merges.txt": ("the merges of that vocabulary", check_merges),
            "model.safetensors": ("a safetensors file", check_safetensors)}
-
-
-# ---------------------------------------------------------------------------
-# HTTP: redirects followed by hand, failures turned into clear messages
-# ---------------------------------------------------------------------------
-
-class HeadersLate(ServerProblem):
-    """A server whose answer's headers did not all arrive within HEADERS_SECONDS."""
-
-
-def deadline_connection(base):
-    """urllib3's connection class `base`, with a deadline for the answer's headers: requests' read
-    timeout is per read, so headers that trickle in a byte at a time would keep it waiting forever.
-    When the deadline passes, the socket is shut and the wait ends in HeadersLate."""
-    class Connection(base):
-        late = False
-
-        def getresponse(self, *args, **kwargs):
-            timer = threading.Timer(HEADERS_SECONDS, self.give_up)
-            timer.daemon = True
-            timer.start()
-            try:
-                response = super().getresponse(*args, **kwargs)
-            except Exception:
-                if self.late:
-                    raise self.too_late() from None
-                raise
-            finally:
-                timer.cancel()
-            if self.late:  # cut off mid-headers, http.client returns what it had: not an answer
-                response.close()
-                raise self.too_late()
-            return response
-
-        def too_late(self):
-            return HeadersLate(f"{self.host}:{self.port} sent no complete answer within {HEADERS_SECONDS:g} s "
-                               "(its headers trickle in: a broken or overloaded server)")
-
-        def give_up(self):
-            self.late = True
-            with contextlib.suppress(OSError, AttributeError):
-                self.sock.shutdown(socket.SHUT_RDWR)
-
-    return Connection
-
-
-class DeadlineHTTPPool(urllib3.HTTPConnectionPool):
-    ConnectionCls = deadline_connection(urllib3.connection.HTTPConnection)
-
-
-class DeadlineHTTPSPool(urllib3.HTTPSConnectionPool):
-    ConnectionCls = deadline_connection(urllib3.connection.HTTPSConnection)
-
-
-class DeadlineAdapter(HTTPAdapter):
-    """requests' adapter, its connections (and a proxy's) with the deadline for headers."""
-    POOLS = {"http": DeadlineHTTPPool, "https": DeadlineHTTPSPool}
-
-    def init_poolmanager(self, *args, **kwargs):
-        super().init_poolmanager(*args, **kwargs)
-        self.poolmanager.pool_classes_by_scheme = self.POOLS
-
-    def proxy_manager_for(self, proxy, **kwargs):
-        manager = super().proxy_manager_for(proxy, **kwargs)
-        manager.pool_classes_by_scheme = self.POOLS
-        return manager
-
-
-def open_url(session, method, url, headers=None, stream=False):
-    """The response at the end of url's redirects (at most MAX_REDIRECTS); its .history lists them, as in requests."""
-    history = []
-    for _ in range(MAX_REDIRECTS + 1):
-        r = send(session, method, url, headers or {}, stream)
-        if not r.is_redirect:
-            r.history = history
-            return r
-        r.close()
-        history.append(r)
-        url = urljoin(url, r.headers["Location"])
-    raise ServerProblem(f"{shown_url(history[0].url)}: more than {MAX_REDIRECTS} redirects (a redirect loop?)")
-
-
-def send(session, method, url, headers, stream):
-    """One HTTP request. Failing to connect is Interrupted for a body (fetch() retries), a clear error otherwise."""
-    try:
-        # identity: the bytes on the wire are the file's, so sizes and ranges mean the same on both
-        return session.request(method, url, headers={"Accept-Encoding": "identity", **headers}, stream=stream,
-                               timeout=(CONNECT_TIMEOUT, STALL_SECONDS), allow_redirects=False)
-    except ValueError as e:  # requests' InvalidURL, MissingSchema, InvalidSchema and urllib3's LocationParseError
-        raise ServerProblem(f"cannot request {without_credentials(url)}: {without_credentials(str(e))}") from None
-    except (requests.ConnectionError, requests.Timeout) as e:
-        if stream:
-            raise Interrupted(f"cannot reach the server ({type(e).__name__})") from None
-        raise ServerProblem(f"cannot reach {host_of(url)} ({type(e).__name__}): "
-                            "no network? python demo.py makes an offline demo pair") from None
-
-
-def check_status(r):
-    """Raise a clear ServerProblem unless r succeeded (the server's words are escaped where they are printed)."""
-    code, url = r.status_code, shown_url(r.url)
-    if code == 404:
-        raise ServerProblem(f"not found (HTTP 404): {url}")
-    if code in (401, 403):
-        raise ServerProblem(f"access denied (HTTP {code}): {url}")
-    if code >= 500:
-        raise ServerProblem(f"server error (HTTP {code}) for {url}; try again later")
-    if not 200 <= code < 300:
-        raise ServerProblem(f"unexpected answer (HTTP {code} {r.reason}) for {url}")
 
 
 # ---------------------------------------------------------------------------

@@ -1,20 +1,29 @@
 """How every file the project writes is written: whole or not at all, and never anything but the file named.
 
 A page (--html), a CSV, the benchmark's results, a checkpoint or its
-converted copy, a download: each goes through this module.
+converted copy, a download: each goes through this module. What is at the
+name decides how, and who chose the name:
 
-  a regular file (or none yet):  a temporary file of this writer's own beside
-      it, created fresh (O_EXCL) and never through a link (O_NOFOLLOW),
-      flushed to disk when durable, then renamed over the target in one step.
-      A reader (another run, a browser, a spreadsheet) sees the old file or
-      the new one, never half of one; two writers never share a file.
-  a link the user named:  followed to the file it names, which is written as
-      above; the link stays a link.
-  a character device or a pipe (/dev/null, /dev/stdout, a FIFO):  written in
-      place, as `cat > /dev/null` would; never renamed over, so /dev/null stays
-      /dev/null.
-  anything else (a directory, a socket, a block device):  refused, before the
-      work starts (why_not_writable), in one line.
+  a name the project chose (model.blocked.safetensors, suite.md inside --out
+  DIR, a demo model's files):  only a regular file, or nothing, is replaced;
+      a link, a device, a FIFO, a socket or a directory there is refused in
+      one line naming it, never followed or written into, never removed.
+  a name the user gave (--html FILE, ablation's --out FILE, the session's
+  /html), once why_not_writable has passed it:  a link is followed to the
+      file it names, which is replaced (the link stays a link); a character
+      device or a pipe (/dev/null, /dev/stdout, a FIFO) is written in place,
+      as `cat > /dev/null` would, never renamed over.
+  either way, a regular file (or none yet):  a temporary file of this
+      writer's own beside it, created fresh (O_EXCL) and never through a link
+      (O_NOFOLLOW), flushed to disk when durable, then renamed over the target
+      in one step. A reader sees the old file or the new one, never half of
+      one; two writers never share a file; the rename replaces a name, never
+      writes through it.
+
+A set of files in one directory (bench.py suite's five) is checked together
+before the work (why_not_writable_in) and written together (write_together):
+all or none replaced. A failed write is an OSError naming the file it was
+for (the destination, not a temporary or a source).
 
 A writer that is killed leaves its temporary file behind; its name carries
 the writer's process id, and the next writer in that directory removes the
@@ -31,6 +40,7 @@ import sys
 import time
 
 from errors import UserError, printable
+from weights.reading import kind_of
 
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # not on Windows: there links are checked with lstat first
 STALE_SECONDS = 24 * 3600  # where a process cannot be asked whether it lives (Windows), a day-old temporary is stale
@@ -38,16 +48,34 @@ TEMP = re.compile(r"\.(\d+)-[0-9a-f]{8}\.tmp$")  # NAME.PID-RANDOM.tmp, a writer
 TEMP_DIR = re.compile(r"^\.writing-(\d+)-")       # .writing-PID-..., a writer's temporary directory
 
 
+TEMP_SUFFIX_BYTES = len(".4194304-01234567.tmp")  # what temp_file adds to a name (Linux's largest pid)
+NAMED = set()  # absolute paths the user named and why_not_writable passed: the only ones written through a link or in place
+
+
 class WriteError(UserError):
-    """A target that cannot be written as asked (a directory, a socket, a read-only place)."""
+    """A target that cannot be written as asked (a directory, a socket, a read-only place, a link at a name of ours)."""
 
 
-def kind_of(mode):
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISSOCK, "a socket"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISFIFO, "a pipe")):
-        if test(mode):
-            return name
-    return "a regular file" if stat.S_ISREG(mode) else "not a file"
+def shown(path):
+    return printable(path, newlines=False)
+
+
+def name_limits(folder):
+    """(the longest file name, the longest path) the file system at folder takes; POSIX's usual where it does not say."""
+    try:
+        return os.pathconf(folder, "PC_NAME_MAX"), os.pathconf(folder, "PC_PATH_MAX")
+    except (AttributeError, ValueError, OSError):  # Windows has no pathconf
+        return 255, 4096
+
+
+def why_too_long(path):
+    """Why path's name, or the temporary name written beside it, is longer than its file system takes; or None."""
+    name_max, path_max = name_limits(os.path.dirname(path) or ".")
+    if len(os.fsencode(os.path.basename(path))) + TEMP_SUFFIX_BYTES > name_max:
+        return f"{shown(path)}: its name is too long (at most {name_max - TEMP_SUFFIX_BYTES} bytes here)"
+    if len(os.fsencode(path)) + TEMP_SUFFIX_BYTES >= path_max:
+        return f"{shown(path)}: the path is too long (at most {path_max - TEMP_SUFFIX_BYTES - 1} bytes here)"
+    return None
 
 
 def in_place(path):
@@ -60,38 +88,74 @@ def in_place(path):
 
 
 def why_not_writable(path):
-    """Why a file cannot be written at path, said before a long run rather than after it; or None."""
+    """Why a file cannot be written at path, the name the user gave, said before a long run rather than
+    after it; or None, and from then on path is a name of the user's (NAMED): a link there is followed,
+    a device or a pipe written in place."""
     if not path:
         return "needs a file name"
-    shown = printable(path, newlines=False)
+    if "\0" in path:
+        return f"{shown(path)}: a file name cannot hold a NUL byte"
     real = os.path.realpath(path)
     if os.path.lexists(real):
         mode = os.stat(real).st_mode
         if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):
-            return None if os.access(real, os.W_OK) else f"{shown}: cannot write to it (permission denied)"
+            if not os.access(real, os.W_OK):
+                return f"{shown(path)}: cannot write to it (permission denied)"
+            NAMED.add(os.path.abspath(path))
+            return None
         if not stat.S_ISREG(mode):
-            return f"{shown} is {kind_of(mode)}: give a file name"
+            return f"{shown(path)} is {kind_of(mode)}: give a file name"
         if not os.access(real, os.W_OK):
-            return f"{shown} is read-only"
+            return f"{shown(path)} is read-only"
     folder = os.path.dirname(real)
     if not os.path.isdir(folder):
-        return f"{shown}: its directory does not exist"
+        return f"{shown(path)}: its directory does not exist"
     if not os.access(folder, os.W_OK | os.X_OK):
-        return f"{shown}: cannot write in {printable(folder, newlines=False)} (permission denied)"
-    return None
+        return f"{shown(path)}: cannot write in {shown(folder)} (permission denied)"
+    problem = why_too_long(real)
+    if problem is None:
+        NAMED.add(os.path.abspath(path))
+    return problem
 
 
 def why_not_a_folder_to_write(path):
     """Why results cannot be written into the directory path (made if missing); or None."""
-    shown = printable(path, newlines=False)
+    if not path:
+        return "needs a directory name"
+    if "\0" in path:
+        return f"{shown(path)}: a directory name cannot hold a NUL byte"
     if os.path.lexists(path) and not os.path.isdir(path):
-        return f"{shown} is not a directory"
+        return f"{shown(path)} is not a directory"
     existing = path
     while not os.path.isdir(existing):  # the nearest directory that exists is where it would be made
         existing = os.path.dirname(os.path.abspath(existing))
     if not os.access(existing, os.W_OK | os.X_OK):
-        return f"{shown}: cannot write in {printable(existing, newlines=False)} (permission denied)"
+        return f"{shown(path)}: cannot write in {shown(existing)} (permission denied)"
     return None
+
+
+def why_not_ours_to_replace(path):
+    """Why the project may not write its own file at path, a name it chose: anything there but a
+    regular file (a link, a device, a FIFO, a socket, a directory), or a read-only file; or None."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return f"{shown(path)} is {kind_of(st.st_mode)}, not a file this program wrote: remove it, or write elsewhere"
+    if not st.st_mode & 0o222 or not os.access(path, os.W_OK):  # the mode bits: root's access() says yes to all
+        return f"{shown(path)} is read-only"
+    return None
+
+
+def why_not_writable_in(folder, names):
+    """Why the files names cannot all be written into the directory folder (made if missing), said
+    before the work: the folder's problem, or the first name's; or None."""
+    problem = why_not_a_folder_to_write(folder)
+    for name in names:
+        problem = problem or why_not_ours_to_replace(os.path.join(folder, name)) or \
+            why_too_long(os.path.join(os.path.abspath(folder), name))
+    return problem
 
 
 def open_new(name, mode="wb"):
@@ -112,26 +176,82 @@ def replacing(path, mode="wb", durable=False):
     first when durable: a crash then never leaves a complete-looking file with missing data).
     On any error, Ctrl-C included, the old file stays and the temporary one is removed.
 
-    A link at path is followed (the file it names is replaced, the link stays); a character
-    device or a pipe is written in place, never replaced."""
-    real = os.path.realpath(path)
-    if in_place(real):
-        with open(real, mode if "b" in mode else "w", **({} if "b" in mode else {"encoding": "utf-8"})) as f:
-            yield f
-        return
-    remove_stale(os.path.dirname(real))
-    f, name = temp_file(real, mode)
+    At a name the user gave (NAMED) a link is followed (the file it names is replaced, the link
+    stays) and a character device or a pipe is written in place, never replaced. At any other
+    name, anything but a regular file is a WriteError. A failure is an OSError naming path."""
     try:
-        with f:
-            yield f
-            if durable:
-                f.flush()
-                os.fsync(f.fileno())
-        os.replace(name, real)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.remove(name)
+        if os.path.abspath(path) in NAMED:
+            real = os.path.realpath(path)
+            if in_place(real):
+                with open(real, mode if "b" in mode else "w", **({} if "b" in mode else {"encoding": "utf-8"})) as f:
+                    yield f
+                return
+        else:
+            real = path
+            problem = why_not_ours_to_replace(real)
+            if problem:
+                raise WriteError(problem)
+        remove_stale(os.path.dirname(real))
+        f, name = temp_file(real, mode)
+        try:
+            with f:
+                yield f
+                if durable:
+                    f.flush()
+                    os.fsync(f.fileno())
+            os.replace(name, real)  # replaces the name: whatever was planted there meanwhile is not written into
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.remove(name)
+            raise
+    except OSError as e:
+        if e.filename is None or str(e.filename).endswith(".tmp"):  # a write's error names no file, or our temporary one
+            raise OSError(e.errno, e.strerror, path) from None
         raise
+
+
+def write_together(folder, writers):
+    """Write a set of files into folder (made if missing): writers is {name: write(path)}, each
+    writing its file at the path it is given. Checked first (why_not_writable_in); each writer
+    writes a temporary file of its own, and only when all have succeeded are they renamed into
+    place; if a rename fails, the files already replaced get their old contents back. So folder
+    holds the old set or the new one, never a mix (where hard links exist: see SECURITY.md)."""
+    problem = why_not_writable_in(folder, writers)
+    if problem:
+        raise WriteError(problem)
+    os.makedirs(folder, exist_ok=True)
+    remove_stale(folder)
+    targets = {name: os.path.join(folder, name) for name in writers}
+    temps, saved, replaced = {}, {}, []
+    try:
+        for name, write in writers.items():
+            f, temps[name] = temp_file(targets[name])
+            f.close()
+            write(temps[name])
+        for name, target in targets.items():  # the old files kept under a second name until all new ones are in
+            if os.path.lexists(target):
+                saved[name] = f"{target}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
+                with contextlib.suppress(OSError):  # no hard links here: no way back, but still whole files
+                    os.link(target, saved[name], follow_symlinks=False)
+        try:
+            for name, target in targets.items():
+                problem = why_not_ours_to_replace(target)  # planted since the check
+                if problem:
+                    raise WriteError(problem)
+                os.replace(temps[name], target)
+                replaced.append(name)
+        except BaseException:
+            for name in replaced:
+                with contextlib.suppress(OSError):
+                    if os.path.exists(saved.get(name, "")):
+                        os.replace(saved[name], targets[name])
+                    else:
+                        os.remove(targets[name])
+            raise
+    finally:
+        for leftover in [*temps.values(), *saved.values()]:
+            with contextlib.suppress(OSError):
+                os.remove(leftover)
 
 
 def write_text(path, text):

@@ -17,6 +17,7 @@ import os
 import tiktoken
 
 from errors import UserError
+from weights import reading
 
 # GPT-2's pre-tokenizer: contractions, letters, numbers, other symbols, spaces.
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -57,10 +58,11 @@ def load_tokenizer(model_dir):
                              mergeable_ranks=ranks, special_tokens=special)
 
 
-def read_text(path, model_dir):
+def read_text(path, model_dir):  # bounded, a regular file only (weights/reading.py)
     try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
+        return reading.read_text(path, os.path.basename(path))
+    except reading.ReadError as e:
+        raise TokenizerError(str(e)) from None
     except (OSError, ValueError) as e:  # ValueError: not UTF-8
         raise TokenizerError(f"cannot read the tokenizer files in {model_dir} ({path}: {getattr(e, 'strerror', None) or e})") from None
 
