@@ -7,7 +7,6 @@ The page for a browser is report.py's.
 import codecs
 import os
 
-from beyond.tree_sampling import reason_line
 from decoding import Line
 from errors import printable
 
@@ -76,7 +75,9 @@ def stream(tokens, token_bytes, from_draft, color, out):
 
 def summary(method, stats, elapsed):
     """The statistics line: tokens/s, oracle passes, tokens per pass, acceptance, where the time went."""
-    passes = {"drafter": "draft model passes", "beam": "steps"}.get(method, "oracle passes")  # what Stats.rounds counts
+    # Stats.rounds, named as it is counted: a verification per round (the tree methods' prompt pass aside),
+    # a step of all beams, a pass of the draft model run alone
+    passes = {"drafter": "draft model passes", "beam": "steps"}.get(method, "oracle passes")
     line = (f"{method}: {stats.n_generated} new tokens in {elapsed:.2f} s, {stats.n_generated / max(elapsed, 1e-9):.1f} tokens/s; "
             f"{stats.rounds} {passes}, {stats.tokens_per_round:.2f} tokens per pass")
     if stats.drafted:
@@ -254,9 +255,11 @@ def sps_lines(r, show):
         chance = f", where it had {drawn:.3g}" if drawn is not None else ""
         lines.append(f"  resample {show([res['token']])} from (q - p)+ renormalised{chance}; "
                      f"there, among the likeliest tokens: {top or '(none)'}")
-    else:
+    elif r.drafted:
         lines.append(f"  bonus    {show([d.bonus['token']])} sampled from q (q(x) {d.bonus['q']:.3g}): "
                      f"all {len(r.drafted)} accepted")
+    else:
+        lines.append(f"  oracle   {show([d.bonus['token']])} sampled from q (q(x) {d.bonus['q']:.3g}): nothing drafted")
     return lines
 
 
@@ -308,7 +311,7 @@ REASONS = {
     "ngram": ngram_reasons,
     "staged": staged_reasons,
     "tree": tree_reasons,
-    "tree-sps": lambda r, show: [reason_line(r.details, show)],
+    "tree-sps": lambda r, show: [r.details.reason_line(show)],
     "suffix": lambda r, show: [r.details.reason],
     "suffix-tree": lambda r, show: [r.details.reason] + tree_kept_reason(r, show),
 }

@@ -26,12 +26,12 @@ import html
 from collections import Counter
 from dataclasses import dataclass
 
-from app import display
+from app import display, methods
 from app.page.figures import (acceptance_histogram, histogram_svg, layers_figure, residual_figure,
                               sampled_tree_figure, suffix_figure)
 from app.page.style import CSS
 from app.page.tokens import (LETTERS, MARKS, SAMPLING_MARKS, as_html, chip, chips, last_mark, plural, probability,
-                             round_marks, sampling, token_marks, visible)
+                             round_marks, token_marks, visible)
 from errors import UserError
 from speed.predict import expected_tokens_per_round
 from weights import files
@@ -88,6 +88,12 @@ def page(run):
         "</body>\n</html>\n"])
 
 
+def sampling(method):
+    """True for a method that verifies sampled drafts (its tokens are kept or resampled, app/methods.py)."""
+    m = methods.METHODS.get(method)
+    return bool(m and m.samples and m.verifies)
+
+
 # ---------------------------------------------------------------------------
 # The top: what ran, how fast, and the text
 # ---------------------------------------------------------------------------
@@ -101,7 +107,8 @@ def header(run):
     speed = stats.n_generated / run.elapsed if run.elapsed > 0 else 0.0
     cards = [(f"{speed:.1f}", "tokens/s", f"{stats.n_generated} tokens in {run.elapsed:.2f} s"),
              (f"{stats.acceptance_rate:.0%}", "acceptance", f"{stats.accepted} of {stats.drafted} drafts accepted"),
-             (f"{stats.tokens_per_round:.2f}", "tokens per oracle pass", f"{stats.n_generated} tokens in {stats.rounds} passes")]
+             (f"{stats.n_generated / max(stats.oracle_passes, 1):.2f}", "tokens per oracle pass",
+              f"{stats.n_generated} tokens in {stats.oracle_passes} passes")]
     return (f'<table class="facts">\n<tr><th>prompt</th><td class="prompt">{prompt}</td></tr>\n'
             f"<tr><th>models</th><td>{models}</td></tr>\n"
             f"<tr><th>method</th><td><b>{html.escape(run.method)}</b>{' (' + settings + ')' if settings else ''}</td></tr>\n"

@@ -75,6 +75,30 @@ class SampledTreeDetails(TreeDetails):
     last: dict = None    # {token, from: "residual" or "bonus", prob}
     reason: str = ""     # reason_line's one line, with tokens as #id
 
+    def reason_line(self, show=None):
+        """The round in one line: each child checked, its p and q/p (q', q'', ...: the residual after one, two
+        rejections), the decision, and where the last token came from. show(tokens) -> text; default #id."""
+        show = show or (lambda tokens: " ".join(f"#{t}" for t in tokens))
+        parts = []
+        for depth, visit in enumerate(self.visits, 1):
+            said = []
+            for i, c in enumerate(visit["checks"], 1):
+                target = "q" + "'" * (i - 1)  # the target child i met: q, then the residuals q', q'', ...
+                verdict = "accepted" if c["accepted"] else "rejected"
+                said.append(f"child {i} {show([c['token']])} (p={c['p']:.2g}) {verdict} at {target}/p={c['q'] / c['p']:.2g}, "
+                            f"r={c['r']:.2f}")
+            parts.append(f"depth {depth}: " + ", ".join(said))
+        last = self.last
+        if last["from"] == "residual":
+            n = len(self.visits[-1]["checks"])
+            every = "both children" if n == 2 else "the child" if n == 1 else f"all {n} children"
+            parts.append(f"{every} rejected, the residual drew {show([last['token']])} (prob {last['prob']:.2g})")
+        elif self.visits:
+            parts.append(f"accepted a leaf: bonus {show([last['token']])} from the oracle's q (prob {last['prob']:.2g})")
+        else:
+            parts.append(f"nothing drafted: {show([last['token']])} from the oracle's q (prob {last['prob']:.2g})")
+        return "; ".join(parts)
+
 
 def tree_sample_generate(draft, oracle, ids, n_new, n_draft=4, width=2, max_nodes=32, rng=None, processor=None,
                          stats=None, **flags):
@@ -218,26 +242,4 @@ def explain_round(nodes, path, visits, last, new_tokens, width):
     return details
 
 
-def reason_line(details, show=None):
-    """The round in one line: each child checked, its p and q/p (q', q'', ...: the residual after one, two
-    rejections), the decision, and where the last token came from. show(tokens) -> text; default #id."""
-    show = show or (lambda tokens: " ".join(f"#{t}" for t in tokens))
-    parts = []
-    for depth, visit in enumerate(details.visits, 1):
-        said = []
-        for i, c in enumerate(visit["checks"], 1):
-            target = "q" + "'" * (i - 1)  # the target child i met: q, then the residuals q', q'', ...
-            verdict = "accepted" if c["accepted"] else "rejected"
-            said.append(f"child {i} {show([c['token']])} (p={c['p']:.2g}) {verdict} at {target}/p={c['q'] / c['p']:.2g}, "
-                        f"r={c['r']:.2f}")
-        parts.append(f"depth {depth}: " + ", ".join(said))
-    last = details.last
-    if last["from"] == "residual":
-        n = len(details.visits[-1]["checks"])
-        every = "both children" if n == 2 else "the child" if n == 1 else f"all {n} children"
-        parts.append(f"{every} rejected, the residual drew {show([last['token']])} (prob {last['prob']:.2g})")
-    elif details.visits:
-        parts.append(f"accepted a leaf: bonus {show([last['token']])} from the oracle's q (prob {last['prob']:.2g})")
-    else:
-        parts.append(f"nothing drafted: {show([last['token']])} from the oracle's q (prob {last['prob']:.2g})")
-    return "; ".join(parts)
+reason_line = SampledTreeDetails.reason_line  # reason_line(details, show): the same, as a function

@@ -8,7 +8,7 @@ is escaped, and bytes that are not (yet) a whole character show as \\xNN.
 import html
 import unicodedata
 
-from app import display, methods
+from app import display
 from errors import printable
 
 WHITESPACE_MARKS = {" ": "\u2423", "\n": "\u21b5", "\t": "\u2192"}  # ␣ ↵ →
@@ -89,12 +89,6 @@ SAMPLING_MARKS = {
     "fix": ("resampled", "drawn from the residual (q \u2212 p)+ after a rejection"),
     "bonus": ("bonus", "every draft kept: one more token drawn from q"),
 }
-
-
-def sampling(method):
-    """True for a method that verifies sampled drafts (its tokens are kept or resampled, app/methods.py)."""
-    m = methods.METHODS.get(method)
-    return bool(m and m.samples and m.verifies)
 
 
 def last_mark(r):
