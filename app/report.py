@@ -194,7 +194,8 @@ HOW_TO_READ = {
               "after each prefix. The drafts are kept up to the first disagreement, then the oracle's token is added.",
     "tree": "Each round the draft proposes a tree of guesses; the oracle reads every node in one pass. From the root "
             "(the text so far) it follows the oracle's choices down the tree as far as the tree guessed them.",
-    "sps": "Each round the draft samples K tokens x from p; the oracle computes q at every position in one pass. "
+    "sps": "Each round the draft samples K = n_draft tokens x from p (fewer where fewer are left to make); the "
+           "oracle computes q at every position in one pass. "
            "Draft t is kept if r < min(1, q(x)/p(x)), r uniform on [0, 1); at the first rejection a token is drawn from "
            "the residual (q \u2212 p)+ instead. " + LETTERS,
     "tree-sps": "Each round the draft samples a tree: at every node it draws its children i.i.d. from its p there; the "

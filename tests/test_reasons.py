@@ -223,3 +223,42 @@ def test_a_reason_that_misquotes_its_numbers_is_caught(related, oracle):
     assert not math.isclose(wrong, min(max((t + last) / 2, 0.05), 0.95))
     r.details = dataclasses.replace(d, next_threshold=wrong)
     assert f"next threshold {min(max((t + last) / 2, 0.05), 0.95):.3g}" not in reasons(r)
+
+
+@pytest.mark.parametrize("n_new", [6, 7, 9])
+def test_every_fixed_length_trace_says_when_the_tokens_left_cut_the_draft(related, oracle, n_new):
+    """SpS and greedy speculative rounds: the reason names n_draft, and a round that drafted fewer says why."""
+    from sps import speculative_sample
+    from speculative import speculative_generate
+    runs = {"sps": traced(speculative_sample, related, oracle, PROMPTS[0], n_new, n_draft=4, rng=np.random.default_rng(0))[1],
+            "speculative": traced(speculative_generate, related, oracle, PROMPTS[0], n_new, n_draft=4)[1]}
+    for method, trace in runs.items():
+        context = len(PROMPTS[0])
+        for r in trace:
+            left = len(PROMPTS[0]) + n_new - context  # tokens still to make before the round
+            k = min(4, left - 1)
+            assert len(r.drafted) == k and r.details.k == k and r.details.n_draft == 4
+            why = reasons(r)
+            assert "fixed draft length n_draft" in why and " 4" in why
+            if k < 4:
+                assert f"; {k} drafted because only {left} token" in why, (method, why)
+            else:
+                assert "drafted because" not in why, (method, why)
+            context += len(r.new)
+        assert any(len(r.drafted) < 4 for r in trace)  # the run ends in a cut round
+
+
+def test_the_tree_trace_tells_two_nodes_of_the_same_token_apart(related, oracle):
+    _, trace = traced(tree_generate, related, oracle, PROMPTS[1], 20, n_draft=4, branch=3, confidence=1.0)
+    for r in trace:
+        lines = display.tree_lines(r, show)
+        assert "p = the draft's probability of the node's token after its parent" in lines[0]
+        numbers = [line.rsplit("= node ", 1)[1] for line in lines if "= node " in line]
+        assert sorted(numbers, key=int) == [str(i + 1) for i in range(len(r.drafted))]  # every node, each once
+        for line in lines:
+            if "= node " in line:
+                i = int(line.rsplit("= node ", 1)[1]) - 1
+                assert f" <{r.drafted[i]}> p {r.details.probs[i]:.2f}" in line  # its number names its own token
+        for p in set(r.details.parents):  # a branching parent is named by number and token, never by token alone
+            if r.details.parents.count(p) > 1 and p != -1:
+                assert f"node {p + 1} <{r.drafted[p]}>" in reasons(r)
