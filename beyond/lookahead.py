@@ -158,9 +158,10 @@ def check_shape(W, N, G):
             raise GenerationError(f"{name} must be a whole number >= {least}, got {value!r}")
 
 
-def initial_window(ids, W, N, rng):
-    """Level 0 alone: W + N - 3 tokens drawn from the prompt (the reference code's start); warm-up adds the rest."""
-    return [[int(t) for t in rng.choice(ids, size=W + N - 3)]]
+def initial_window(ids, W, N, n_new, rng):
+    """Level 0 alone: W + N - 3 tokens drawn from the prompt (the reference code's start); warm-up adds the rest.
+    No more than n_new: fit() never feeds a guess past the last token asked for."""
+    return [[int(t) for t in rng.choice(ids, size=min(W + N - 3, n_new))]]
 
 
 def fit(window, left):
@@ -253,7 +254,7 @@ def lookahead_generate(oracle, ids, n_new, W=3, N=4, G=3, rng=None, stats=None):
     check_shape(W, N, G)
     rng = np.random.default_rng(0) if rng is None else rng
     tokens, end, cache = list(ids), len(ids) + n_new, KVCache()
-    window, pool = initial_window(tokens, W, N, rng), NGramPool(G)
+    window, pool = initial_window(tokens, W, N, n_new, rng), NGramPool(G)
     while len(tokens) < end:
         # 1. The window within the tokens asked for, and the pool's n-grams after the last token; no model pass.
         start = time.perf_counter()

@@ -281,6 +281,14 @@ def test_runs_that_reach_the_context_limit(tiny_dirs, shape):
         list(lookahead_generate(small, prompt(small, 13, 3), 28, **shape))
 
 
+def test_a_huge_window_is_cut_to_the_tokens_asked_for(oracle):
+    # No guess lies past the last token asked for, so a window far wider than that costs nothing more.
+    ids = prompt(oracle, 4, 1)
+    got, stats = traced(oracle, ids, 10, W=10 ** 9, N=5, G=10 ** 9)
+    assert got == list(greedy_generate(oracle, ids, 10))
+    assert all(r.details.rows <= 1 + 4 * 10 + 4 * len(r.details.candidates) for r in stats.trace)
+
+
 @pytest.mark.parametrize("shape, fragment", [(dict(W=0), "window W"), (dict(N=1), "n-gram size N"),
                                              (dict(G=0), "candidates G"), (dict(N=2.5), "n-gram size N"),
                                              (dict(W=2, G=-1), "candidates G")])
