@@ -125,6 +125,14 @@ def test_each_row_of_the_pass_is_its_branch_run_alone(oracle):
     assert rows_that_differ_from_running_alone(oracle, text, rows, wide_logits(oracle, text, rows)) == []
 
 
+def test_a_candidate_one_position_off_is_caught_row_by_row(oracle):
+    # Negative control: the candidates' rows one position further on than a line of text puts them.
+    text, rows = rows_of_a_full_window(oracle)
+    shifted = {r for candidate in rows.candidates for r in candidate}
+    rows.positions = [p + (r in shifted) for r, p in enumerate(rows.positions)]
+    assert set(rows_that_differ_from_running_alone(oracle, text, rows, wide_logits(oracle, text, rows))) == shifted
+
+
 def test_a_causal_mask_is_caught_row_by_row_and_by_the_equality(oracle, monkeypatch):
     # Negative control: with the plain causal mask every row sees all the rows before it (other levels,
     # other candidates). The row-by-row check must find it, and so must the greedy equality.
