@@ -68,8 +68,8 @@ def write_page(path, run):
     text = page(run)
     try:
         files.write_text(path, text)
-    except OSError as e:
-        raise ReportError(f"cannot write the page to {path}: {e.strerror or e}") from None
+    except (OSError, files.WriteError) as e:  # WriteError: a directory, link or device in the way
+        raise ReportError(f"cannot write the page to {path}: {getattr(e, 'strerror', None) or e}") from None
 
 
 def page(run):

@@ -67,5 +67,5 @@ def write_suite_page(path, rows, facts, command):
         suite_svg(rows), table, "</body>\n</html>\n"])
     try:
         files.write_text(path, text)
-    except OSError as e:
-        raise ReportError(f"cannot write the page to {path}: {e.strerror or e}") from None
+    except (OSError, files.WriteError) as e:  # WriteError: a directory, link or device in the way
+        raise ReportError(f"cannot write the page to {path}: {getattr(e, 'strerror', None) or e}") from None

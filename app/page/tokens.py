@@ -6,37 +6,29 @@ is escaped, and bytes that are not (yet) a whole character show as \\xNN.
 """
 
 import html
-import unicodedata
 
 from app import display
 from errors import printable
 
 WHITESPACE_MARKS = {" ": "\u2423", "\n": "\u21b5", "\t": "\u2192"}  # ␣ ↵ →
-INVISIBLE = ("Cf", "Zs", "Zl", "Zp")  # formats and separators: a token made of them shows nothing
 
 
 def visible(text, in_token):  # -> [(css class or "", text)]
     """text cut into pieces a reader can see, each with its CSS class.
 
-    Control characters, the Unicode controls that reorder or hide text, and the
-    bytes that did not decode (surrogateescape) are escaped by errors.printable,
-    the project's one table of them, and marked "byte". In a token (in_token)
-    spaces, newlines and tabs get a visible mark and every other invisible
-    character (a format or separator character) is escaped too: a chip must show
-    what the token holds. In running text newlines and tabs stay what they are.
-    HTML's own escaping is as_html's (html.escape), on top of this.
+    What is escaped is errors.printable's (the project's one table of control characters,
+    bytes that did not decode, and, in a token, every character that shows as nothing);
+    each escape is a piece of its own, marked "byte". In a token (in_token) spaces,
+    newlines and tabs get a visible mark instead; in running text newlines and tabs stay
+    what they are. HTML's own escaping is as_html's (html.escape), on top of this.
     """
     pieces = []
     for c in text:
-        escaped = printable(c)
+        escaped = printable(c, invisible=in_token)
         if in_token and c in WHITESPACE_MARKS:
             pieces.append(("ws", WHITESPACE_MARKS[c]))
-        elif escaped != c:
-            pieces.append(("byte", escaped))
-        elif in_token and c != " " and unicodedata.category(c) in INVISIBLE:
-            pieces.append(("byte", f"\\u{ord(c):04x}"))
         else:
-            pieces.append(("", c))
+            pieces.append(("byte" if escaped != c else "", escaped))
     return pieces
 
 
