@@ -117,15 +117,19 @@ def format_trace(trace, token_bytes, n_prompt):
     return lines
 
 
-def line_lines(r, show):
-    """A line of drafts: what the draft proposed, the oracle's choice after each prefix, what was kept."""
-    staged = r.kind == "staged"
-    drafted = " ".join(f"{show([t])}({stage})" for t, stage in zip(r.drafted, r.details.stages)) if staged \
-        else show(r.drafted)
+def line_lines(r, show, drafted=None):
+    """A line of drafts: what the draft proposed (drafted: as shown, default each token), the oracle's
+    choice after each prefix, what was kept."""
+    drafted = show(r.drafted) if drafted is None else drafted
     lines = [f"  drafted  {drafted or '(nothing)'}"]
     if r.oracle is not None:
         lines.append(f"  oracle   {show(r.oracle)}   (its choice after each draft prefix)")
     return lines + [f"  kept     {r.accepted} draft(s) + {show(r.new[-1:])} from the oracle"]
+
+
+def staged_lines(r, show):
+    """A staged round's line of drafts, each with the stage that made it."""
+    return line_lines(r, show, " ".join(f"{show([t])}({stage})" for t, stage in zip(r.drafted, r.details.stages)))
 
 
 def round_reasons(r, show):
@@ -301,7 +305,7 @@ def sps_reasons(r, show):
 # Each kind of round (decoding.Round.kind): the setting beside its number, how its drafts are drawn,
 # and why it drafted them. A kind missing here is drawn as a line of drafts with its Round.reason.
 SETTINGS = {"threshold": lambda d: f", threshold {d.threshold:.3g}", "adaptive": lambda d: f", n_draft {d.n_draft}"}
-DRAFTS = {"sps": sps_lines, "tree": tree_lines, "tree-sps": tree_lines, "suffix-tree": tree_lines}
+DRAFTS = {"sps": sps_lines, "staged": staged_lines, "tree": tree_lines, "tree-sps": tree_lines, "suffix-tree": tree_lines}
 REASONS = {
     "line": lambda r, show: [length_reason(r.details.n_draft, r.details.k)] if isinstance(r.details, Line) else [],
     "layers": lambda r, show: [length_reason(r.details.n_draft, r.details.k)],

@@ -15,6 +15,9 @@ generator) and one register() call, here or anywhere before the program asks for
 A method's generate(call) gets a Call: the models, the prompt's ids, how many
 tokens to make, its draft length, the settings, the Stats to fill in, and the
 sampling methods' random generator. It returns the generator of token ids.
+Its rounds go to Stats.add_round (decoding.py): --trace and --html draw a round
+by its details' `kind` (app/display.py's and app/report.py's tables of
+renderers), and a kind they do not know as a line of drafts with its reason=.
 """
 
 from dataclasses import dataclass
