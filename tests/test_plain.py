@@ -50,11 +50,12 @@ sys.exit(code)
 """
 
 
-def traced_run(tmp_path, *args):
-    """(the CompletedProcess, the speed/ and threadpoolctl functions it entered) of speculative.py ARGS."""
+def traced_run(tmp_path, *args, typed=None):
+    """(the CompletedProcess, the speed/ and threadpoolctl functions it entered) of speculative.py ARGS
+    (typed: the lines a session reads)."""
     out = tmp_path / f"entered-{len(list(tmp_path.iterdir()))}.json"
     r = subprocess.run([sys.executable, "-c", TRACED, str(out), ROOT, *args], capture_output=True, text=True,
-                       timeout=300, cwd=str(tmp_path))
+                       timeout=300, cwd=str(tmp_path), input=typed)
     assert r.returncode == 0, r.stderr
     return r, json.loads(out.read_text())
 
@@ -80,6 +81,14 @@ def test_plain_with_trace_compare_and_verbose(tmp_path, pair):
     r, entered = traced_run(tmp_path, "the cat and", *pair, "--plain", "--trace", "--compare", "--verbose")
     assert entered == [], entered
     assert "speed: plain NumPy (--plain)" in r.stderr and "round 1:" in r.stderr and "identical output" in r.stderr
+
+
+def test_the_session_with_plain_runs_nothing_of_speed(tmp_path, pair):
+    r, entered = traced_run(tmp_path, "-i", *pair[:4], "--plain", typed="/length 12\nthe cat and\n/settings\n")
+    assert entered == [], entered
+    assert "speculative: 12 new tokens" in r.stdout and "plain on" in r.stdout
+    _, entered = traced_run(tmp_path, "-i", *pair[:4], typed="/length 12\nthe cat and\n")
+    assert any(e.startswith(os.path.join("speed", "blocked.py")) for e in entered), entered  # the negative control
 
 
 def test_help_says_what_plain_does():
