@@ -10,6 +10,7 @@ reports. Anything else is a bug and keeps its traceback.
 """
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
@@ -41,8 +42,19 @@ def describe(error):
 
 
 def interrupt_quietly():
-    """Until run() starts main(): Ctrl-C while a script loads ends it with one line, not a traceback."""
-    signal.signal(signal.SIGINT, lambda signum, frame: fail("interrupted", code=130))
+    """Until run() starts main(): Ctrl-C while a script loads ends it with one line, not a traceback.
+
+    The process ends at once (os._exit): an exception raised in the middle of an import can be
+    caught and turned into another by the module being imported (NumPy's does), and nothing
+    has been written yet that would need cleaning up."""
+    signal.signal(signal.SIGINT, lambda signum, frame: exit_now("interrupted", 130))
+
+
+def exit_now(message, code):
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        sys.stderr.write(f"error: {message}\n")
+        sys.stderr.flush()
+    os._exit(code)
 
 
 BROKEN_PIPE = 128 + 13  # the status a shell reports for a writer whose reader went away (signal 13)

@@ -50,6 +50,7 @@ def start(files):
         "gate": None,          # a threading.Event the CDN waits for halfway through a body
         "drip_headers": 0,     # seconds between single bytes of every answer's status line and headers
         "status": None,        # (code, reason): answered to every request, with a short text body
+        "unsized": False,      # True: the small files are sent with no Content-Length, the connection closed at their end
     }
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     return server
@@ -119,7 +120,10 @@ class Hub(BaseHTTPRequestHandler):
     def send_page(self, data, content_type, body):
         self.send_response(200)
         self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
+        if self.server.state["unsized"]:
+            self.close_connection = True
+        else:
+            self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         if body:
             self.write(data)

@@ -36,7 +36,7 @@ def shipped_sums():
     restore = "the demo pair ships with the repository, restore it with git checkout"
     try:
         text = reading.read_text(path, "SHA256SUMS")
-    except (OSError, ValueError) as e:  # missing, a FIFO or a device, too big, not UTF-8
+    except (OSError, ValueError, reading.ReadError) as e:  # missing, not UTF-8; a FIFO or a device, too big
         raise CheckpointError(f"{printable(path)}: cannot read it ({getattr(e, 'strerror', None) or e}): {restore}") from None
     sums = {}
     for number, line in enumerate(text.splitlines(), start=1):
