@@ -30,12 +30,11 @@ when no candidate is ever dropped: n_beams >= V ** (n_new - 1).
 """
 
 import copy
-import os
 from dataclasses import dataclass
 
 import numpy as np
 
-from decoding import GenerationError, Stats, check_lengths, check_room, feed
+from decoding import GenerationError, Stats, check_lengths, check_room, feed, memory_budget
 from kvcache import KVCache
 
 
@@ -89,7 +88,7 @@ def check_memory(model, n_beams, n_prompt, n_new):
     budget = memory_budget()
     if need > budget:
         raise GenerationError(f"{n_beams} beams of {n_prompt + n_new} tokens need about {need / 1e9:.1f} GB, "
-                              f"more than the {budget / 1e9:.1f} GB this machine can give them: use fewer beams")
+                              f"more than the {budget / 1e9:.1f} GB this process may give them: use fewer beams")
 
 
 def memory_needed(model, n_beams, n_prompt, n_new):
@@ -104,14 +103,6 @@ def memory_needed(model, n_beams, n_prompt, n_new):
     scores = (5 * n_beams + 8) * model.vocab_size * 4
     prompt = 2 * 4 * (model.n_head * n_prompt * n_prompt + 8 * n_prompt * model.n_embd)
     return 2 * n_beams * one_cache + scores + prompt
-
-
-def memory_budget():
-    """Half the machine's physical memory (where the system says it; else 8 GB)."""
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
-    except (AttributeError, ValueError, OSError):  # Windows has no sysconf
-        return 8 << 30
 
 
 def extend(beams, parents, tokens, scores):
