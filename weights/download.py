@@ -31,6 +31,9 @@ What a download guarantees:
   STALL_SECONDS, weights/http.py); what it says is shown with its control characters escaped;
   and the credentials a URL may carry (HF_ENDPOINT=https://user:password@host)
   are never shown: messages name the host.
+- Nothing past its bound is stored: a small file announced or sent bigger than
+  the loader would read (weights/reading.py's LIMITS), or weights bigger than
+  STORE_LIMITS allows, is refused before a byte past the bound is written.
 - A link or anything but a regular file at FILE.incomplete or FILE.lock is
   never followed or written through: the download stops and says to remove it.
 - Every failure is one DownloadError naming the file and the problem; those a
