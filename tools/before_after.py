@@ -10,6 +10,11 @@ after the other (ABBA order, so neither always goes first), each in a fresh proc
 imports only its own code, and times forwards of 1 and 8 tokens after 128 cached, taking
 turns (as bench.py's cost curve does). The figures are medians over the rounds, beside
 their spread and the median of the rounds' after/before ratios.
+
+The two sides may also be one checkout under two Pythons (and so two NumPys and BLASes):
+
+    python tools/before_after.py . . --models-dir /tmp/bm \
+        --python-before /tmp/venv-3.11/bin/python --python-after /tmp/venv-3.13/bin/python
 """
 
 import argparse
@@ -67,6 +72,14 @@ def figures(ms):
     return out
 
 
+def version(python):
+    """'Python 3.13.0, NumPy 2.5.5, OpenBLAS 0.3.34 SkylakeX' for an interpreter."""
+    code = ("import sys, numpy, threadpoolctl; b = [i for i in threadpoolctl.threadpool_info() if i['user_api'] == 'blas']; "
+            "print(f'Python {sys.version.split()[0]}, NumPy {numpy.__version__}, ' + ', '.join("
+            "f\"{i['internal_api']} {i['version']} {i.get('architecture') or ''}\".strip() for i in b))")
+    return subprocess.run([python, "-c", code], capture_output=True, text=True).stdout.strip() or "?"
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("before", help="a checkout of the code before the change")
@@ -74,6 +87,9 @@ def main():
     parser.add_argument("--models-dir", required=True, help="bench.py's --models-dir, holding random-gpt2 and random-gpt2-xl")
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--models", nargs="+", default=["gpt2", "gpt2-xl"], choices=sorted(REPEATS))
+    for side in ("before", "after"):
+        parser.add_argument(f"--python-{side}", default=sys.executable,
+                            help=f"the Python that runs the {side} side (default: this one)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -84,13 +100,16 @@ def main():
         order = ("before", "after") if round_ % 2 == 0 else ("after", "before")
         for side in order:
             checkout = os.path.abspath(getattr(args, side))
-            r = subprocess.run([sys.executable, os.path.abspath(__file__), checkout, checkout, "--child",
+            python = getattr(args, f"python_{side}")
+            r = subprocess.run([python, os.path.abspath(__file__), checkout, checkout, "--child",
                                 "--models-dir", args.models_dir, "--models", *args.models],
                                cwd=checkout, capture_output=True, text=True)
             if r.returncode != 0:
                 sys.exit(f"error: the {side} checkout failed: {r.stderr.strip().splitlines()[-1:]}")
             runs[side].append(figures(json.loads(r.stdout)))
         print(f"round {round_ + 1} of {args.rounds} done", file=sys.stderr)
+    for side in ("before", "after"):
+        print(f"{side}: {getattr(args, side)} under {version(getattr(args, f'python_{side}'))}")
     print(f"{'figure':28s} {'before':>8s} {'after':>8s} {'change':>7s}  after/before (median of rounds)  spread before | after")
     for key in runs["before"][0]:
         b, a = ([r[key] for r in runs[side]] for side in ("before", "after"))
