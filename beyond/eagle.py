@@ -29,14 +29,12 @@ distribution as the draft's p), so its output has the oracle's distribution.
 EAGLE-2's dynamic tree (arXiv 2406.16858) is not here: one chain a round, as speculative.py drafts.
 """
 
-import json
-import os
 import time
 
 import numpy as np
 
 from decoding import GenerationError, Stats, check_lengths, check_room
-from gpt2 import block, causal_mask, nest
+from gpt2 import block, causal_mask
 from kvcache import KVCache
 from processors import as_processor
 from speculative import accept, rollback
@@ -44,7 +42,8 @@ from sps import acceptance_probability, residual, sample
 
 
 class EagleHead:
-    """fc and one GPT-2 block, the weights tools/train_heads.py exports ("fc.*", "h.0.*")."""
+    """fc and one GPT-2 block, the weights tools/train_heads.py exports ("fc.*", "h.0.*");
+    weights/heads.py reads them (params: gpt2.nest of its tensors)."""
 
     def __init__(self, params, config, oracle):
         if config.get("kind") != "eagle" or config.get("n_embd") != oracle.n_embd:
@@ -61,15 +60,6 @@ class EagleHead:
         x = block(x, self.params["h"][0], self.n_head, self.eps, cache, 0, mask)
         cache.commit(n)
         return x
-
-    @classmethod
-    def load(cls, head_dir, oracle):
-        from weights import checkpoint  # reading files is the weights package's job
-        with open(os.path.join(head_dir, "config.json"), encoding="utf-8") as f:
-            config = json.load(f)
-        tensors = checkpoint.load_safetensors(os.path.join(head_dir, "model.safetensors"))
-        tensors = {name: np.array(t, dtype=np.float32) for name, t in tensors.items()}  # float16 on disk
-        return cls(nest(tensors), config, oracle)  # params['fc']['weight'], params['h'][0]['ln_1']['weight'], ...
 
 
 def oracle_pass(oracle, cache, tokens, stats):  # -> (features [n, n_embd], logits [n, vocab_size])

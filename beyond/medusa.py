@@ -22,20 +22,19 @@ sharing its LM head rather than copying it per head.
 """
 
 import itertools
-import json
-import os
 import time
 
 import numpy as np
 
 from decoding import GenerationError, Stats, check_room
-from gpt2 import MASKED, layer_norm, nest
+from gpt2 import MASKED, layer_norm
 from kvcache import KVCache
 from tree import Node, accepted_path, tree_mask
 
 
 class MedusaHeads:
-    """The K heads tools/train_heads.py exports ("medusa.{k}.weight", "medusa.{k}.bias")."""
+    """The K heads tools/train_heads.py exports ("medusa.{k}.weight", "medusa.{k}.bias"); weights/heads.py
+    reads them (params: gpt2.nest of its tensors)."""
 
     def __init__(self, params, config, oracle):
         if config.get("kind") != "medusa" or config.get("n_embd") != oracle.n_embd:
@@ -47,14 +46,6 @@ class MedusaHeads:
         h = layer_norm(feature, p["ln_f"]["weight"], p["ln_f"]["bias"], self.oracle.eps)
         z = np.stack([h @ head["weight"] + head["bias"] for head in self.heads])  # [K, n_embd]
         return (h + z / (1 + np.exp(-z))) @ p["wte"].T  # SiLU(z) = z sigmoid(z)
-
-    @classmethod
-    def load(cls, head_dir, oracle):
-        from weights import checkpoint  # reading files is the weights package's job
-        with open(os.path.join(head_dir, "config.json"), encoding="utf-8") as f:
-            config = json.load(f)
-        tensors = checkpoint.load_safetensors(os.path.join(head_dir, "model.safetensors"))
-        return cls(nest({name: np.array(t, dtype=np.float32) for name, t in tensors.items()}), config, oracle)
 
 
 def candidate_tree(logits, widths):

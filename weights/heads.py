@@ -1,0 +1,96 @@
+"""Reading a drafting head: the weights tools/train_heads.py trains on an oracle's own states.
+
+A head lives in a directory of its own (config.json + model.safetensors), inside the directory of the
+oracle it was trained on: ORACLE/heads/eagle, ORACLE/heads/medusa, ORACLE/heads/exit. Its config.json
+says its kind and the oracle's shapes; every tensor's name and shape is checked against them before
+any is read, as weights/checkpoint.py checks a model. beyond/ gets the tensors as float32 arrays.
+"""
+
+import json
+import os
+
+import numpy as np
+
+from weights import checkpoint, reading
+from weights.checkpoint import CheckpointError
+
+KINDS = ("eagle", "medusa", "exit")  # the heads there are, each read by its module in beyond/
+MAX_MEDUSA_HEADS = 8
+
+
+def head_dir(oracle_dir, kind):
+    return os.path.join(oracle_dir, "heads", kind)
+
+
+def block_shapes(prefix, d):
+    """One GPT-2 block's tensors, by the checkpoint's names (gpt2.block runs them)."""
+    return {f"{prefix}ln_1.weight": (d,), f"{prefix}ln_1.bias": (d,),
+            f"{prefix}attn.c_attn.weight": (d, 3 * d), f"{prefix}attn.c_attn.bias": (3 * d,),
+            f"{prefix}attn.c_proj.weight": (d, d), f"{prefix}attn.c_proj.bias": (d,),
+            f"{prefix}ln_2.weight": (d,), f"{prefix}ln_2.bias": (d,),
+            f"{prefix}mlp.c_fc.weight": (d, 4 * d), f"{prefix}mlp.c_fc.bias": (4 * d,),
+            f"{prefix}mlp.c_proj.weight": (4 * d, d), f"{prefix}mlp.c_proj.bias": (d,)}
+
+
+def expected_shapes(config, d):
+    kind = config["kind"]
+    if kind == "eagle":  # fc maps [embedding, feature] back to the width; then one block
+        return {"fc.weight": (2 * d, d), "fc.bias": (d,), **block_shapes("h.0.", d)}
+    if kind == "medusa":  # one residual block a head
+        return {f"medusa.{k}.{leaf}": shape for k in range(config["n_heads"])
+                for leaf, shape in (("weight", (d, d)), ("bias", (d,)))}
+    # exit: Kangaroo's adapter, an attention layer and its layer norm
+    return {key.replace("h.0.", "adapter."): shape for key, shape in block_shapes("h.0.", d).items()
+            if "mlp" not in key and "ln_2" not in key}
+
+
+def load_config(path, kind, oracle):
+    try:
+        config = json.loads(reading.read_text(path, "config.json"))
+    except reading.ReadError as e:
+        raise CheckpointError(str(e)) from None
+    except (OSError, ValueError, RecursionError) as e:
+        raise CheckpointError(f"{reading.shown(path)}: cannot read it as JSON ({getattr(e, 'strerror', None) or e})") from None
+    if not isinstance(config, dict) or config.get("kind") != kind:
+        raise CheckpointError(f"{reading.shown(path)}: not the config of {kind} heads")
+    def whole(name, low, high):
+        value = config.get(name)
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+            raise CheckpointError(f"{reading.shown(path)}: {name} must be a whole number from {low} to {high}, got {value!r}")
+    whole("n_embd", oracle.n_embd, oracle.n_embd)  # trained on this oracle's width, or not for it
+    whole("n_head", 1, oracle.n_embd)
+    if oracle.n_embd % config["n_head"]:
+        raise CheckpointError(f"{reading.shown(path)}: n_head {config['n_head']} does not divide the width {oracle.n_embd}")
+    eps = config.get("layer_norm_epsilon")
+    if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not 1e-12 <= eps <= 1:
+        raise CheckpointError(f"{reading.shown(path)}: layer_norm_epsilon must be a small positive number, got {eps!r}")
+    if kind == "medusa":
+        whole("n_heads", 1, MAX_MEDUSA_HEADS)
+    if kind == "exit":
+        whole("exit_layer", 1, oracle.n_layer - 1)
+    return config
+
+
+def load(oracle_dir, kind, oracle):
+    """(config, {name: float32 array}) of the `kind` head trained for `oracle`, read from oracle_dir/heads/kind."""
+    if kind not in KINDS:
+        raise CheckpointError(f"no head of kind {kind!r}; the kinds are {', '.join(KINDS)}")
+    directory = head_dir(oracle_dir, kind)
+    if not os.path.isdir(directory):
+        raise CheckpointError(f"{reading.shown(oracle_dir)} has no {kind} head (heads/{kind}); "
+                              "python demo.py writes the learned pair's, tools/train_heads.py trains them")
+    config = load_config(os.path.join(directory, "config.json"), kind, oracle)
+    path = os.path.join(directory, "model.safetensors")
+    entries, _, data = checkpoint.open_safetensors(path)
+    expected = expected_shapes(config, oracle.n_embd)
+    if set(entries) != set(expected):
+        missing, extra = sorted(set(expected) - set(entries)), sorted(set(entries) - set(expected))
+        raise CheckpointError(f"{reading.shown(path)}: not the tensors of {kind} heads "
+                              f"(missing {', '.join(missing[:3]) or 'none'}; unexpected {', '.join(extra[:3]) or 'none'})")
+    tensors = {}
+    for name, entry in entries.items():
+        if tuple(entry[1]) != expected[name]:
+            raise CheckpointError(f"{reading.shown(path)}: tensor {name} has shape {list(entry[1])}, "
+                                  f"expected {list(expected[name])}")
+        tensors[name] = np.array(checkpoint.tensor_view(path, name, data, entry), dtype=np.float32)
+    return config, tensors
