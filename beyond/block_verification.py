@@ -111,7 +111,7 @@ def block_sample(draft, oracle, ids, n_new, n_draft=4, rng=None, processor=None,
         if stats.trace is not None:  # the record costs a pass over the vocabulary per draft: only when kept
             details = explain_round(q, p, drafted, rs, w, h, tau, last, new_tokens)
             stats.add_round(new_tokens, drafted, tau, context=context, cached=cache_lengths(draft_cache, oracle_cache),
-                            details=details, reason=describe(details))
+                            details=details, reason=reason_line(details))
         else:
             stats.add_round(new_tokens, drafted, tau)
         yield from new_tokens
@@ -204,7 +204,7 @@ def explain_round(q, p, drafted, rs, w, h, tau, last, new_tokens):
                                      "prob": float(last[token]), "w": w[tau]})
 
 
-def describe(details):
+def reason_line(details):
     """The round in one line (Round.reason): step 5's tests from the end, where a later q/p > 1 made up for
     an earlier q/p < 1 (what token verification could not do), and where the last token came from. Drafts are
     named by their position: the trace shows their text on the line above."""

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import beyond.block_verification as bv
-from beyond.block_verification import (acceptance_probabilities, block_sample, block_weights, describe,
-                                       last_passing, verify_block)
+from beyond.block_verification import (acceptance_probabilities, block_sample, block_weights, last_passing,
+                                       reason_line, verify_block)
 from decoding import GenerationError, Stats
 from processors import Processor, make_processor
 from sps import acceptance_probability, residual, sample
@@ -365,7 +365,7 @@ def test_caches_and_statistics_after_every_round(related, oracle):
         assert all(s["passed"] is False for s in steps[r.accepted:])  # every prefix after tau failed its test
         if r.accepted:
             assert steps[r.accepted - 1]["passed"] is True
-        assert r.reason == describe(r.details) and r.kind == "block"
+        assert r.reason == reason_line(r.details) and r.kind == "block"
     assert length == len(ids) + 30 and stats.n_generated == len(out) == 30
     assert stats.rounds == len(stats.trace) and stats.drafted == sum(len(r.drafted) for r in stats.trace)
     assert stats.accepted == sum(r.accepted for r in stats.trace) > 0
@@ -390,22 +390,22 @@ def test_the_trace_and_the_page_show_the_rounds(related, oracle):
     assert page.count("<details") == len(stats.trace)
 
 
-def test_describe_says_why_the_round_ended():
+def test_the_reason_line_says_why_the_round_ended():
     steps = [{"token": 7, "ratio": 0.5, "w": 0.5, "h": 0.4, "r": None, "passed": None, "kept": True},
              {"token": 8, "ratio": 3.0, "w": 1.0, "h": 0.6, "r": 0.3, "passed": True, "kept": True},
              {"token": 9, "ratio": 0.1, "w": 0.1, "h": 0.05, "r": 0.7, "passed": False, "kept": False}]
-    said = describe(bv.BlockDetails(steps, 2, {"token": 4, "from": "residual", "prob": 0.25, "w": 1.0}))
+    said = reason_line(bv.BlockDetails(steps, 2, {"token": 4, "from": "residual", "prob": 0.25, "w": 1.0}))
     assert said == ("from the end: prefix 3 h=0.05 r=0.70 fails, prefix 2 h=0.6 r=0.30 passes; w_2=1 where token "
                     "verification keeps all 2 with chance 0.5: a later q/p > 1 made up for draft 1 (q/p=0.5); "
                     "2 of 3 kept: the last token from max(w_2 q - p, 0), w_2=1 (prob 0.25)")
     steps[1]["ratio"], steps[1]["w"] = 1.0, 0.5  # nothing made up for: no such clause
-    said = describe(bv.BlockDetails(steps[:2], 2, {"token": 4, "from": "bonus", "prob": 0.25, "w": 0.5}))
+    said = reason_line(bv.BlockDetails(steps[:2], 2, {"token": 4, "from": "bonus", "prob": 0.25, "w": 0.5}))
     assert said == "from the end: prefix 2 h=0.6 r=0.30 passes; all 2 kept: the bonus from the oracle's q (prob 0.25)"
     steps = [dict(steps[0], r=0.9, passed=False, kept=False), dict(steps[2], kept=False)]
-    said = describe(bv.BlockDetails(steps, 0, {"token": 5, "from": "residual", "prob": 0.5, "w": 1.0}))
+    said = reason_line(bv.BlockDetails(steps, 0, {"token": 5, "from": "residual", "prob": 0.5, "w": 1.0}))
     assert said == ("from the end: prefix 2 h=0.05 r=0.70 fails, prefix 1 h=0.4 r=0.90 fails, prefix 0 always passes; "
                     "0 of 2 kept: the last token from max(w_0 q - p, 0), w_0=1 (prob 0.5)")
-    assert describe(bv.BlockDetails([], 0, {"token": 3, "from": "bonus", "prob": 0.5, "w": 1.0})).startswith("nothing")
+    assert reason_line(bv.BlockDetails([], 0, {"token": 3, "from": "bonus", "prob": 0.5, "w": 1.0})).startswith("nothing")
 
 
 def test_the_method_is_registered(related, oracle):
