@@ -3,6 +3,7 @@
 import argparse
 
 from app import program
+from errors import printable
 from weights import download, files
 from weights.download import DEFAULT_ENDPOINT, MIRROR, MODEL_NAMES, MODEL_SIZES
 from weights.models import DEFAULT_MODELS_DIR
@@ -30,7 +31,7 @@ def main(argv=None):
         if name not in MODEL_NAMES:
             program.fail(f"unknown model {name!r}: choose from {', '.join(MODEL_NAMES)}", code=2)
     for name in args.names:
-        print(download.download(name, args.models_dir))
+        print(printable(download.download(name, args.models_dir)))
 
 
 def main_entry():

@@ -666,6 +666,11 @@ def test_33_7_an_edited_sha256sums_is_one_line(tmp_path, sums):
     assert "SHA256SUMS" in r.stdout and "git checkout" in r.stdout, r.stdout
 
 
+def test_33_8_the_downloaders_line_escapes_the_models_directory(hub, tmp_path):
+    r = run("download_weights.py", "gpt2", "--models-dir", tmp_path / f"models{ESC}")
+    assert r.returncode == 0 and "\x1b" not in r.stdout + r.stderr and "models\\x1b[2J" in r.stdout, r.stdout + r.stderr
+
+
 def test_33_8_names_in_wrote_lines_and_headers_are_escaped(tiny_dirs, tmp_path):
     draft = copy_model(tiny_dirs["related"], tmp_path / f"draft{ESC}")
     out = tmp_path / f"out{ESC}.csv"
