@@ -493,6 +493,17 @@ def test_33_1_a_link_at_the_converted_copys_name_is_never_followed(tiny_dirs, tm
     assert "is a link, not a file this program wrote" in r.stderr and "converting in memory instead" in r.stderr
 
 
+def test_33_1_a_link_in_a_demo_models_directory_is_named_not_followed(tmp_path):
+    from weights import demo_pair
+    draft_dir, _ = demo_pair.build_pair(str(tmp_path / "models"))
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(b"the user's own file\n")
+    os.symlink(victim, os.path.join(draft_dir, "model.blocked.safetensors"))
+    r = limited("from speed.accelerate import load_fast; load_fast(sys.argv[1])", draft_dir, timeout=60)
+    assert r.returncode == 0 and victim.read_bytes() == b"the user's own file\n", r.stderr
+    assert "demo-draft/model.blocked.safetensors is a link" in r.stderr
+
+
 def test_33_1_the_programs_run_with_a_link_there_and_name_it(tiny_dirs, tmp_path):
     model = copy_model(tiny_dirs["draft"], tmp_path / "ckpt")
     victim = tmp_path / "victim.txt"
