@@ -53,6 +53,8 @@ class NgramDetails:
     """A round's record for --trace and --html: where the drafts came from (NGramDrafter.source)."""
     kind: ClassVar[str] = "ngram"
     source: dict  # {"from": "prompt lookup", "length", "at"}, {"from": "n-gram table", "contexts"} or {"from": None}
+    n_draft: int = None  # the most drafts asked for
+    room: int = None     # the most this round: n_draft, or fewer where fewer tokens were left to make
 
 
 @dataclass
@@ -60,6 +62,8 @@ class StagedDetails:
     """A round's record for --trace and --html: which stage made each draft."""
     kind: ClassVar[str] = "staged"
     stages: list  # stages[i]: "n-gram" (an n-gram guess the draft model kept) or "draft" (the draft model's own)
+    n_draft: int = None  # the draft length asked for
+    k: int = None        # drafted this round: n_draft, or fewer where fewer tokens were left to make
 
 
 class NGramDrafter:
@@ -195,7 +199,8 @@ def ngram_generate(oracle, ids, n_new, n_draft=8, drafter=None, stats=None):
     while len(tokens) < end:
         # 1. Draft from the text so far: no model pass at all.
         start = time.perf_counter()
-        drafted = drafter.propose(tokens, min(n_draft, end - len(tokens) - 1))
+        room = min(n_draft, end - len(tokens) - 1)
+        drafted = drafter.propose(tokens, room)
         stats.add_time("draft", time.perf_counter() - start)
         # 2-4. Verify, accept, roll back, as in speculative_generate.
         n_accepted, new_tokens, oracle_choice, top = verify_with_top_k(oracle, oracle_cache, tokens, drafted, stats,
@@ -204,7 +209,7 @@ def ngram_generate(oracle, ids, n_new, n_draft=8, drafter=None, stats=None):
         tokens += new_tokens
         rollback(len(tokens) - 1, oracle_cache)
         stats.add_round(new_tokens, drafted, n_accepted, context=context, oracle=oracle_choice,
-                        cached=cache_lengths(None, oracle_cache), details=NgramDetails(drafter.source))
+                        cached=cache_lengths(None, oracle_cache), details=NgramDetails(drafter.source, n_draft, room))
         # 5. Learn from the round.
         learn(drafter, tokens, context, top, stats)
         yield from new_tokens
@@ -242,7 +247,7 @@ def staged_generate(draft, oracle, ids, n_new, n_draft=8, drafter=None, stats=No
         tokens += new_tokens
         rollback(len(tokens) - 1, draft_cache, oracle_cache)
         stats.add_round(new_tokens, drafted, n_accepted, context=context, oracle=oracle_choice,
-                        cached=cache_lengths(draft_cache, oracle_cache), details=StagedDetails(stages))
+                        cached=cache_lengths(draft_cache, oracle_cache), details=StagedDetails(stages, n_draft, k))
         # 5. Learn from the round.
         learn(drafter, tokens, context, top, stats)
         yield from new_tokens

@@ -42,6 +42,7 @@ class ThresholdDetails:
     k_max: int             # the most drafts this round: n_draft, or the tokens left
     next_threshold: float  # step 5's result
     boost: float           # threshold_all_correct_boost
+    n_draft: int = None    # the most drafts asked for (k_max is fewer where fewer tokens were left to make)
 
 
 def next_threshold(threshold, cumulative, n_accepted, boost):
@@ -85,7 +86,7 @@ def threshold_generate(draft, oracle, ids, n_new, n_draft=16, threshold=0.4,
         stats.add_round(new_tokens, drafted, n_accepted, context=context, oracle=oracle_choice,
                         cached=cache_lengths(draft_cache, oracle_cache),
                         details=ThresholdDetails(used, [float(c) for c in cumulative], k_max, threshold,
-                                                 threshold_all_correct_boost))
+                                                 threshold_all_correct_boost, n_draft))
         yield from new_tokens
 
 

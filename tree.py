@@ -45,6 +45,8 @@ class TreeDetails:
     probs: list              # probs[i]: Node.p of node i
     confidence: float = None  # tree_generate's branching rule: branch below this probability...
     branch: int = None        # ... into the draft's top `branch` (None: another rule drew the tree, beyond/suffix.py)
+    n_draft: int = None       # the greatest depth asked for
+    depth: int = None         # this round's greatest depth: n_draft, or less where fewer tokens were left to make
 
 
 def tree_mask(nodes, new, n_text, n_fed):  # -> [len(new), n_text + n_fed + len(new)]
@@ -141,5 +143,5 @@ def tree_generate(draft, oracle, ids, n_new, n_draft=6, branch=2, max_nodes=16, 
         stats.add_round(new_tokens, [node.token for node in nodes], len(path), context=n, oracle=choice,
                         cached=cache_lengths(draft_cache, oracle_cache),
                         details=TreeDetails([node.parent for node in nodes], path, [node.p for node in nodes],
-                                            confidence, branch))
+                                            confidence, branch, n_draft, depth))
         yield from new_tokens

@@ -140,6 +140,14 @@ def round_reasons(r, show):
     return own + ([r.reason] if r.reason else [])
 
 
+def cut_short(n_draft, most, what="draft"):
+    """"" or the clause saying that the tokens left to make allowed this round at most `most` (< n_draft)."""
+    if n_draft is None or most is None or most >= n_draft:
+        return ""
+    return (f"; at most {most} {what}{'s' if most != 1 else ''} this round (n_draft {n_draft}): only {most + 1} "
+            f"token{'s were' if most + 1 != 1 else ' was'} left to make")
+
+
 def length_reason(n_draft, k, letter=""):
     """A fixed draft length, and where the tokens left to make cut this round's draft short (k < n_draft)."""
     left = k + 1
@@ -153,7 +161,7 @@ def threshold_reasons(r, show):
     t, c = d.threshold, d.cumulative
     probs = ", ".join(f"{p:.3g}" for p in c)
     stop = (f"{c[-1]:.3g} is below it: stopped" if c and c[-1] < t else
-            f"stopped at the most drafts, {d.k_max}" if c else "nothing left to draft")
+            f"stopped at the most drafts, {d.k_max}" if c else "nothing left to draft") + cut_short(d.n_draft, d.k_max)
     lines = [f"drafted while the draft's probability of its whole guess stayed at or above the threshold {t:.3g}: "
              f"{probs or '(none)'}; {stop}"]
     if c:
@@ -178,11 +186,11 @@ def adaptive_reasons(r, show):
     if d.rule == "egag":
         bound = d.entropy_bound
         stop = (f"{entropies[-1]:.2f} is above {bound:g}: stopped" if entropies and entropies[-1] > bound else
-                f"stopped at n_draft {g}" if n_drafted == g else f"stopped at the tokens left, {n_drafted}")
+                f"stopped at n_draft {g}" if n_drafted == g else f"stopped at {n_drafted}")
         lines = [f"rule egag: drafted up to n_draft {g}, stopping after a draft whose entropy is above {bound:g} "
-                 f"nats: {shown}; {stop}"]
+                 f"nats: {shown}; {stop}{cut_short(g, d.k_max)}"]
     else:
-        lines = [f"rule heuristic: drafted n_draft {g}" + (f" (only {n_drafted} tokens left to draft)" if n_drafted < g else "")]
+        lines = [f"rule heuristic: drafted n_draft {g}{cut_short(g, d.k_max)}"]
     if not n_drafted:
         return lines
     low, high = d.bounds
@@ -198,7 +206,10 @@ def adaptive_reasons(r, show):
 
 
 def ngram_reasons(r, show):
-    return [ngram_reason(r.details.source, len(r.drafted))]
+    d = r.details
+    said = "nothing left to draft: the oracle adds the last token alone" if d.room == 0 else \
+        ngram_reason(d.source, len(r.drafted))
+    return [said + cut_short(d.n_draft, d.room)]
 
 
 def ngram_reason(source, n_drafted):
@@ -218,7 +229,7 @@ def staged_reasons(r, show):
     each = " ".join(f"{show([t])}[{'n-gram' if s == 'n-gram' else 'model'}]" for t, s in zip(drafted, stages))
     return [f"{len(drafted)} draft(s) in {stages.count('draft')} draft-model pass(es): {from_table} guessed by the "
             f"n-gram table and confirmed by the draft model, {len(drafted) - from_table} the draft model's own: "
-            f"{each or '(none)'}"]
+            f"{each or '(none)'}{cut_short(r.details.n_draft, r.details.k)}"]
 
 
 def node_name(i, r, show):
@@ -234,11 +245,14 @@ def tree_reasons(r, show):
     line = (f"branched into the draft's top {d.branch} where its likeliest token had probability below "
             f"{d.confidence:g} (after {where})" if branched else
             f"no branch: the draft's likeliest token had probability at or above {d.confidence:g} at every node")
-    return [line, f"kept the path the oracle's choices follow: {len(d.path)} node(s) deep"]
+    return [line, f"kept the path the oracle's choices follow: {len(d.path)} node(s) deep"
+                  f"{cut_short(d.n_draft, d.depth, 'level')}"]
 
 
 def tree_kept_reason(r, show):  # a tree drawn by another rule (beyond/): only the walk's outcome
-    return [f"kept the path the oracle's choices follow: {len(tree_of(r).path)} node(s) deep"]
+    tree = tree_of(r)
+    return [f"kept the path the oracle's choices follow: {len(tree.path)} node(s) deep"
+            f"{cut_short(tree.n_draft, tree.depth, 'level')}"]
 
 
 def sps_lines(r, show):
@@ -315,7 +329,7 @@ REASONS = {
     "ngram": ngram_reasons,
     "staged": staged_reasons,
     "tree": tree_reasons,
-    "tree-sps": lambda r, show: [r.details.reason_line(show)],
-    "suffix": lambda r, show: [r.details.reason],
+    "tree-sps": lambda r, show: [r.details.reason_line(show) + cut_short(r.details.n_draft, r.details.depth, "level")],
+    "suffix": lambda r, show: [r.details.reason + cut_short(r.details.n_draft, r.details.room)],
     "suffix-tree": lambda r, show: [r.details.reason] + tree_kept_reason(r, show),
 }

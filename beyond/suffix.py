@@ -304,6 +304,8 @@ class SuffixDetails:
     match: dict          # SuffixDrafter.source: {"length", "end", "occurrences"} of the match drafted from
     reason: str          # SuffixDrafter.reason: one line of why
     tree: TreeDetails = None  # the drafted tree (parents, path, probs: a node's share of its parent's continuations)
+    n_draft: int = None  # the most drafts (the tree's depth) asked for
+    room: int = None     # the most this round: n_draft, or fewer where fewer tokens were left to make
 
     @property
     def kind(self):
@@ -332,7 +334,7 @@ def suffix_generate(oracle, ids, n_new, n_draft=8, min_match=1, width=1, max_nod
         nodes = drafter.propose_tree(room, width, max_nodes) if width > 1 else None
         drafted = drafter.propose(room) if nodes is None else [node.token for node in nodes]
         stats.add_time("draft", time.perf_counter() - start)
-        details = SuffixDetails(drafter.source, drafter.reason)
+        details = SuffixDetails(drafter.source, drafter.reason, n_draft=n_draft, room=room)
         context = len(tokens)
         # 2-4. Verify, accept, roll back: a line as in speculative_generate, a tree as in tree_generate.
         if nodes is None:
@@ -341,7 +343,8 @@ def suffix_generate(oracle, ids, n_new, n_draft=8, min_match=1, width=1, max_nod
             path, new_tokens, oracle_choice = verify_tree(oracle, oracle_cache, tokens, nodes, stats)
             oracle_cache.keep(list(range(context)) + [context + i for i in path])
             n_accepted = len(path)
-            details.tree = TreeDetails([node.parent for node in nodes], path, [node.p for node in nodes])
+            details.tree = TreeDetails([node.parent for node in nodes], path, [node.p for node in nodes],
+                                       n_draft=n_draft, depth=room)
         tokens += new_tokens
         rollback(len(tokens) - 1, oracle_cache)
         stats.add_round(new_tokens, drafted, n_accepted, context=context, oracle=oracle_choice,

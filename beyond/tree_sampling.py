@@ -129,10 +129,13 @@ def tree_sample_generate(draft, oracle, ids, n_new, n_draft=4, width=2, max_node
         draft_cache.keep(list(range(min(n, draft_cache.n_tokens()))) + [n + i for i in path if i < n_fed])
         tokens += new_tokens
         rollback(len(tokens) - 1, draft_cache, oracle_cache)
+        details = None
+        if stats.trace is not None:
+            details = explain_round(nodes, path, visits, last, new_tokens, width)
+            details.n_draft, details.depth = n_draft, depth
         stats.add_round(new_tokens, [node.token for node in nodes], len(path), context=n,
                         oracle=chosen_after(nodes, path, new_tokens), cached=cache_lengths(draft_cache, oracle_cache),
-                        details=explain_round(nodes, path, visits, last, new_tokens, width)
-                        if stats.trace is not None else None)
+                        details=details)
         yield from new_tokens
 
 

@@ -262,3 +262,45 @@ def test_the_tree_trace_tells_two_nodes_of_the_same_token_apart(related, oracle)
         for p in set(r.details.parents):  # a branching parent is named by number and token, never by token alone
             if r.details.parents.count(p) > 1 and p != -1:
                 assert f"node {p + 1} <{r.drafted[p]}>" in reasons(r)
+
+
+def drafting_room(r, n_prompt, n_new):
+    """The most a round could draft: one less than the tokens still to make when it began."""
+    return n_prompt + n_new - r.context - 1
+
+
+@pytest.mark.parametrize("method", ["threshold", "adaptive", "adaptive-hf", "tree", "ngram", "staged", "suffix",
+                                    "suffix-tree", "tree-sps", "self-speculative"])
+def test_every_trace_says_when_the_tokens_left_cut_the_draft(related, oracle, method):
+    from adaptive import adaptive_generate as adaptive
+    from beyond.self_speculative import self_speculative_generate
+    from beyond.suffix import suffix_generate
+    from beyond.tree_sampling import tree_sample_generate
+    if method == "self-speculative" and oracle.n_layer < 2:
+        pytest.skip("a one-layer oracle has no shorter draft")
+    ids, n_draft = PROMPTS[1], 4
+    runs = {
+        "threshold": lambda n: traced(threshold_generate, related, oracle, ids, n, n_draft=n_draft, threshold=0.0),
+        "adaptive": lambda n: traced(adaptive, related, oracle, ids, n, n_draft=n_draft, n_draft_min=n_draft,
+                                     n_draft_max=n_draft, entropy_bound=100.0),
+        "adaptive-hf": lambda n: traced(adaptive, related, oracle, ids, n, rule="heuristic", n_draft=n_draft,
+                                        n_draft_min=n_draft, n_draft_max=n_draft),
+        "tree": lambda n: traced(tree_generate, related, oracle, ids, n, n_draft=n_draft),
+        "ngram": lambda n: traced(ngram_generate, oracle, ids, n, n_draft=n_draft),
+        "staged": lambda n: traced(staged_generate, related, oracle, ids, n, n_draft=n_draft),
+        "suffix": lambda n: traced(suffix_generate, oracle, ids, n, n_draft=n_draft),
+        "suffix-tree": lambda n: traced(suffix_generate, oracle, ids, n, n_draft=n_draft, width=2),
+        "tree-sps": lambda n: traced(tree_sample_generate, related, oracle, ids, n, n_draft=n_draft,
+                                     rng=np.random.default_rng(n)),
+        "self-speculative": lambda n: traced(self_speculative_generate, oracle, ids, n, n_draft=n_draft),
+    }
+    n_cut = n_full = 0
+    for n_new in (3, 6, 9, 10):
+        _, trace = runs[method](n_new)
+        for r in trace:
+            room = len(ids) + n_new - r.context - 1  # the most the round could draft: the tokens left, less one
+            why = reasons(r)
+            said = f"only {room + 1} token{'s were' if room + 1 != 1 else ' was'} left to make"
+            assert (said in why) == (room < n_draft), (method, n_new, room, why)
+            n_cut, n_full = n_cut + (room < n_draft), n_full + (room >= n_draft)
+    assert n_cut and n_full  # both kinds of round were seen
