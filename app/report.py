@@ -51,7 +51,7 @@ class Run:
     prompt: str               # the prompt text as the user gave it
     prompt_ids: list          # its token ids
     tokens: list              # the generated token ids
-    stats: object             # a decoding.Stats, with stats.trace = a list of decoding.Round, one per oracle pass
+    stats: object             # a decoding.Stats, with stats.trace = a list of decoding.Round, one per round
     method: str               # a name in app/methods.py: "speculative", "sps", "tree", "suffix", ...
     settings: dict            # e.g. {"n_draft": 4} or {"n_draft": 4, "processor": "topk 20, temperature 0.8", "seed": 0}
     models: dict              # {"draft": "gpt2 (12 layers, width 768)", "oracle": "..."}; no draft for ngram
@@ -180,7 +180,7 @@ def histogram_section(method, trace):
             f"probability &alpha;, independently: P(i accepted) = &alpha;<sup>i</sup> (1 &minus; &alpha;) for i &lt; k, "
             f"&alpha;<sup>k</sup> for i = k. Here &alpha; = accepted / (accepted + rejections) = <b>{alpha:.3f}</b>: "
             f"the drafts after a rejection are never checked, so they do not count against it.{letters}</p>\n"
-            f"<p>Tokens per oracle pass: predicted (1 &minus; &alpha;<sup>k+1</sup>) / (1 &minus; &alpha;) = "
+            f"<p>Tokens per round (one verification pass each): predicted (1 &minus; &alpha;<sup>k+1</sup>) / (1 &minus; &alpha;) = "
             f"<b>{expected_tokens_per_round(alpha, k):.2f}</b> for k = {k}; measured over the same rounds <b>{mean_measured:.2f}</b>."
             f"{varying}</p>")
 
