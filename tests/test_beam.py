@@ -42,7 +42,7 @@ def test_one_beam_is_greedy(oracle, seed):
     ids = prompt(oracle, 5 + seed, seed)
     stats = Stats()
     assert list(beam_search(oracle, ids, 30, n_beams=1, stats=stats)) == list(greedy_generate(oracle, ids, 30))
-    assert (stats.rounds, stats.n_tokens) == (30, 30)
+    assert (stats.rounds, stats.n_generated) == (30, 30)
 
 
 @pytest.mark.parametrize("n_new, n_beams", [(1, 1), (1, 3), (2, 6), (2, 9), (3, 36), (3, 50)])
@@ -93,7 +93,7 @@ def test_few_beams_can_miss_the_best_continuation():
 def test_exactly_n_new_tokens(tiny, n_new, n_beams):
     stats = Stats()
     assert len(list(beam_search(tiny[0], [1, 2], n_new, n_beams=n_beams, stats=stats))) == n_new
-    assert (stats.rounds, stats.n_tokens) == (n_new, n_new)
+    assert (stats.rounds, stats.n_generated) == (n_new, n_new)
 
 
 def test_context_window_and_bad_arguments(tiny):
