@@ -320,11 +320,15 @@ def test_repeats_count_the_tokens_that_close_a_known_4_gram():
 def test_before_after_compares_two_checkouts_round_by_round(tiny_dirs, tmp_path):
     # tools/before_after.py, the check that a refactoring kept the speed: here this checkout against itself
     shutil.copytree(tiny_dirs["related"], tmp_path / "random-gpt2")
+    # (each side's Python given, as when one checkout is paired under two Pythons)
     r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "before_after.py"), ROOT, ROOT,
-                        "--models-dir", tmp_path, "--rounds", "2", "--models", "gpt2"],
+                        "--models-dir", tmp_path, "--rounds", "2", "--models", "gpt2", "--python-after", sys.executable],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert r.stderr.count("done") == 2
     lines = r.stdout.splitlines()
+    for side, line in zip(("before", "after"), lines[:2]):  # which Python, NumPy and BLAS ran each side
+        assert line.startswith(f"{side}: {ROOT} under Python {sys.version.split()[0]}, NumPy {np.__version__}"), line
+    lines = lines[2:]
     assert lines[0].split()[:3] == ["figure", "before", "after"]
     assert [line.split()[0:2] for line in lines[1:]] == [["gpt2", "T(1)"], ["gpt2", "T(8)/T(1)"], ["gpt2", "ms"]]
