@@ -56,11 +56,12 @@ ORACLE = os.path.join(ROOT, "assets", "learned-pair", "oracle")
 OUT = os.path.join(HERE, "out")
 ASSETS = os.path.join(ROOT, "assets", "learned-pair", "heads")
 SEED = 4321
-STEPS, LR, BATCH = 400, 2e-3, 8  # batches of 8 windows of 256 tokens
+STEPS, LR, BATCH = 400, 2e-3, 16  # batches of 16 windows of 256 tokens, as the pair's
 N_MEDUSA = 3          # Medusa heads: guesses 2, 3 and 4 tokens ahead of the oracle's next
 EXIT_LAYER = 4        # the exit adapter reads the state after this many of the oracle's 8 blocks
 EAGLE_CE = 0.1        # EAGLE's weight of the token loss beside the feature regression
 NOISE = 0.1           # EAGLE's uniform input noise, times the features' standard deviation
+SAMPLED = 64          # positions of each 256-token window whose token losses count
 
 
 def load_oracle():
@@ -77,13 +78,17 @@ def load_oracle():
 
 
 @torch.no_grad()
-def oracle_states(oracle, x):  # [B, T] -> (after EXIT_LAYER blocks, top f before ln_f, logits), each [B, T, .]
+def oracle_states(oracle, x):  # [B, T] -> (the state after EXIT_LAYER blocks, the top state f before ln_f), [B, T, d]
     h = oracle.wte(x) + oracle.wpe(torch.arange(x.shape[1]))
     for i, block in enumerate(oracle.h):
         h = block(h)
         if i + 1 == EXIT_LAYER:
             early = h
-    return early, h, oracle.ln_f(h) @ oracle.wte.weight.T
+    return early, h
+
+
+def lm_logits(oracle, f):  # [..., d] -> [..., VOCAB]: the oracle's own ln_f and LM head
+    return oracle.ln_f(f) @ oracle.wte.weight.T
 
 
 def soft_ce(logits, target_logits):  # cross-entropy of softmax(logits) against the target's distribution
@@ -121,27 +126,27 @@ class ExitAdapter(nn.Module):
         return x + self.attn(self.ln_1(x))
 
 
-def losses(heads, oracle, window, generator=None):
-    """Each head's loss on a batch of windows [B, T + 1]; with a generator, EAGLE's input noise."""
+def losses(heads, oracle, window, generator):
+    """Each head's loss on a batch of windows [B, T + 1], with EAGLE's input noise.
+
+    The token losses are taken at SAMPLED random positions of each window, not all of them: the LM head's
+    product over 8,192 tokens is most of a step's cost, and the heads' own layers still see every position."""
     eagle, medusa, exit_adapter = heads
     x = window[:, :-1]
-    early, f, logits = oracle_states(oracle, x)
-    lm_head = oracle.wte.weight.T
-    # EAGLE: (f_t, x_(t+1)) -> f_(t+1), drafting x_(t+2) against the oracle's logits there.
+    early, f = oracle_states(oracle, x)
+    t = torch.randperm(x.shape[1] - 1 - N_MEDUSA, generator=generator)[:SAMPLED]  # positions whose losses count
+    with torch.no_grad():
+        target = {k: lm_logits(oracle, f[:, t + k]) for k in range(N_MEDUSA + 1)}  # the oracle's logits at t + k
+    # EAGLE: (f_t, x_(t+1)) -> f_(t+1), drafting x_(t+2) against the oracle's logits at t + 1.
     f_in = f[:, :-1]
-    if generator is not None:
-        spread = f_in.std()
-        f_in = f_in + (torch.rand(f_in.shape, generator=generator) * 2 - 1) * NOISE * spread
+    f_in = f_in + (torch.rand(f_in.shape, generator=generator) * 2 - 1) * NOISE * f_in.std()
     guess = eagle(oracle.wte(x[:, 1:]), f_in)
-    eagle_loss = F.smooth_l1_loss(guess, f[:, 1:]) + EAGLE_CE * soft_ce(oracle.ln_f(guess) @ lm_head, logits[:, 1:])
-    # Medusa: head k at t guesses the token after position t + k, the oracle's logits at t + k.
-    h = oracle.ln_f(f)
-    T = x.shape[1]
-    medusa_out = medusa(h[:, :T - N_MEDUSA])
-    medusa_loss = sum(soft_ce(medusa_out[k] @ lm_head, logits[:, k + 1:T - N_MEDUSA + k + 1])
-                      for k in range(N_MEDUSA)) / N_MEDUSA
+    eagle_loss = F.smooth_l1_loss(guess, f[:, 1:]) + EAGLE_CE * soft_ce(lm_logits(oracle, guess[:, t]), target[1])
+    # Medusa: head k at t guesses the token after position t + k, the oracle's logits there.
+    out = medusa(oracle.ln_f(f[:, t]))
+    medusa_loss = sum(soft_ce(out[k] @ oracle.wte.weight.T, target[k + 1]) for k in range(N_MEDUSA)) / N_MEDUSA
     # The exit: after EXIT_LAYER blocks, through the adapter, the oracle's own answer at t.
-    exit_loss = soft_ce(oracle.ln_f(exit_adapter(early)) @ lm_head, logits)
+    exit_loss = soft_ce(lm_logits(oracle, exit_adapter(early)[:, t]), target[0])
     return {"eagle": eagle_loss, "medusa": medusa_loss, "exit": exit_loss}
 
 
@@ -153,12 +158,12 @@ def evaluate(heads, oracle, windows):
     lm_head = oracle.wte.weight.T
     for chunk in windows.split(16):
         x = chunk[:, :-1]
-        early, f, logits = oracle_states(oracle, x)
-        choice = logits.argmax(-1)  # the oracle's token after each position
+        early, f = oracle_states(oracle, x)
+        choice = lm_logits(oracle, f).argmax(-1)  # the oracle's token after each position
         guess = eagle(oracle.wte(x[:, 1:]), f[:, :-1])
-        agree["eagle"].append((oracle.ln_f(guess) @ lm_head).argmax(-1) == choice[:, 1:])
-        agree["exit"].append((oracle.ln_f(exit_adapter(early)) @ lm_head).argmax(-1) == choice)
-        agree["untrained exit"].append((oracle.ln_f(early) @ lm_head).argmax(-1) == choice)
+        agree["eagle"].append(lm_logits(oracle, guess).argmax(-1) == choice[:, 1:])
+        agree["exit"].append(lm_logits(oracle, exit_adapter(early)).argmax(-1) == choice)
+        agree["untrained exit"].append(lm_logits(oracle, early).argmax(-1) == choice)
         T = x.shape[1]
         out = medusa(oracle.ln_f(f)[:, :T - N_MEDUSA])
         for k in range(N_MEDUSA):
