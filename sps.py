@@ -131,20 +131,8 @@ def speculative_sample(draft, oracle, ids, n_new, n_draft=4, rng=None, processor
         # Step 2: the target's q for all k + 1 positions in one forward: q[t] is
         # q(x | x_1..x_n, x̃_1..x̃_t) (0-based here: q[0] conditions on no draft).
         q = processor(feed(oracle, oracle_cache, tokens + drafted, stats, "oracle", n_logits=k + 1))
-        # Step 3: accept x̃_t with probability min(1, q/p); at the first
-        # rejection, draw from the residual (q - p)+ instead, and stop.
-        new_tokens, rs = [], []
-        for t in range(k):
-            r = rng.random()  # r ~ U[0, 1]
-            rs.append(r)
-            if r < acceptance_probability(q[t], p[t], drafted[t]):
-                new_tokens.append(drafted[t])
-            else:
-                new_tokens.append(sample(residual(q[t], p[t]), rng))
-                break
-        else:
-            # Step 4: all k accepted, so q[k] is already computed: one bonus token from it.
-            new_tokens.append(sample(q[k], rng))
+        # Steps 3 and 4: keep each draft with probability min(1, q/p), or end at a draw from the residual.
+        new_tokens, rs = accept_or_resample(q, p, drafted, rng)
         n_accepted = len(new_tokens) - 1
         context = len(tokens)
         tokens += new_tokens
@@ -152,6 +140,23 @@ def speculative_sample(draft, oracle, ids, n_new, n_draft=4, rng=None, processor
         stats.add_round(new_tokens, drafted, n_accepted, context=context, cached=cache_lengths(draft_cache, oracle_cache),
                         details=explain_round(p, q, drafted, rs, new_tokens, n_draft) if stats.trace is not None else None)
         yield from new_tokens
+
+
+def accept_or_resample(q, p, drafted, rng):  # q [k + 1, V], p k x [V], k drafts -> (new tokens, the r of each test)
+    """Steps 3 and 4: accept x̃_t with probability min(1, q/p); at the first rejection, draw from the
+    residual (q - p)+ instead, and stop; if all k were accepted, q[k] is already computed: one bonus
+    token from it. Any drafter's p works here (beyond/eagle.py's head uses it too)."""
+    new_tokens, rs = [], []
+    for t in range(len(drafted)):
+        r = rng.random()  # r ~ U[0, 1]
+        rs.append(r)
+        if r < acceptance_probability(q[t], p[t], drafted[t]):
+            new_tokens.append(drafted[t])
+        else:
+            new_tokens.append(sample(residual(q[t], p[t]), rng))
+            return new_tokens, rs
+    new_tokens.append(sample(q[len(drafted)], rng))
+    return new_tokens, rs
 
 
 def explain_round(p, q, drafted, rs, new_tokens, n_draft, n_top=8):

@@ -290,7 +290,7 @@ def run(settings, loaded, prompt, view, rng=None, drafter=None):
                 prompt=prompt, prompt_ids=loaded.ids, tokens=generated, stats=stats, method=method.name,
                 settings=describe_settings(settings), models=describe_models(loaded), elapsed=elapsed,
                 token_bytes=token_bytes))
-            print(f"wrote {view.html}: open it in a browser", file=view.info)
+            print(printable(f"wrote {view.html}: open it in a browser", newlines=False), file=view.info)
     return Result(generated, stats, elapsed)
 
 

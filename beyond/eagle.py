@@ -38,7 +38,7 @@ from gpt2 import block, causal_mask
 from kvcache import KVCache
 from processors import as_processor
 from speculative import accept, rollback
-from sps import acceptance_probability, residual, sample
+from sps import accept_or_resample, sample
 
 
 class EagleHead:
@@ -152,15 +152,7 @@ def eagle_sample(head, oracle, ids, n_new, n_draft=4, rng=None, processor=None, 
             p = [processor(lg) for lg in draft_logits]  # the same processor: the p each draft was drawn from
         fresh, logits = oracle_pass(oracle, oracle_cache, tokens + drafted, stats)
         q = processor(logits)  # [k + 1, vocab]
-        new_tokens = []
-        for t in range(k):  # sps.py's step 3: keep with min(1, q/p), else the residual, and stop
-            if rng.random() < acceptance_probability(q[t], p[t], drafted[t]):
-                new_tokens.append(drafted[t])
-            else:
-                new_tokens.append(sample(residual(q[t], p[t]), rng))
-                break
-        else:
-            new_tokens.append(sample(q[k], rng))
+        new_tokens, _ = accept_or_resample(q, p, drafted, rng)  # sps.py's steps 3 and 4
         n_accepted = len(new_tokens) - 1
         features = np.concatenate([features, fresh[:n_accepted + 1]])
         context = len(tokens)

@@ -70,10 +70,10 @@ def test_sampled_text_has_the_oracles_distribution(small, n_draft, processor):
 
 def test_the_chi_square_test_catches_a_sampler_that_keeps_every_draft(small, monkeypatch):
     """Negative control: accepting every draft gives the head's distribution, which the test rejects."""
-    import beyond.eagle as eagle
+    import sps
     _, q_model = small
     head = random_head(q_model, seed=5, scale=0.5)
-    monkeypatch.setattr(eagle, "acceptance_probability", lambda q, p, x: 1.0)
+    monkeypatch.setattr(sps, "acceptance_probability", lambda q, p, x: 1.0)
     rng = np.random.default_rng(77)
     counts = Counter(tuple(eagle_sample(head, q_model, [1, 4], 3, n_draft=3, rng=rng)) for _ in range(3000))
     assert chi_square_rejects(counts, exact_distribution(q_model, [1, 4], 3), 3000)[0]
