@@ -98,13 +98,27 @@ def test_an_edited_or_older_model_directory_is_rewritten(tmp_path):
     with open(os.path.join(oracle_dir, "config.json"), "a") as f:
         f.write(" ")
     os.remove(os.path.join(draft_dir, "merges.txt"))
-    with open(os.path.join(draft_dir, "stale.txt"), "w") as f:
-        f.write("from an older demo pair")
     demo.build_pair(str(models))
     sums = demo.shipped_sums()
     assert demo.is_current(oracle_dir, "demo-oracle", sums) and demo.is_current(draft_dir, "demo-draft", sums)
-    assert not os.path.exists(os.path.join(draft_dir, "stale.txt"))
     assert sorted(os.listdir(models)) == ["demo-draft", "demo-oracle"]  # no temporary left beside them
+
+
+def test_a_file_the_project_did_not_write_is_never_deleted(tmp_path):
+    """A stranger's file inside a demo model's directory: the directory is refused in one line, not
+    rewritten over it (issue 33, case 11: never move or delete a file the project did not write)."""
+    from errors import UserError
+    models = tmp_path / "models"
+    draft_dir, _ = demo.build_pair(str(models))
+    os.remove(os.path.join(draft_dir, "merges.txt"))  # so that the directory needs rewriting
+    stranger = os.path.join(draft_dir, "notes.txt")
+    with open(stranger, "w") as f:
+        f.write("a user's own notes")
+    with pytest.raises(UserError) as refused:
+        demo.build_pair(str(models))
+    assert "notes.txt" in str(refused.value) or "demo-draft" in str(refused.value)
+    with open(stranger) as f:
+        assert f.read() == "a user's own notes"
 
 
 def test_demo_names_resolve_and_build_on_first_use(tmp_path, monkeypatch):
