@@ -198,6 +198,11 @@ HOW_TO_READ = {
            "oracle computes q at every position in one pass. "
            "Draft t is kept if r < min(1, q(x)/p(x)), r uniform on [0, 1); at the first rejection a token is drawn from "
            "the residual (q \u2212 p)+ instead. " + LETTERS,
+    "block": "Each round the draft samples K = n_draft tokens x from p; the oracle computes q at every position in one "
+             "pass. Block verification (Sun et al. 2025) weighs the whole block: w_i = min(1, w_(i-1) q(x_i)/p(x_i)) "
+             "carries a shortfall along, so a later q/p > 1 can make up for an earlier one below 1; the prefixes are "
+             "tested from the end, the last one that passes is kept (a failed one before it does not stop the round), "
+             "and the next token is drawn from max(w q \u2212 p, 0), or from q after a whole block. " + LETTERS,
     "tree-sps": "Each round the draft samples a tree: at every node it draws its children i.i.d. from its p there; the "
                 "oracle computes q after the root and after every node in one pass. From the root, the children of the "
                 "node reached are checked in turn, as in SpS: kept if r < min(1, q(x)/p(x)), else q becomes the residual "
@@ -217,7 +222,7 @@ EXTRA_HOW_TO_READ = {  # a round's kind: what its own picture shows
 
 
 SAMPLED = ("sps", "tree-sps")  # the kinds of round whose drafts are sampled and kept or resampled
-STYLES = {"sps": "sps", "tree": "tree", "suffix-tree": "tree", "tree-sps": "tree-sps"}  # kind -> HOW_TO_READ's key
+STYLES = {"sps": "sps", "block": "block", "tree": "tree", "suffix-tree": "tree", "tree-sps": "tree-sps"}  # kind -> HOW_TO_READ's key
 
 
 def rounds_section(run, trace):
@@ -225,7 +230,7 @@ def rounds_section(run, trace):
     if not trace:
         return head + "<p>This run kept no record of its rounds (Stats(trace=[]) keeps one).</p>"
     kinds = {r.kind for r in trace}
-    style = next((s for s in ("tree-sps", "tree", "sps") if s in {STYLES.get(k) for k in kinds}), "greedy")
+    style = next((s for s in ("tree-sps", "tree", "block", "sps") if s in {STYLES.get(k) for k in kinds}), "greedy")
     shown = trace[:MAX_ROUNDS]
     n_open = len(shown) if len(trace) <= OPEN_ROUNDS else OPEN_FIRST
     rows = [round_row(run, r, i, i <= n_open) for i, r in enumerate(shown, 1)]

@@ -388,6 +388,8 @@ def test_the_trace_and_the_page_show_the_rounds(related, oracle):
     page = report.rounds_section(SimpleNamespace(token_bytes=lambda t: f"<{t}>".encode(), method="sps-block"),
                                  stats.trace)
     assert page.count("<details") == len(stats.trace)
+    # How to read it: block verification's rule, not token verification's "up to the first disagreement".
+    assert "tested from the end" in page and "first disagreement" not in page
 
 
 def test_the_reason_line_says_why_the_round_ended():
