@@ -389,7 +389,8 @@ def test_the_trace_and_the_page_show_the_rounds(related, oracle):
                                  stats.trace)
     assert page.count("<details") == len(stats.trace)
     # How to read it: block verification's rule, not token verification's "up to the first disagreement".
-    assert "tested from the end" in page and "first disagreement" not in page
+    how_to_read = page.split("<p>", 1)[1].split("</p>", 1)[0]
+    assert "tested from the end" in how_to_read and "first disagreement" not in how_to_read
 
 
 def test_the_reason_line_says_why_the_round_ended():
