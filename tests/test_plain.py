@@ -163,11 +163,15 @@ def replay(command, transcript, cwd, setup=""):
         script = argv.index("pdb") + 1
         argv[script] = os.path.join(ROOT, argv[script])
         argv += ["--models-dir", "models"]
-    pid, fd = pty.fork()
-    if pid == 0:
-        os.chdir(cwd)
-        os.environ["PYTHONPATH"] = ROOT
-        os.execv(argv[0], argv)
+    # Started, not forked from this threaded process (Python 3.12+ warns of deadlocks): test_session's
+    # prelude makes the new terminal the program's controlling one. Python 3.13's new REPL would colour
+    # and redraw its prompt; the basic one shows what the document shows.
+    from test_session import ON_TERMINAL
+    env = {**os.environ, "PYTHONPATH": ROOT, "PYTHON_BASIC_REPL": "1", "PYTHON_COLORS": "0"}
+    fd, terminal = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-c", ON_TERMINAL, *argv[1:]], cwd=cwd, env=env, stdin=terminal,
+                            stdout=terminal, stderr=terminal, start_new_session=True)
+    os.close(terminal)
     seen = ""
 
     def read(until_prompt=True, timeout=240):
@@ -199,11 +203,8 @@ def replay(command, transcript, cwd, setup=""):
         read(until_prompt=False, timeout=30)
         return normalized(shown, cwd)
     finally:
-        try:
-            os.kill(pid, 9)
-        except ProcessLookupError:
-            pass
-        os.waitpid(pid, 0)
+        proc.kill()
+        proc.wait()
         os.close(fd)
 
 
@@ -220,6 +221,8 @@ SETUP = "import weights.models; weights.models.DEFAULT_MODELS_DIR = 'models'"  #
 
 
 @pytest.mark.skipif(os.name != "posix", reason="pseudo-terminals are POSIX-only")
+@pytest.mark.skipif(sys.version_info >= (3, 13), reason="READING.md's transcripts are Python 3.10-3.12's pdb; 3.13's "
+                    "stops at breakpoint() itself and steps differently, as READING.md says")
 @pytest.mark.parametrize("title", ["Stepping through the code", "From Python"])
 def test_the_documented_session_is_what_the_terminal_shows(demo_here, title):
     command, transcript = documented_sessions()[title]
