@@ -131,6 +131,17 @@ def timed_forward(model, cache, ids, stats, role, n_logits=1, **tree):  # -> [n_
     return logits
 
 
+def timed_states(model, cache, ids, stats, role, n_logits=None, **tree):  # -> ([n, n_embd], [n_logits, vocab_size])
+    """timed_forward for a drafter that reads the model's last hidden states too (beyond/eagle.py's features,
+    beyond/medusa.py's heads): the states of every row of ids, and the logits of the last n_logits (default all)."""
+    start = time.perf_counter()
+    with model.rows(len(ids)):  # forward() sets the model's threads itself; outside it, rows() does
+        states = model.hidden_states(ids, cache, **tree)
+        logits = model.logits(states[-(n_logits or len(states)):])
+    stats.add_pass(role, time.perf_counter() - start)
+    return states, logits
+
+
 def cache_lengths(draft_cache, oracle_cache):
     """For a Round: how many positions each cache holds (the draft's is None without a draft model)."""
     return {"draft": None if draft_cache is None else draft_cache.n_tokens(), "oracle": oracle_cache.n_tokens()}

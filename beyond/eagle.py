@@ -25,7 +25,8 @@ Each round (eagle_generate, in order):
                 features were true (its guesses are gone, the true ones come next round).
 The output is exactly the oracle's greedy output: a draft is kept only if the oracle chooses it.
 eagle_sample verifies by speculative sampling instead (sps.py's rule with the head's
-distribution as the draft's p), so its output has the oracle's distribution.
+distribution as the draft's p), so its output has the oracle's distribution. Both run the same rounds
+(eagle_rounds); only the choice of a draft and the verification differ.
 EAGLE-2's dynamic tree (arXiv 2406.16858) is not here: one chain a round, as speculative.py drafts.
 """
 
@@ -33,12 +34,12 @@ import time
 
 import numpy as np
 
-from decoding import GenerationError, Stats, check_lengths, check_room
+from decoding import GenerationError, Line, Stats, check_lengths, check_room, timed_states
 from gpt2 import block, causal_mask
 from kvcache import KVCache
 from processors import as_processor
 from speculative import accept, rollback
-from sps import accept_or_resample, sample
+from sps import accept_or_resample, explain_round, sample
 
 
 class EagleHead:
@@ -62,19 +63,8 @@ class EagleHead:
         return x
 
 
-def oracle_pass(oracle, cache, tokens, stats):  # -> (features [n, n_embd], logits [n, vocab_size])
-    """The oracle over the tokens its cache lacks: its last block's states and its logits, every row."""
-    start = time.perf_counter()
-    fed = tokens[cache.n_tokens():]
-    with oracle.rows(len(fed)):
-        features = oracle.hidden_states(fed, cache)
-        logits = oracle.logits(features)
-    stats.add_pass("oracle", time.perf_counter() - start)
-    return features, logits
-
-
-def draft_chain(head, head_cache, tokens, features, n_draft, stats, choose):
-    """Step 1: n_draft tokens, each chosen by choose(logits) from the head's guess of the next feature.
+def draft_chain(head, head_cache, tokens, features, k, stats, choose):
+    """Step 1: k tokens, each chosen by choose(logits) from the head's guess of the next feature.
 
     features[t] is the oracle's true f_t for every token it has been fed (all but the newest);
     the head's pair t is (f_t, tokens[t + 1]). Returns the drafts and the logits each came from."""
@@ -82,84 +72,84 @@ def draft_chain(head, head_cache, tokens, features, n_draft, stats, choose):
     first = head_cache.n_tokens()  # pairs 0..first-1 are in the head's cache already
     guess = head.forward(tokens[first + 1:], features[first:], head_cache)[-1:]  # [1, n_embd]
     drafted, logits = [], []
-    for i in range(n_draft):
-        logits.append(head.oracle.logits(guess)[0])
+    for i in range(k):
+        logits.append(head.oracle.logits(guess)[0])  # the oracle's own ln_f and LM head: [vocab_size]
         drafted.append(choose(logits[-1]))
-        if i + 1 < n_draft:
+        if i + 1 < k:
             guess = head.forward([drafted[-1]], guess, head_cache)
     stats.add_pass("draft", time.perf_counter() - start)
     return drafted, logits
 
 
-def prepare(head, oracle, ids, n_new, n_draft, stats):
+def check(head, oracle, ids, n_new, n_draft):
     check_room(ids, n_new, oracle)
     check_lengths(n_draft=n_draft)
     if head.oracle is not oracle:
         raise GenerationError("the EAGLE head was loaded for another oracle")
-    return Stats() if stats is None else stats
 
 
 def eagle_generate(head, oracle, ids, n_new, n_draft=4, stats=None):
-    """Greedy decoding with EAGLE's drafts: yields exactly greedy_generate(oracle, ids, n_new)'s tokens."""
-    stats = prepare(head, oracle, ids, n_new, n_draft, stats)
-    tokens, end = list(ids), len(ids) + n_new
+    """Greedy decoding with EAGLE's drafts: yields exactly greedy_generate(oracle, ids, n_new)'s tokens.
+    The checks run at the call, before any token."""
+    check(head, oracle, ids, n_new, n_draft)
+
+    def verify(drafted, draft_logits, logits):  # speculative.py's step 3: the agreeing prefix + one
+        n_accepted, new_tokens, oracle_choice = accept(drafted, logits)
+        return new_tokens, oracle_choice, Line(n_draft, len(drafted))
+
+    return eagle_rounds(head, oracle, list(ids), n_new, n_draft, Stats() if stats is None else stats,
+                        choose=lambda logits: int(np.argmax(logits)), verify=verify)
+
+
+def eagle_sample(head, oracle, ids, n_new, n_draft=4, rng=None, processor=None, stats=None, **flags):
+    """Speculative sampling with EAGLE's drafts: yields n_new ids distributed exactly as
+    sps.autoregressive_sample(oracle, ...)'s. The letters are Chen et al.'s (sps.py): q the oracle's
+    distribution, p the drafter's, here the head's (Leviathan et al. swap them)."""
+    check(head, oracle, ids, n_new, n_draft)
+    rng = np.random.default_rng() if rng is None else rng
+    processor = as_processor(processor, **flags)
+
+    stats = Stats() if stats is None else stats
+
+    def verify(drafted, draft_logits, logits):  # sps.py's steps 3 and 4, the head's p beside the oracle's q
+        p = [processor(lg) for lg in draft_logits]  # the same processor: the p each draft was drawn from
+        q = processor(logits)  # [k + 1, vocab_size]
+        new_tokens, rs = accept_or_resample(q, p, drafted, rng)
+        traced = stats.trace is not None  # the record costs a pass over the vocabulary: only when kept
+        return new_tokens, None, explain_round(p, q, drafted, rs, new_tokens, n_draft) if traced else None
+
+    return eagle_rounds(head, oracle, list(ids), n_new, n_draft, stats,
+                        choose=lambda logits: sample(processor(logits), rng), verify=verify)
+
+
+def eagle_rounds(head, oracle, tokens, n_new, n_draft, stats, choose, verify):
+    """The rounds of both decoders, once checked: choose(logits) picks a draft, verify(drafted, the
+    drafts' logits, the oracle's logits) -> (new tokens, the oracle's greedy choices or None, details)."""
+    end = len(tokens) + n_new
     if n_new == 0:
         return
     oracle_cache, head_cache = KVCache(), KVCache()
     # The prompt: the oracle's features for it, and its first token (no draft: nothing to read yet).
-    features, logits = oracle_pass(oracle, oracle_cache, tokens, stats)
-    tokens.append(int(np.argmax(logits[-1])))
-    stats.add_round(tokens[-1:], context=len(ids), details={"kind": "eagle prompt"})
+    features, logits = timed_states(oracle, oracle_cache, tokens, stats, "oracle", n_logits=1)
+    tokens.append(choose(logits[-1]))
+    stats.add_round(tokens[-1:], context=end - n_new,
+                    reason="the prompt's pass: the oracle's features of the prompt, and its token after it; "
+                           "no draft yet, the head reads those features from the next round")
     yield tokens[-1]
     while len(tokens) < end:
         k = min(n_draft, end - len(tokens) - 1)  # the oracle adds one more: no overshoot
-        drafted = []
-        if k > 0:
-            drafted, _ = draft_chain(head, head_cache, tokens, features, k, stats, lambda lg: int(np.argmax(lg)))
-        fresh, logits = oracle_pass(oracle, oracle_cache, tokens + drafted, stats)  # rows: newest, d_1..d_k
-        n_accepted, new_tokens, oracle_choice = accept(drafted, logits)
+        drafted, draft_logits = draft_chain(head, head_cache, tokens, features, k, stats, choose) if k else ([], [])
+        # 2. One oracle pass over [newest token, d_1 .. d_k]: its logits after each, and their true features.
+        fresh, logits = timed_states(oracle, oracle_cache, (tokens + drafted)[oracle_cache.n_tokens():], stats, "oracle")
+        new_tokens, oracle_choice, details = verify(drafted, draft_logits, logits)
+        n_accepted = len(new_tokens) - 1
         features = np.concatenate([features, fresh[:n_accepted + 1]])  # true features of the kept rows
         context = len(tokens)
         tokens += new_tokens
-        rollback(len(tokens) - 1, oracle_cache)
-        head_cache.truncate(min(head_cache.n_tokens(), context - 1))  # only pairs of true features stay
-        stats.add_round(new_tokens, drafted, n_accepted, context=context, oracle=oracle_choice,
-                        cached={"draft": head_cache.n_tokens(), "oracle": oracle_cache.n_tokens()},
-                        details={"kind": "eagle", "n_draft": n_draft, "k": k})
-        yield from new_tokens
-
-
-def eagle_sample(head, oracle, ids, n_new, n_draft=4, rng=None, processor=None, stats=None, **flags):
-    """Speculative sampling with EAGLE's drafts (Chen et al.'s rule, sps.py: q the oracle's distribution,
-    p the head's): yields n_new ids distributed exactly as sps.autoregressive_sample(oracle, ...)'s."""
-    stats = prepare(head, oracle, ids, n_new, n_draft, stats)
-    rng = np.random.default_rng() if rng is None else rng
-    processor = as_processor(processor, **flags)
-    tokens, end = list(ids), len(ids) + n_new
-    if n_new == 0:
-        return
-    oracle_cache, head_cache = KVCache(), KVCache()
-    features, logits = oracle_pass(oracle, oracle_cache, tokens, stats)
-    tokens.append(sample(processor(logits[-1]), rng))
-    stats.add_round(tokens[-1:], context=len(ids), details={"kind": "eagle prompt"})
-    yield tokens[-1]
-    while len(tokens) < end:
-        k = min(n_draft, end - len(tokens) - 1)
-        drafted, p = [], []
-        if k > 0:
-            drafted, draft_logits = draft_chain(head, head_cache, tokens, features, k, stats,
-                                                lambda lg: sample(processor(lg), rng))
-            p = [processor(lg) for lg in draft_logits]  # the same processor: the p each draft was drawn from
-        fresh, logits = oracle_pass(oracle, oracle_cache, tokens + drafted, stats)
-        q = processor(logits)  # [k + 1, vocab]
-        new_tokens, _ = accept_or_resample(q, p, drafted, rng)  # sps.py's steps 3 and 4
-        n_accepted = len(new_tokens) - 1
-        features = np.concatenate([features, fresh[:n_accepted + 1]])
-        context = len(tokens)
-        tokens += new_tokens
+        # 3. The oracle's cache to the kept tokens; the head's to the pairs whose features were true.
         rollback(len(tokens) - 1, oracle_cache)
         head_cache.truncate(min(head_cache.n_tokens(), context - 1))
-        stats.add_round(new_tokens, drafted, n_accepted, context=context,
-                        cached={"draft": head_cache.n_tokens(), "oracle": oracle_cache.n_tokens()},
-                        details={"kind": "eagle", "n_draft": n_draft, "k": k})
+        stats.add_round(new_tokens, drafted, n_accepted, context=context, oracle=oracle_choice,
+                        cached={"draft": head_cache.n_tokens(), "oracle": oracle_cache.n_tokens()}, details=details,
+                        reason="drafts from the EAGLE head's guessed features, read by the oracle's own LM head")
         yield from new_tokens

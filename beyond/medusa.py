@@ -22,14 +22,23 @@ sharing its LM head rather than copying it per head.
 """
 
 import itertools
-import time
+from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
-from decoding import GenerationError, Stats, check_room
-from gpt2 import MASKED, layer_norm
+from decoding import GenerationError, Stats, check_room, timed_states
+from gpt2 import MASKED, layer_norm, softmax
 from kvcache import KVCache
-from tree import Node, accepted_path, tree_mask
+from tree import Node, TreeDetails, accepted_path, tree_mask
+
+
+@dataclass
+class MedusaDetails(TreeDetails):
+    """A round's record for --trace and --html: the candidate tree (tree.py's fields; probs are each head's
+    probability of its candidate) and the widths it was built with."""
+    kind: ClassVar[str] = "medusa"
+    widths: list = None  # widths[k - 1]: head k's candidates under every node of the level above
 
 
 class MedusaHeads:
@@ -53,9 +62,10 @@ def candidate_tree(logits, widths):
     nodes, parents = [], [-1]
     for depth, (row, width) in enumerate(zip(logits, widths), start=1):
         top = np.argsort(-row)[:width].tolist()
+        probs = softmax(row)  # [vocab_size]: head k's probability of each candidate, for the trace
         level = []
         for parent, token in itertools.product(parents, top):
-            nodes.append(Node(int(token), parent, depth))
+            nodes.append(Node(int(token), parent, depth, float(probs[token])))
             level.append(len(nodes) - 1)
         parents = level
     return nodes
@@ -67,12 +77,8 @@ def tree_pass(oracle, cache, root, nodes, stats):  # -> (features [1 + n, n_embd
     root_row = np.where(np.arange(n_text + len(nodes)) < n_text, np.float32(0), MASKED)[None, :]
     mask = np.vstack([root_row, tree_mask(nodes, range(len(nodes)), n_text, 0)])
     positions = [n_text - 1] + [n_text - 1 + node.depth for node in nodes]
-    start = time.perf_counter()
-    with oracle.rows(1 + len(nodes)):
-        features = oracle.hidden_states([root] + [node.token for node in nodes], cache, positions, mask)
-        logits = oracle.logits(features)
-    stats.add_pass("oracle", time.perf_counter() - start)
-    return features, logits
+    return timed_states(oracle, cache, [root] + [node.token for node in nodes], stats, "oracle",
+                        positions=positions, mask=mask)
 
 
 def medusa_generate(heads, oracle, ids, n_new, widths=(3, 2, 2), stats=None):
@@ -92,12 +98,11 @@ def medusa_generate(heads, oracle, ids, n_new, widths=(3, 2, 2), stats=None):
         return
     cache = KVCache()
     # The prompt: the oracle's state after it gives its first token, and the heads' first guesses.
-    start = time.perf_counter()
-    with oracle.rows(len(tokens)):
-        feature = oracle.hidden_states(tokens, cache)[-1]
-        tokens.append(int(np.argmax(oracle.logits(feature[None])[0])))
-    stats.add_pass("oracle", time.perf_counter() - start)
-    stats.add_round(tokens[-1:], context=len(ids), details={"kind": "medusa prompt"})
+    features, logits = timed_states(oracle, cache, tokens, stats, "oracle", n_logits=1)
+    feature = features[-1]
+    tokens.append(int(np.argmax(logits[-1])))
+    stats.add_round(tokens[-1:], context=len(ids),
+                    reason="the prompt's pass: the oracle's last state after the prompt, which the heads read next")
     yield tokens[-1]
     while len(tokens) < end:
         depth = min(len(widths), end - len(tokens) - 1)  # a branch plus the oracle's token: no overshoot
@@ -112,7 +117,9 @@ def medusa_generate(heads, oracle, ids, n_new, widths=(3, 2, 2), stats=None):
         feature = features[at + 1]  # the state the oracle's next token came from: the heads read it next
         stats.add_round(new_tokens, [node.token for node in nodes], len(path), context=n, oracle=choice.tolist(),
                         cached={"draft": None, "oracle": cache.n_tokens()},
-                        details={"kind": "medusa", "parents": [node.parent for node in nodes], "path": path,
-                                 "widths": list(widths)})
+                        details=MedusaDetails([node.parent for node in nodes], path, [node.p for node in nodes],
+                                              n_draft=len(widths), depth=depth, widths=list(widths)),
+                        reason=f"Medusa heads 1-{depth}: a tree of their top candidates, {len(nodes)} nodes, checked "
+                               "in one tree-masked oracle pass")
         tokens += new_tokens
         yield from new_tokens
