@@ -102,9 +102,10 @@ def block(x, params, n_head, eps, kvcache, layer, mask):  # [n_seq, n_embd] -> [
 # ---------------------------------------------------------------------------
 
 class GPT2:
-    def __init__(self, params, config, name="gpt2"):
+    def __init__(self, params, config, name="gpt2", directory=None):
         self.params = params  # nested dict following the checkpoint keys
         self.name = name
+        self.directory = directory  # where from_pretrained read it (its trained heads live there: weights/heads.py)
         self.n_layer = config["n_layer"]
         self.n_head = config["n_head"]
         self.n_embd = config["n_embd"]
@@ -187,7 +188,7 @@ class GPT2:
         from weights import checkpoint, models  # reading files is not the model's job: the weights package's
         model_dir = models.resolve_model_dir(name_or_path, models_dir)
         config, tensors = checkpoint.load(model_dir)
-        return cls(nest(tensors), config, name=os.path.basename(os.path.normpath(model_dir)))
+        return cls(nest(tensors), config, name=os.path.basename(os.path.normpath(model_dir)), directory=model_dir)
 
 
 def nest(tensors):

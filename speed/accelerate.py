@@ -36,8 +36,8 @@ class FastGPT2(GPT2):
     """gpt2.GPT2 with its weights in the blocked layout: each forward sets the BLAS's threads for its rows
     (a model streaming under threads.SHARE_MIN_BYTES per token runs on the calling thread alone)."""
 
-    def __init__(self, params, config, name="gpt2"):
-        super().__init__(params, config, name=name)
+    def __init__(self, params, config, name="gpt2", directory=None):
+        super().__init__(params, config, name=name, directory=directory)
         self.shares = weight_bytes(self) >= threads.SHARE_MIN_BYTES
 
     def forward(self, ids, *args, **kwargs):
@@ -80,7 +80,7 @@ def load_fast(name_or_path, models_dir=None):
     model_dir = models.resolve_model_dir(name_or_path, models_dir)
     config = checkpoint.load_config(model_dir)
     return FastGPT2(nest(converted_weights(model_dir, config)), config,
-                    name=os.path.basename(os.path.normpath(model_dir)))
+                    name=os.path.basename(os.path.normpath(model_dir)), directory=model_dir)
 
 
 def config_of(model):
