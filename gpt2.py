@@ -104,8 +104,7 @@ def block(x, params, n_head, eps, kvcache, layer, mask):  # [n_seq, n_embd] -> [
 class GPT2:
     def __init__(self, params, config, name="gpt2", directory=None):
         self.params = params  # nested dict following the checkpoint keys
-        self.name = name
-        self.directory = directory  # where from_pretrained read it (its trained heads live there: weights/heads.py)
+        self.name, self.directory = name, directory  # directory: where from_pretrained read it (weights/heads.py)
         self.n_layer = config["n_layer"]
         self.n_head = config["n_head"]
         self.n_embd = config["n_embd"]
