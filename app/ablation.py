@@ -56,7 +56,7 @@ def ablation_set(gamma=4, temperature=1.0):
 def run_ablations(draft, oracle, prompts_ids, n_new, gamma=4, temperature=1.0, seed=0, progress=True):
     """One row per method of ablation_set, over all the prompts' ids."""
     rows, reference, totals = [], {}, {}
-    plan = ablation_set(gamma, temperature)
+    plan = [row for row in ablation_set(gamma, temperature) if not methods.missing_head(methods.get(row[0]), oracle)]
     with tqdm(total=len(plan) * len(prompts_ids), desc="ablations", disable=not progress, file=sys.stderr) as bar:
         for method, setting, changes in plan:
             stats, seconds, matches = Stats(), 0.0, True

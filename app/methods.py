@@ -20,11 +20,15 @@ by its details' `kind` (app/display.py's and app/report.py's tables of
 renderers), and a kind they do not know as a line of drafts with its reason=.
 """
 
+import os
 from dataclasses import dataclass
 from typing import Callable
 
 from adaptive import adaptive_generate
 from beyond.block_verification import block_sample
+from beyond.eagle import EagleHead, eagle_generate, eagle_sample
+from beyond.early_exit import ExitAdapter, early_exit_generate
+from beyond.medusa import MedusaHeads, medusa_generate
 from beyond.lookahead import lookahead_generate
 from beyond.self_speculative import self_speculative_generate
 from beyond.suffix import suffix_generate
@@ -32,11 +36,13 @@ from beyond.tree_without_replacement import tree_sample_wor_generate
 from beyond.tree_sampling import tree_sample_generate
 from beam import beam_search
 from decoding import GenerationError
+from gpt2 import nest
 from ngram import NGramDrafter, ngram_generate, staged_generate
 from sps import autoregressive_sample, speculative_sample
 from speculative import greedy_generate, speculative_generate
 from threshold import threshold_generate
 from tree import tree_generate
+from weights import heads as trained_heads
 
 
 @dataclass(frozen=True)
@@ -51,6 +57,7 @@ class Method:
     exact: bool = None            # its text must equal greedy decoding's (default: verifies and not samples)
     needs_cache: bool = False     # cannot run with /cache off (its drafts or beams share a prefix)
     baseline: str = None          # what --compare and the benchmark run beside it (default: greedy, or sample)
+    head: str = None              # drafts with the oracle's trained head of this kind (weights/heads.py), read from its directory
 
     def __post_init__(self):  # the defaults that follow from the other fields
         if self.exact is None:
@@ -93,6 +100,42 @@ def drafter_of(call):
     s = call.settings
     return call.drafter or NGramDrafter(n=s.ngram_n, storage=s.storage, top_k_filler=s.top_k_filler,
                                         reset_in_between=s.reset_in_between)
+
+
+HEAD_CLASSES = {"eagle": EagleHead, "medusa": MedusaHeads, "exit": ExitAdapter}  # weights/heads.KINDS, each its module's
+_read_heads = {}  # (kind, the oracle's directory) -> (the oracle, its head): each head read once per oracle
+
+
+def head_of(c, kind):
+    """The call's oracle's trained head of `kind`, read from the oracle's directory (ORACLE/heads/KIND) once."""
+    key = (kind, c.oracle.directory)
+    if key not in _read_heads or _read_heads[key][0] is not c.oracle:
+        if c.oracle.directory is None:
+            raise GenerationError(f"{c.oracle.name} was not read from a directory: no trained {kind} head to draft with")
+        config, tensors = trained_heads.load(c.oracle.directory, kind, c.oracle)
+        _read_heads[key] = (c.oracle, HEAD_CLASSES[kind](nest(tensors), config, c.oracle))
+    return _read_heads[key][1]
+
+
+def missing_head(method, oracle):
+    """Why `method` cannot run on `oracle` (a head it drafts with is not beside it), or None."""
+    if method.head is None:
+        return None
+    directory = getattr(oracle, "directory", None)
+    if directory is None or not os.path.isdir(trained_heads.head_dir(directory, method.head)):
+        return f"{oracle.name} has no trained {method.head} head (heads/{method.head} beside it)"
+    return None
+
+
+MEDUSA_WIDTHS = (3, 2, 2, 2, 2, 2, 2, 2)  # candidates head k adds under every node of level k - 1: a tree of 3, 6, 12 ...
+
+
+def medusa(c):
+    heads = head_of(c, "medusa")
+    if not 1 <= c.n_draft <= len(heads.heads):
+        raise GenerationError(f"medusa's draft length is its tree's depth: from 1 to {len(heads.heads)} "
+                              f"(the oracle's heads), got {c.n_draft}")
+    return medusa_generate(heads, c.oracle, c.ids, c.n_new, widths=MEDUSA_WIDTHS[:c.n_draft], stats=c.stats)
 
 
 def adaptive(rule):
@@ -178,3 +221,19 @@ register(Method("tree-sps-wor", "tree-sps with each node's children drawn withou
                 lambda c: tree_sample_wor_generate(c.draft, c.oracle, c.ids, c.n_new, n_draft=c.n_draft, width=2,
                                                    rng=c.rng, processor=c.settings.processor, stats=c.stats),
                 n_draft=4, samples=True, needs_cache=True))
+register(Method("eagle", "greedy, drafts from a one-layer head trained on the oracle's own features, read by its LM "
+                         "head (EAGLE, Li et al. 2024; beyond/eagle.py); no draft model",
+                lambda c: eagle_generate(head_of(c, "eagle"), c.oracle, c.ids, c.n_new, n_draft=c.n_draft, stats=c.stats),
+                draft_model=False, n_draft=4, needs_cache=True, head="eagle"))
+register(Method("eagle-sps", "speculative sampling with the EAGLE head's drafts (beyond/eagle.py); output ~ the "
+                             "oracle's distribution",
+                lambda c: eagle_sample(head_of(c, "eagle"), c.oracle, c.ids, c.n_new, n_draft=c.n_draft, rng=c.rng,
+                                       processor=c.settings.processor, stats=c.stats),
+                draft_model=False, n_draft=4, samples=True, needs_cache=True, head="eagle"))
+register(Method("medusa", "greedy, heads on the oracle's last state guess 2, 3, 4 tokens ahead; a tree of their top "
+                          "candidates checked in one pass (Medusa, Cai et al. 2024; beyond/medusa.py); --n-draft is "
+                          "the depth", medusa, draft_model=False, n_draft=3, needs_cache=True, head="medusa"))
+register(Method("early-exit", "greedy, the oracle's first layers draft through a trained adapter (Kangaroo, Liu et "
+                              "al. 2024; beyond/early_exit.py); self-speculative's exit, trained",
+                lambda c: early_exit_generate(head_of(c, "exit"), c.oracle, c.ids, c.n_new, n_draft=c.n_draft, stats=c.stats),
+                draft_model=False, n_draft=4, needs_cache=True, head="exit"))

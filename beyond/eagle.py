@@ -70,13 +70,15 @@ def draft_chain(head, head_cache, tokens, features, k, stats, choose):
     the head's pair t is (f_t, tokens[t + 1]). Returns the drafts and the logits each came from."""
     start = time.perf_counter()
     first = head_cache.n_tokens()  # pairs 0..first-1 are in the head's cache already
-    guess = head.forward(tokens[first + 1:], features[first:], head_cache)[-1:]  # [1, n_embd]
+    with head.oracle.rows(len(tokens) - 1 - first):  # the model's thread setting, as its forward() would make it
+        guess = head.forward(tokens[first + 1:], features[first:], head_cache)[-1:]  # [1, n_embd]
     drafted, logits = [], []
-    for i in range(k):
-        logits.append(head.oracle.logits(guess)[0])  # the oracle's own ln_f and LM head: [vocab_size]
-        drafted.append(choose(logits[-1]))
-        if i + 1 < k:
-            guess = head.forward([drafted[-1]], guess, head_cache)
+    with head.oracle.rows(1):
+        for i in range(k):
+            logits.append(head.oracle.logits(guess)[0])  # the oracle's own ln_f and LM head: [vocab_size]
+            drafted.append(choose(logits[-1]))
+            if i + 1 < k:
+                guess = head.forward([drafted[-1]], guess, head_cache)
     stats.add_pass("draft", time.perf_counter() - start)
     return drafted, logits
 
