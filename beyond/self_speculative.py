@@ -99,10 +99,10 @@ def upper_layers(oracle, n_layers):
     return layers_of(oracle, slice(n_layers, None), f"{oracle.name} layers {n_layers}-{oracle.n_layer - 1}")
 
 
-def draft_name(n_layers, n_layer):
+def draft_name(n_layers, n_layer, trained=False):
     """'layers 0-1 of 8 + ln_f + LM head': what the draft is, for the trace."""
     layers = "layer 0" if n_layers == 1 else f"layers 0-{n_layers - 1}"
-    return f"{layers} of {n_layer} + ln_f + LM head"
+    return f"{layers} of {n_layer}{' + the trained adapter' if trained else ''} + ln_f + LM head"
 
 
 # ---------------------------------------------------------------------------
@@ -115,6 +115,7 @@ class LayersDetails(Line):
     kind: ClassVar[str] = "layers"
     layers: int = 1   # L, the draft's blocks
     n_layer: int = 2  # the oracle's blocks
+    trained: bool = False  # the exit goes through a trained adapter (beyond/early_exit.py)
 
 
 def self_speculative_generate(oracle, ids, n_new, n_draft=4, n_layers_draft=None, stats=None):
@@ -132,32 +133,38 @@ def self_speculative_generate(oracle, ids, n_new, n_draft=4, n_layers_draft=None
     return rounds(draft, oracle, list(ids), n_new, n_draft, Stats() if stats is None else stats)
 
 
-def rounds(draft, oracle, tokens, n_new, n_draft, stats):  # self_speculative_generate's rounds, once checked
+def rounds(draft, oracle, tokens, n_new, n_draft, stats, adapter=None):  # self_speculative_generate's rounds, once checked
+    """adapter: None, the untrained exit; or beyond/early_exit.py's, with a cache of its own kept beside `shared`."""
     end, n_layers = len(tokens) + n_new, draft.n_layer
     upper = upper_layers(oracle, n_layers)
     shared = KVCache()  # layers 0..L-1: the draft's cache, and the bottom of the oracle's
     deep = KVCache()    # layers L..n_layer-1: the oracle's alone (its layer 0 is block L)
+    exits = [] if adapter is None else [KVCache()]  # the adapter's attention: one position per token, as shared
     while len(tokens) < end:
         # The oracle adds one token after the drafts: k stops one short of what is left.
         k = min(n_draft, end - len(tokens) - 1)
         # 1. k drafts, and every fed token's hidden state after layer L-1.
-        drafted, hidden = draft_tokens(draft, shared, tokens, k, stats)
+        drafted, hidden = draft_tokens(draft, shared, tokens, k, stats, adapter, *exits)
         # 2 and 3. The oracle's layers L.. over those rows; keep the agreeing prefix + one.
         n_accepted, new_tokens, oracle_choice = verify_from_layer(oracle, upper, deep, hidden, drafted, stats)
         context = len(tokens)
         tokens += new_tokens
         # 4. Both caches hold context + k positions; keep all but the newest token.
-        rollback(len(tokens) - 1, shared, deep)
+        rollback(len(tokens) - 1, shared, deep, *exits)
+        trained = adapter is not None
         stats.add_round(new_tokens, drafted, n_accepted, context=context, oracle=oracle_choice,
-                        cached=cache_lengths(shared, deep), details=LayersDetails(n_draft, k, n_layers, oracle.n_layer),
-                        reason=f"draft = {draft_name(n_layers, oracle.n_layer)}; {n_accepted} of {k} accepted")
+                        cached=cache_lengths(shared, deep),
+                        details=LayersDetails(n_draft, k, n_layers, oracle.n_layer, trained),
+                        reason=f"draft = {draft_name(n_layers, oracle.n_layer, trained)}; {n_accepted} of {k} accepted")
         yield from new_tokens
 
 
-def draft_tokens(draft, shared, tokens, k, stats):
+def draft_tokens(draft, shared, tokens, k, stats, adapter=None, exit_cache=None):
     """Step 1: (k greedy drafts, [n_fed, n_embd] hidden states after layer L-1 of every token fed).
 
     n_fed = what `shared` lacked (the newest token; round 1: the prompt) + the k drafts.
+    With an adapter, every fed row also goes through it (its attention needs every position's keys),
+    and the draft reads the adapter's output instead of layer L-1's.
     """
     fresh = tokens[shared.n_tokens():]  # never the cached prefix again, never a gap
     drafted, hidden = [], []
@@ -165,8 +172,9 @@ def draft_tokens(draft, shared, tokens, k, stats):
         start = time.perf_counter()
         with draft.rows(len(fresh)):  # the model's thread setting, as its forward() would make it
             hidden.append(draft.hidden_states(fresh, shared))  # layers 0..L-1, K/V into shared: [n_fresh, n_embd]
+            exit_state = hidden[-1] if adapter is None else adapter.forward(hidden[-1], exit_cache)  # [n_fresh, n_embd]
             if i < k:  # pass k ran d_k's layers for the oracle only: nothing is drafted after d_k
-                drafted.append(int(np.argmax(draft.logits(hidden[-1][-1:]))))  # the early exit: [1, vocab_size]
+                drafted.append(int(np.argmax(draft.logits(exit_state[-1:]))))  # the early exit: [1, vocab_size]
                 fresh = drafted[-1:]
         stats.add_pass("draft", time.perf_counter() - start)
     return drafted, np.concatenate(hidden)  # [n_fed, n_embd]
