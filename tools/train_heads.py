@@ -202,7 +202,10 @@ def state_dicts(heads):
 
 def export(config):
     from weights.checkpoint import save_safetensors  # the project's writer
-    saved = torch.load(os.path.join(OUT, "heads.pt"))
+    # weights_only: tensors and plain values only, nothing a pickle could run; the report's version string
+    # was saved as torch's own TorchVersion by earlier runs, which that mode allows when asked.
+    with torch.serialization.safe_globals([torch.torch_version.TorchVersion]):
+        saved = torch.load(os.path.join(OUT, "heads.pt"), weights_only=True)
     sums = []
     for kind, state in saved["state"].items():
         folder = os.path.join(ASSETS, kind)
@@ -222,8 +225,14 @@ def export(config):
         for name in ("config.json", "model.safetensors"):
             with open(os.path.join(folder, name), "rb") as f:
                 sums.append(f"{hashlib.sha256(f.read()).hexdigest()}  heads/{kind}/{name}")
+    sums_path = os.path.join(os.path.dirname(ASSETS), "SHA256SUMS")
+    with open(sums_path) as f:
+        kept = [line for line in f.read().splitlines() if line and not line.split()[-1].startswith("heads/")]
+    with open(sums_path + ".tmp", "w") as f:
+        f.write("\n".join(kept + sums) + "\n")
+    os.replace(sums_path + ".tmp", sums_path)  # the pair's lines kept, the heads' replaced
     print("\n".join(sums))
-    print("add these lines to assets/learned-pair/SHA256SUMS (replacing older heads/ lines)")
+    print(f"written to {os.path.relpath(sums_path, ROOT)}, which demo.py checks before copying the heads")
 
 
 def oracle_sha256():
@@ -234,7 +243,8 @@ def oracle_sha256():
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--export", action="store_true", help="write assets/learned-pair/heads/ from tools/out/heads.pt")
+    parser.add_argument("--export", action="store_true",
+                        help="write assets/learned-pair/heads/ from tools/out/heads.pt, and their lines of SHA256SUMS")
     parser.add_argument("--steps", type=int, default=None, help=f"training steps (default {STEPS})")
     args = parser.parse_args(argv)
     if args.steps is not None:
@@ -253,7 +263,7 @@ def main(argv=None):
     start = time.time()
     train(heads, oracle, ids, heldout)
     seconds = time.time() - start
-    report = {"steps": STEPS, "seconds": round(seconds), "torch": torch.__version__,
+    report = {"steps": STEPS, "seconds": round(seconds), "torch": str(torch.__version__),
               "heldout_top1_agreement": evaluate(heads, oracle, heldout)}
     os.makedirs(OUT, exist_ok=True)
     torch.save({"state": state_dicts(heads), "report": report}, os.path.join(OUT, "heads.pt.tmp"))
