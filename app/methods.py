@@ -106,14 +106,14 @@ HEAD_CLASSES = {"eagle": EagleHead, "medusa": MedusaHeads, "exit": ExitAdapter} 
 _read_heads = {}  # (kind, the oracle's directory) -> (the oracle, its head): each head read once per oracle
 
 
-def head_of(c, kind):
-    """The call's oracle's trained head of `kind`, read from the oracle's directory (ORACLE/heads/KIND) once."""
-    key = (kind, c.oracle.directory)
-    if key not in _read_heads or _read_heads[key][0] is not c.oracle:
-        if c.oracle.directory is None:
-            raise GenerationError(f"{c.oracle.name} was not read from a directory: no trained {kind} head to draft with")
-        config, tensors = trained_heads.load(c.oracle.directory, kind, c.oracle)
-        _read_heads[key] = (c.oracle, HEAD_CLASSES[kind](nest(tensors), config, c.oracle))
+def head_of(oracle, kind):
+    """The oracle's trained head of `kind`, read from the oracle's directory (ORACLE/heads/KIND) once."""
+    key = (kind, oracle.directory)
+    if key not in _read_heads or _read_heads[key][0] is not oracle:
+        if oracle.directory is None:
+            raise GenerationError(f"{oracle.name} was not read from a directory: no trained {kind} head to draft with")
+        config, tensors = trained_heads.load(oracle.directory, kind, oracle)
+        _read_heads[key] = (oracle, HEAD_CLASSES[kind](nest(tensors), config, oracle))
     return _read_heads[key][1]
 
 
@@ -131,7 +131,7 @@ MEDUSA_WIDTHS = (3, 2, 2, 2, 2, 2, 2, 2)  # candidates head k adds under every n
 
 
 def medusa(c):
-    heads = head_of(c, "medusa")
+    heads = head_of(c.oracle, "medusa")
     if not 1 <= c.n_draft <= len(heads.heads):
         raise GenerationError(f"medusa's draft length is its tree's depth: from 1 to {len(heads.heads)} "
                               f"(the oracle's heads), got {c.n_draft}")
@@ -223,11 +223,11 @@ register(Method("tree-sps-wor", "tree-sps with each node's children drawn withou
                 n_draft=4, samples=True, needs_cache=True))
 register(Method("eagle", "greedy, drafts from a one-layer head trained on the oracle's own features, read by its LM "
                          "head (EAGLE, Li et al. 2024; beyond/eagle.py); no draft model",
-                lambda c: eagle_generate(head_of(c, "eagle"), c.oracle, c.ids, c.n_new, n_draft=c.n_draft, stats=c.stats),
+                lambda c: eagle_generate(head_of(c.oracle, "eagle"), c.oracle, c.ids, c.n_new, n_draft=c.n_draft, stats=c.stats),
                 draft_model=False, n_draft=4, needs_cache=True, head="eagle"))
 register(Method("eagle-sps", "speculative sampling with the EAGLE head's drafts (beyond/eagle.py); output ~ the "
                              "oracle's distribution",
-                lambda c: eagle_sample(head_of(c, "eagle"), c.oracle, c.ids, c.n_new, n_draft=c.n_draft, rng=c.rng,
+                lambda c: eagle_sample(head_of(c.oracle, "eagle"), c.oracle, c.ids, c.n_new, n_draft=c.n_draft, rng=c.rng,
                                        processor=c.settings.processor, stats=c.stats),
                 draft_model=False, n_draft=4, samples=True, needs_cache=True, head="eagle"))
 register(Method("medusa", "greedy, heads on the oracle's last state guess 2, 3, 4 tokens ahead; a tree of their top "
@@ -235,5 +235,5 @@ register(Method("medusa", "greedy, heads on the oracle's last state guess 2, 3, 
                           "the depth", medusa, draft_model=False, n_draft=3, needs_cache=True, head="medusa"))
 register(Method("early-exit", "greedy, the oracle's first layers draft through a trained adapter (Kangaroo, Liu et "
                               "al. 2024; beyond/early_exit.py); self-speculative's exit, trained",
-                lambda c: early_exit_generate(head_of(c, "exit"), c.oracle, c.ids, c.n_new, n_draft=c.n_draft, stats=c.stats),
+                lambda c: early_exit_generate(head_of(c.oracle, "exit"), c.oracle, c.ids, c.n_new, n_draft=c.n_draft, stats=c.stats),
                 draft_model=False, n_draft=4, needs_cache=True, head="exit"))

@@ -9,7 +9,7 @@ from conftest import ROOT
 
 METHODS = ["greedy", "drafter", "speculative", "adaptive", "adaptive-hf", "threshold", "tree", "staged", "ngram", "sample", "sps",
            "suffix", "suffix-tree", "tree-sps", "self-speculative", "beam", "lookahead", "sps-block",
-           "tree-sps-wor"]  # the document's set, then the others
+           "tree-sps-wor", "eagle", "eagle-sps", "medusa", "early-exit"]  # the document's set, then the others
 
 
 def run(*args, cwd=ROOT):
@@ -29,7 +29,7 @@ def test_the_ablations_on_the_demo_pair_write_their_csv(demo_dirs, tmp_path):
     assert all(int(row["tokens"]) == 2 * 12 for row in rows)  # two prompts, exactly -n tokens each
     greedy = [row for row in rows if not row["matches_greedy"].startswith("n/a")]
     assert {row["method"] for row in greedy} == set(METHODS) - {"drafter", "sample", "sps", "tree-sps", "beam",
-                                                                "sps-block", "tree-sps-wor"}
+                                                                "sps-block", "tree-sps-wor", "eagle-sps"}
     assert all(row["matches_greedy"] == "yes" for row in greedy)  # every greedy method gave the oracle's text
     assert all(float(row["speedup"]) > 0 for row in rows)
     assert float(next(r for r in rows if r["method"] == "speculative")["acceptance"]) > 0.3
