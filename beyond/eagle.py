@@ -134,7 +134,7 @@ def eagle_rounds(head, oracle, tokens, n_new, n_draft, stats, choose, verify):
     # The prompt: the oracle's features for it, and its first token (no draft: nothing to read yet).
     features, logits = timed_states(oracle, oracle_cache, tokens, stats, "oracle", n_logits=1)
     tokens.append(choose(logits[-1]))
-    stats.add_round(tokens[-1:], context=end - n_new,
+    stats.add_round(tokens[-1:], context=end - n_new, cached={"draft": 0, "oracle": oracle_cache.n_tokens()},
                     reason="the prompt's pass: the oracle's features of the prompt, and its token after it; "
                            "no draft yet, the head reads those features from the next round")
     yield tokens[-1]

@@ -111,7 +111,7 @@ def medusa_generate(heads, oracle, ids, n_new, widths=(3, 2, 2), stats=None):
     features, logits = timed_states(oracle, cache, tokens, stats, "oracle", n_logits=1)
     feature = features[-1]
     tokens.append(int(np.argmax(logits[-1])))
-    stats.add_round(tokens[-1:], context=len(ids),
+    stats.add_round(tokens[-1:], context=len(ids), cached={"draft": None, "oracle": cache.n_tokens()},
                     reason="the prompt's pass: the oracle's last state after the prompt, which the heads read next")
     yield tokens[-1]
     while len(tokens) < end:
