@@ -33,7 +33,7 @@ def fail(message, code=1):
     sys.exit(code)
 
 
-def describe(error):
+def error_line(error):
     """One line for an expected error: its message, and for an OSError the file it concerns."""
     if isinstance(error, OSError) and not isinstance(error, UserError):
         what = error.strerror or str(error) or type(error).__name__
@@ -84,7 +84,7 @@ def run(main):
         sys.exit(BROKEN_PIPE)
     except (UserError, OSError) as e:
         drop_stdout()  # a full disk under stdout: its buffered text cannot be written either
-        fail(describe(e))
+        fail(error_line(e))
 
 
 def reopen_closed_streams():

@@ -50,7 +50,7 @@ class Session:
             readline.set_completer_delims(" ")
             readline.parse_and_bind("tab: complete")
         self.say("speculative-gpt2 workbench: type a prompt, or /help. Ctrl-C stops a generation, Ctrl-D leaves.")
-        self.say(self.describe())
+        self.say(self.summary_line())
         while True:
             try:
                 line = read("> ")
@@ -77,7 +77,7 @@ class Session:
         except BrokenPipeError:  # the reader of the session's output has gone: nothing more can be said
             raise
         except (UserError, OSError) as e:
-            self.say(f"error: {program.describe(e)}")
+            self.say(f"error: {program.error_line(e)}")
         return True
 
     def command(self, line):
@@ -159,7 +159,8 @@ class Session:
 
     # -- the commands ----------------------------------------------------------
 
-    def describe(self):
+    def summary_line(self):
+        """The session in one line: the models, the method and its main settings (/settings, and at the start)."""
         s = self.settings
         method = self.method() + (f" (/{s.method})" if s.method != self.method() else "")
         return (f"draft {self.names['draft']}, oracle {self.names['oracle']}{' (plain)' if self.plain else ''}; "
@@ -171,7 +172,7 @@ class Session:
 
     def show_settings(self):
         s = self.settings
-        self.say(self.describe())
+        self.say(self.summary_line())
         self.say(f"seed {s.seed}; EGAG (adaptive) gamma {s.n_draft_min}..{s.n_draft_max}, ema {s.ema}; "
                  f"n-gram n {s.ngram_n}, storage {s.storage}, top_k_filler {s.top_k_filler}, "
                  f"reset_in_between {on_off(s.reset_in_between)}; beams {s.n_beams}; "
