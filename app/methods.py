@@ -102,7 +102,7 @@ def drafter_of(call):
                                         reset_in_between=s.reset_in_between)
 
 
-HEAD_CLASSES = {"eagle": EagleHead, "medusa": MedusaHeads, "exit": ExitAdapter}  # weights/heads.KINDS, each its module's
+HEAD_CLASSES = {"eagle": EagleHead, "medusa": MedusaHeads, "exit": ExitAdapter}  # weights/heads.HEADS, each its module's
 _read_heads = {}  # (kind, the oracle's directory) -> (the oracle, its head): each head read once per oracle
 
 

@@ -56,7 +56,7 @@ ORACLE = os.path.join(ROOT, "assets", "learned-pair", "oracle")
 OUT = os.path.join(HERE, "out")
 ASSETS = os.path.join(ROOT, "assets", "learned-pair", "heads")
 SEED = 4321
-STEPS, LR, BATCH = 400, 2e-3, 16  # batches of 16 windows of 256 tokens, as the pair's
+STEPS, LR, BATCH = 1500, 2e-3, 16  # batches of 16 windows of 256 tokens, as the pair's
 N_MEDUSA = 3          # Medusa heads: guesses 2, 3 and 4 tokens ahead of the oracle's next
 EXIT_LAYER = 4        # the exit adapter reads the state after this many of the oracle's 8 blocks
 EAGLE_CE = 0.1        # EAGLE's weight of the token loss beside the feature regression
@@ -246,9 +246,12 @@ def main(argv=None):
     parser.add_argument("--export", action="store_true",
                         help="write assets/learned-pair/heads/ from tools/out/heads.pt, and their lines of SHA256SUMS")
     parser.add_argument("--steps", type=int, default=None, help=f"training steps (default {STEPS})")
+    parser.add_argument("--out", default=OUT, help="where heads.pt and heads-report.json go, or --export reads "
+                                                   "(default tools/out/)")
     args = parser.parse_args(argv)
     if args.steps is not None:
         globals()["STEPS"] = args.steps
+    globals()["OUT"] = args.out
     torch.set_num_threads(2)
     torch.set_flush_denormal(True)
     torch.manual_seed(SEED)
