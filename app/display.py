@@ -106,6 +106,8 @@ def format_trace(trace, token_bytes, n_prompt):
 
     lines = [f"trace: prompt of {n_prompt} tokens; in each round the oracle checks the drafts in one pass"]
     text = codecs.getincrementaldecoder("utf-8")(errors="replace")  # across rounds: a character split over two rounds shows whole
+    for kind in dict.fromkeys(r.kind for r in trace):  # how to read a kind's rows, once, before the rounds
+        lines += [f"  {line}" for line in LEGENDS.get(kind, ())]
     for i, r in enumerate(trace, 1):
         setting = SETTINGS[r.kind](r.details) if r.kind in SETTINGS else ""
         lines.append(f"round {i}: context {r.context} tokens{setting}")
@@ -312,18 +314,90 @@ def tree_lines(r, show):
     return lines
 
 
+def block_lines(r, show):
+    """A block-verification round: each draft's p(x), q(x), q/p, the weight w_i and acceptance probability h_i
+    of the prefix it ends, the tests from the end (r < h_i?), and where the last token came from."""
+    d, k = r.details, len(r.drafted)  # a block_verification.BlockDetails
+    lines = [f"  drafted  {show(r.drafted) or '(nothing)'}   (sampled from the draft's p)"]
+    order = {i: n for n, i in enumerate(range(k, d.kept, -1), 1)}  # prefix -> its test's number, from the end
+    order.setdefault(d.kept, len(order) + 1)
+    for i, s in enumerate(d.steps, 1):
+        if s["r"] is None:
+            test = "not tested: a longer prefix passed"
+        else:
+            test = (f"test {order[i]}: r {s['r']:.3g} {'<' if s['passed'] else '>='} h_{i}: "
+                    f"{'passes, keep ' + str(i) if s['passed'] else 'fails'}")
+        lines.append(f"  x~{i} {show([s['token']]):14s} p(x) {s['p']:.3g}  q(x) {s['q']:.3g}  q/p {s['ratio']:.3g}  "
+                     f"w_{i} {s['w']:.3g}  h_{i} {s['h']:.3g}  {test}")
+    if k and not d.kept:
+        lines.append(f"  test {order[0]}: prefix 0 (no draft) always passes -> keep 0")
+    last, token = d.last, show(r.new[-1:])
+    if last["from"] == "bonus":
+        said = f"sampled from q (q(x) {last['prob']:.3g}): " + (f"all {k} kept" if k else "nothing drafted")
+        lines.append(f"  {'bonus' if k else 'oracle'}    {token} {said}")
+    else:
+        lines.append(f"  residual {token} drawn after draft {d.kept} from max(w_{d.kept} q - p, 0) renormalised, "
+                     f"w_{d.kept} = {last['w']:.3g} (its chance there {last['prob']:.3g})")
+    return lines + [f"  kept     {d.kept} of {k} draft(s) + {token}"]
+
+
+def block_reasons(r, show):
+    """In words: how w carried the block (and where a q/p above 1 made up for an earlier one below 1), and
+    what the residual is."""
+    d = r.details
+    if not d.steps:
+        return []
+    ws = " -> ".join(f"{w:.2g}" for w in [1.0] + [s["w"] for s in d.steps])
+    lines = [f"w along the block: {ws}"]
+    tau = d.kept
+    token_chance = 1.0
+    for s in d.steps[:tau]:
+        token_chance *= min(1.0, s["ratio"])
+    w_before = [1.0] + [s["w"] for s in d.steps]
+    refilled = [i for i, s in enumerate(d.steps[:tau], 1) if s["ratio"] > 1 and w_before[i - 1] < 1]
+    if refilled:
+        short = [i for i, s in enumerate(d.steps[:max(refilled)], 1) if s["ratio"] < 1]
+        lines.append(f"token verification would keep these {tau} drafts with chance {token_chance:.2g} (the product of "
+                     f"min(1, q/p)); block verification with chance w_{tau} = {d.steps[tau - 1]['w']:.2g}, as "
+                     f"{naming(refilled, d.steps)} made up for the shortfall of {naming(short, d.steps)}")
+    if d.last["from"] == "residual":
+        w, dropped = d.last["w"], d.steps[tau]  # the first draft not kept: its q and p are the residual's there
+        left = w * dropped["q"] - dropped["p"]
+        lines.append(f"the last token replaces draft {tau + 1}: it is drawn from what the oracle's q, scaled by "
+                     f"w_{tau} = {w:.2g}, has beyond the draft's p" + (" (w = 1: SpS's residual (q - p)+)" if w >= 1 else "")
+                     + f"; there draft {tau + 1} {show([dropped['token']])} has w q - p = {left:.2g}, so it "
+                     + ("could be drawn again" if left > 0 else "cannot come back"))
+    return lines
+
+
+def naming(drafts, steps):
+    """'draft 2 (q/p 1.3)', 'drafts 1 (q/p 0.5) and 3 (q/p 0.8)'."""
+    named = [f"{i} (q/p {steps[i - 1]['ratio']:.2g})" for i in drafts]
+    return ("draft " if len(named) == 1 else "drafts ") + (", ".join(named[:-1]) + " and " if len(named) > 1 else "") \
+        + named[-1]
+
+
 def sps_reasons(r, show):
     return [length_reason(r.details.n_draft, r.details.k, letter=" (Chen et al.'s K)")]
 
 
-# Each kind of round (decoding.Round.kind): the setting beside its number, how its drafts are drawn,
-# and why it drafted them. A kind missing here is drawn as a line of drafts with its Round.reason.
+# Each kind of round (decoding.Round.kind): how to read its rows (once, before the rounds), the setting beside
+# its number, how its drafts are drawn, and why it drafted them. A kind missing here is drawn as a line of drafts
+# with its Round.reason.
+LEGENDS = {
+    "block": ["block verification (Sun et al. 2025): w_0 = 1, w_i = min(1, w_(i-1) q(x_i)/p(x_i)), how much of the",
+              "first i drafts survives; h_i = Z_i / (Z_i + 1 - w_i), Z_i = sum over x of max(w_i q(x) - p(x), 0), the",
+              "chance that prefix i's test passes. The prefixes are tested from the longest down; the first test that",
+              "passes (r < h_i) decides how many drafts are kept, so a failed test does not end the round. The last",
+              "token is the bonus from q, or drawn from max(w q - p, 0) after the kept drafts. q the oracle, p the draft."],
+}
 SETTINGS = {"threshold": lambda d: f", threshold {d.threshold:.3g}", "adaptive": lambda d: f", n_draft {d.n_draft}"}
-DRAFTS = {"sps": sps_lines, "staged": staged_lines, "tree": tree_lines, "tree-sps": tree_lines, "suffix-tree": tree_lines}
+DRAFTS = {"sps": sps_lines, "block": block_lines, "staged": staged_lines, "tree": tree_lines, "tree-sps": tree_lines, "suffix-tree": tree_lines}
 REASONS = {
     "line": lambda r, show: [length_reason(r.details.n_draft, r.details.k)] if isinstance(r.details, Line) else [],
     "layers": lambda r, show: [length_reason(r.details.n_draft, r.details.k)],
     "sps": sps_reasons,
+    "block": block_reasons,
     "threshold": threshold_reasons,
     "adaptive": adaptive_reasons,
     "ngram": ngram_reasons,

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from app import display, methods
 from app.page.figures import (acceptance_histogram, histogram_svg, layers_figure, residual_figure,
                               sampled_tree_figure, suffix_figure)
+from app.page.block import block_table
 from app.page.style import CSS
 from app.page.tokens import (LETTERS, MARKS, SAMPLING_MARKS, as_html, chip, chips, last_mark, plural, probability,
                              round_marks, token_marks, visible)
@@ -221,7 +222,7 @@ EXTRA_HOW_TO_READ = {  # a round's kind: what its own picture shows
 }
 
 
-SAMPLED = ("sps", "tree-sps")  # the kinds of round whose drafts are sampled and kept or resampled
+SAMPLED = ("sps", "block", "tree-sps")  # the kinds of round whose drafts are sampled and kept or resampled
 STYLES = {"sps": "sps", "block": "block", "tree": "tree", "suffix-tree": "tree", "tree-sps": "tree-sps"}  # kind -> HOW_TO_READ's key
 
 
@@ -348,5 +349,5 @@ def sps_table(run, r):
 # its drafts came from), its table, and the picture after it. A kind missing here shows the line table.
 SETTINGS = {"threshold": lambda d: f", threshold {d.threshold:.2f}", "adaptive": lambda d: f", n_draft {d.n_draft}"}
 BEFORE = {"suffix": suffix_figure, "suffix-tree": suffix_figure}
-BODIES = {"sps": sps_table, "tree": tree_list, "suffix-tree": tree_list, "tree-sps": sampled_tree_figure}
+BODIES = {"sps": sps_table, "block": block_table, "tree": tree_list, "suffix-tree": tree_list, "tree-sps": sampled_tree_figure}
 AFTER = {"layers": layers_figure}

@@ -304,3 +304,44 @@ def test_every_trace_says_when_the_tokens_left_cut_the_draft(related, oracle, me
             assert (said in why) == (room < n_draft), (method, n_new, room, why)
             n_cut, n_full = n_cut + (room < n_draft), n_full + (room >= n_draft)
     assert n_cut and n_full  # both kinds of round were seen
+
+
+def test_block_verification_trace_shows_w_h_and_the_tests_from_the_end(related, oracle):
+    """Every draft's p, q, q/p and w recomputed from the models; the tests numbered from the longest prefix down to
+    the kept one, the shorter ones never tested; the 'made up' clause names exactly the drafts whose q/p > 1
+    raised w again; the last token's line names the residual max(w q - p, 0) or the bonus."""
+    from beyond.block_verification import block_sample
+    tokens, trace = traced(block_sample, related, oracle, PROMPTS[0], 24, n_draft=4, rng=np.random.default_rng(5))
+    text, refilled_somewhere = PROMPTS[0] + tokens, False
+    for r in trace:
+        d, k, tau = r.details, len(r.drafted), r.details.kept
+        lines = display.block_lines(r, show)
+        w = 1.0
+        for i, x in enumerate(r.drafted, 1):
+            before = text[:r.context] + r.drafted[:i - 1]
+            p, q = probs_after(related, before)[x], probs_after(oracle, before)[x]
+            w_before, w = w, min(1.0, w * q / p)
+            s = d.steps[i - 1]
+            assert math.isclose(s["ratio"], q / p, rel_tol=1e-3) and math.isclose(s["w"], w, rel_tol=1e-3, abs_tol=1e-6)
+            [line] = [line for line in lines if line.startswith(f"  x~{i} ")]
+            assert f"w_{i} {s['w']:.3g}  h_{i} {s['h']:.3g}" in line
+            if i < tau:  # below the kept prefix: never tested
+                assert line.endswith("not tested: a longer prefix passed")
+            else:  # prefix k is test 1, k - 1 test 2, ..., the kept prefix the last
+                assert f"test {k - i + 1}: r {s['r']:.3g} " in line
+                assert line.endswith(f"passes, keep {i}" if i == tau else "fails")
+            refilled = s["ratio"] > 1 and w_before < 1 and i <= tau
+            refilled_somewhere |= refilled
+        why = reasons(r)
+        made_up = [i for i, s in enumerate(d.steps[:tau], 1) if s["ratio"] > 1 and ([1.0] + [t["w"] for t in d.steps])[i - 1] < 1]
+        assert ("made up for the shortfall" in why) == bool(made_up), why
+        if made_up:
+            named = why.split(" as draft", 1)[1].split(" made up for")[0]
+            assert [int(n.split(" (")[0]) for n in named.lstrip("s ").replace(" and ", ", ").split(", ")] == made_up
+        if d.last["from"] == "residual":
+            assert f"residual <{r.new[-1]}> drawn after draft {tau} from max(w_{tau} q - p, 0)" in "\n".join(lines)
+        elif k:
+            assert f"bonus    <{r.new[-1]}> sampled from q" in "\n".join(lines)
+    assert any(r.details.kept < len(r.drafted) for r in trace) and refilled_somewhere
+    header = display.format_trace(trace, lambda t: b"x", len(PROMPTS[0]))
+    assert sum("tested from the longest down" in line for line in header) == 1  # the legend, once

@@ -13,6 +13,7 @@ from app import report
 from app.page import figures as page_figures, tokens as page_tokens
 from speed import predict
 from adaptive import adaptive_generate
+from beyond.block_verification import block_sample
 from beyond.self_speculative import LayersDetails, self_speculative_generate
 from beyond.suffix import SuffixDetails, suffix_generate
 from beyond.tree_sampling import SampledTreeDetails, tree_sample_generate
@@ -43,6 +44,8 @@ GENERATORS = {  # method: (tokens for (draft, oracle, ids, stats), settings)
                          {"n_draft": 4, "layers": 2}),
     "suffix": (lambda d, o, ids, s: suffix_generate(o, ids, N_NEW, n_draft=4, stats=s), {"n_draft": 4}),
     "suffix-tree": (lambda d, o, ids, s: suffix_generate(o, ids, N_NEW, n_draft=4, width=3, stats=s), {"n_draft": 4, "width": 3}),
+    "sps-block": (lambda d, o, ids, s: block_sample(d, o, ids, N_NEW, n_draft=4, rng=np.random.default_rng(0), stats=s),
+                  {"n_draft": 4, "temperature": 1.0, "seed": 0}),
 }
 TREES = ("tree", "tree-sps", "suffix-tree")  # no prediction from alpha beside their histograms
 NO_DRAFT_MODEL = ("ngram", "self-speculative", "suffix", "suffix-tree")

@@ -92,6 +92,12 @@ line.start { stroke: #000; stroke-width: 3; stroke-dasharray: 8 4; }
 .sfx-end { background: #ffe066; outline: 3px solid #000; }
 .swatch.sfx-other { background: #fff7d6; } .swatch.sfx-match { background: #ffe066; }
 .swatch.sfx-follow { background: #e3cff5; } .swatch.sfx-end { background: #ffe066; border: 3px solid #000; }
+line.axis-line { stroke: #000; stroke-width: 2; } line.grid { stroke: #bbb; stroke-width: 1; stroke-dasharray: 4 4; }
+rect.h-bar { fill: #c9dbff; stroke: #133f9e; stroke-width: 1.5; } rect.h-bar.untested { fill: #f2f2f2; stroke: #999; }
+line.r-tick { stroke-width: 4; } line.r-tick.pass { stroke: #0b6b0b; } line.r-tick.fail { stroke: #b02a00; }
+line.w-line { stroke: #6a2c91; stroke-width: 3; } rect.w-dot { fill: #6a2c91; }
+.swatch.w-line { background: #6a2c91; height: 0.3em; vertical-align: 0.2em; } .swatch.h-bar { background: #c9dbff; }
+.swatch.r-tick { background: #b02a00; height: 0.3em; vertical-align: 0.2em; }
 button { font-size: 0.9em; padding: 0.2em 0.8em; }
 @media print {
   .noprint { display: none; }

@@ -1,0 +1,90 @@
+"""The page's drawings of the newer beyond/ methods (app/page/): each round drawn from its own record, every
+number in the drawing the record's, every token escaped. tests/test_report.py has the page as a whole."""
+
+import re
+import unicodedata
+
+import numpy as np
+import pytest
+
+from app import report
+from beyond.block_verification import BlockDetails, block_sample
+from test_report import ATTRIBUTES, NASTY, Page, assert_self_contained, beyond_run, inside, read_page, token_of
+from weights.tokenizer import encode, load_tokenizer
+
+PROMPT = "the cat and the dog"
+
+
+@pytest.fixture(scope="module")
+def enc(tiny_dirs):
+    return load_tokenizer(tiny_dirs["oracle"])
+
+
+def traced_run(method, generate, enc, settings, models=None):
+    from decoding import Stats
+    ids, stats = encode(enc, PROMPT), Stats(trace=[])
+    tokens = list(generate(ids, stats))
+    return report.Run(PROMPT, ids, tokens, stats, method, settings, models or {"oracle": "tiny oracle"}, 0.5,
+                      enc.decode_single_token_bytes)
+
+
+def assert_escaped(text, parsed):
+    assert not parsed.problems, parsed.problems[:5]
+    assert_self_contained(text, parsed)
+    assert "<script" not in text and "&lt;script&gt;alert('x')&lt;/script&gt;" in text
+    raw = {c for c in text if unicodedata.category(c) == "Cc" and c not in "\n\t"} | ({"\u202e"} & set(text))
+    assert not raw, raw
+    assert {name for e in parsed.elements for name in e["attrs"]} <= ATTRIBUTES
+
+
+# ---------------------------------------------------------------------------
+# Block verification: w along the block, h and r at each prefix, the tests from the end
+# ---------------------------------------------------------------------------
+
+def test_block_verification_draws_w_h_r_and_the_tests_from_the_end(related, oracle, enc, tmp_path):
+    run = traced_run("sps-block", lambda ids, s: block_sample(related, oracle, ids, 40, n_draft=4,
+                                                              rng=np.random.default_rng(0), stats=s),
+                     enc, {"n_draft": 4, "seed": 0})
+    trace = [r for r in run.stats.trace if r.drafted]
+    assert any(r.details.kept < len(r.drafted) for r in trace) and any(r.details.kept == len(r.drafted) for r in trace)
+    report.write_page(str(tmp_path / "page.html"), run)
+    text, parsed = read_page(tmp_path / "page.html")
+    figures = parsed.having("block", "svg")
+    assert len(figures) == len(trace)
+    for svg, r in zip(figures, trace):
+        d, k = r.details, len(r.drafted)
+        tested = [s for s in d.steps if s["r"] is not None]
+        assert len(inside(parsed, svg, "rect", "w-dot")) == k + 1 and len(inside(parsed, svg, "line", "w-line")) == k
+        assert len(inside(parsed, svg, "rect", "h-bar")) == k
+        assert len(inside(parsed, svg, "rect", "untested")) == k - len(tested) == max(d.kept - 1, 0)
+        assert [("pass" in e["classes"]) for e in inside(parsed, svg, "line", "r-tick")] == [s["passed"] for s in tested]
+        # each tick sits at its r and each bar's top at its h, on the same scale
+        ticks = [float(e["attrs"]["y1"]) for e in inside(parsed, svg, "line", "r-tick")]
+        tops = [float(e["attrs"]["y"]) for e in inside(parsed, svg, "rect", "h-bar") if "untested" not in e["classes"]]
+        assert all((y_r > y_h) == s["passed"] for y_r, y_h, s in zip(ticks, tops, tested) if abs(y_r - y_h) > 0.2)
+        labels = [parsed.text(e) for e in inside(parsed, svg, "text")]
+        numbers = [int(m.group(1)) for m in (re.match(r"test (\d+)", t) for t in labels) if m]
+        assert sorted(numbers) == list(range(1, len(tested) + 1 + (d.kept == 0)))
+        [last] = inside(parsed, svg, "rect", "node-bonus" if d.last["from"] == "bonus" else "node-fix")
+        assert token_of(parsed, last) == r.new[-1]
+        kept = [token_of(parsed, e) for e in inside(parsed, svg, "rect", "node-path")]
+        assert kept == r.drafted[:d.kept]
+    untested = sum(max(r.details.kept - 1, 0) for r in trace)
+    assert text.count(">not tested</td>") == text.count(">not tested</text>") == untested  # the table, the drawing
+    assert "tested from the end" in text and "first disagreement" not in text
+
+
+def test_block_verification_drawing_escapes_every_token():
+    steps = [{"token": 0, "p": 0.5, "q": 0.25, "ratio": 0.5, "w": 0.5, "h": 0.3, "r": None, "passed": None, "kept": True},
+             {"token": 9, "p": 0.2, "q": 0.3, "ratio": 1.5, "w": 0.75, "h": 0.4, "r": 0.1, "passed": True, "kept": True},
+             {"token": 2, "p": 0.4, "q": 0.1, "ratio": 0.25, "w": 0.19, "h": 0.19, "r": 0.7, "passed": False, "kept": False}]
+    run = beyond_run("sps-block", [10, 3], [([0, 9, 2], 2, [0, 9, 4], None,
+                                             BlockDetails(steps, 2, {"token": 4, "from": "residual", "prob": 0.5, "w": 0.75}))])
+    text = report.page(run)
+    parsed = Page(text)
+    assert_escaped(text, parsed)
+    [svg] = parsed.having("block", "svg")
+    assert [token_of(parsed, e) for e in inside(parsed, svg, "rect", "node-path")] == [0, 9]
+    assert [token_of(parsed, e) for e in inside(parsed, svg, "rect", "node-fix")] == [4]
+    assert "drafts 2 (q/p 1.5) made up for" not in text  # one draft: 'draft 2'
+    assert "draft 2 (q/p 1.5) made up for the shortfall of draft 1 (q/p 0.5)" in text
