@@ -377,6 +377,37 @@ def naming(drafts, steps):
         + named[-1]
 
 
+def window_offsets(window):
+    """[(level, offset, token)] of a lookahead window: level 0's token i guesses the token i + 1 places after the
+    text's last token (its column 0 is that token), level l's column c the token c + l places after it."""
+    return [(l, c + (l if l else 1), t) for l, level in enumerate(window) for c, t in enumerate(level)]
+
+
+def lookahead_lines(r, show):
+    """A lookahead round: the Jacobi window (a line per level, each guess under the position it guesses), the pool's
+    n-grams checked in the same pass, the best one against the oracle's choices, and the n-grams the pass made."""
+    d = r.details  # a lookahead.LookaheadDetails
+    cells = window_offsets(d.window)
+    width = max([len(show([t])) for _, _, t in cells] + [4]) + 1
+    far = max([offset for _, offset, _ in cells], default=0)
+    lines = [f"  window   {len(d.window)} level(s) of Jacobi guesses, oldest first, each under the place it guesses "
+             f"(+1: the next token); one pass of {d.rows} rows"]
+    if cells:
+        lines.append(("           " + "".join(f"+{o}".ljust(width) for o in range(1, far + 1))).rstrip())
+        for l in range(len(d.window)):
+            row = {offset: show([t]) for level, offset, t in cells if level == l}
+            lines.append(f"  level {l:<2} " + "".join(row.get(o, "").ljust(width) for o in range(1, far + 1)).rstrip())
+    if d.candidates:
+        each = "; ".join(f"{g + 1}{' (best)' if g == d.best else ''}: {show(c)}" for g, c in enumerate(d.candidates))
+        lines.append(f"  checked  in the same pass, the pool's n-grams that start with the text's last token (the "
+                     f"tokens after it), newest first: {each}")
+    lines += line_lines(r, show)
+    if d.ngrams:
+        lines.append(f"  pool +   {len(d.ngrams)} n-gram(s), a window column each, then the oracle's guess after it: "
+                     + " | ".join(show(g) for g in d.ngrams))
+    return lines
+
+
 def sps_reasons(r, show):
     return [length_reason(r.details.n_draft, r.details.k, letter=" (Chen et al.'s K)")]
 
@@ -390,9 +421,16 @@ LEGENDS = {
               "chance that prefix i's test passes. The prefixes are tested from the longest down; the first test that",
               "passes (r < h_i) decides how many drafts are kept, so a failed test does not end the round. The last",
               "token is the bonus from q, or drawn from max(w q - p, 0) after the kept drafts. q the oracle, p the draft."],
+    "lookahead": ["lookahead decoding (Fu et al. 2024): no draft model. The window keeps the last N - 1 Jacobi",
+                  "iterations, one level each, every guess under the place after the text's last token it guesses. One",
+                  "pass of the oracle reads the text's last token, the window and the pool's n-grams that follow that",
+                  "token, each row seeing only its own line. A checked n-gram is kept while it equals the oracle's",
+                  "choice (greedy decoding's rule), then the oracle adds its token. The pass's argmax after each top-level",
+                  "guess is the next Jacobi iteration; once the window is full, the diagonal from the text's last token",
+                  "up through the levels, then that argmax, is a new n-gram for the pool (pool +)."],
 }
 SETTINGS = {"threshold": lambda d: f", threshold {d.threshold:.3g}", "adaptive": lambda d: f", n_draft {d.n_draft}"}
-DRAFTS = {"sps": sps_lines, "block": block_lines, "staged": staged_lines, "tree": tree_lines, "tree-sps": tree_lines, "suffix-tree": tree_lines}
+DRAFTS = {"sps": sps_lines, "block": block_lines, "lookahead": lookahead_lines, "staged": staged_lines, "tree": tree_lines, "tree-sps": tree_lines, "suffix-tree": tree_lines}
 REASONS = {
     "line": lambda r, show: [length_reason(r.details.n_draft, r.details.k)] if isinstance(r.details, Line) else [],
     "layers": lambda r, show: [length_reason(r.details.n_draft, r.details.k)],

@@ -30,6 +30,7 @@ from app import display, methods
 from app.page.figures import (acceptance_histogram, histogram_svg, layers_figure, residual_figure,
                               sampled_tree_figure, suffix_figure)
 from app.page.block import block_table
+from app.page.lookahead import lookahead_figure
 from app.page.style import CSS
 from app.page.tokens import (LETTERS, MARKS, SAMPLING_MARKS, as_html, chip, chips, last_mark, plural, probability,
                              round_marks, token_marks, visible)
@@ -204,6 +205,11 @@ HOW_TO_READ = {
              "carries a shortfall along, so a later q/p > 1 can make up for an earlier one below 1; the prefixes are "
              "tested from the end, the last one that passes is kept (a failed one before it does not stop the round), "
              "and the next token is drawn from max(w q \u2212 p, 0), or from q after a whole block. " + LETTERS,
+    "lookahead": "There is no draft model. Each round is one pass of the oracle over two branches: the lookahead "
+                 "branch, a window of Jacobi iterations that guess the next few places at once (each pass improves every "
+                 "guess, and the diagonals of the window become n-grams for a pool), and the verification branch, the "
+                 "pool's n-grams that start with the text's last token. The best n-gram is kept up to its first "
+                 "disagreement with the oracle's choice, then the oracle's token is added: greedy decoding's text.",
     "tree-sps": "Each round the draft samples a tree: at every node it draws its children i.i.d. from its p there; the "
                 "oracle computes q after the root and after every node in one pass. From the root, the children of the "
                 "node reached are checked in turn, as in SpS: kept if r < min(1, q(x)/p(x)), else q becomes the residual "
@@ -223,7 +229,7 @@ EXTRA_HOW_TO_READ = {  # a round's kind: what its own picture shows
 
 
 SAMPLED = ("sps", "block", "tree-sps")  # the kinds of round whose drafts are sampled and kept or resampled
-STYLES = {"sps": "sps", "block": "block", "tree": "tree", "suffix-tree": "tree", "tree-sps": "tree-sps"}  # kind -> HOW_TO_READ's key
+STYLES = {"sps": "sps", "block": "block", "lookahead": "lookahead", "tree": "tree", "suffix-tree": "tree", "tree-sps": "tree-sps"}  # kind -> HOW_TO_READ's key
 
 
 def rounds_section(run, trace):
@@ -231,7 +237,8 @@ def rounds_section(run, trace):
     if not trace:
         return head + "<p>This run kept no record of its rounds (Stats(trace=[]) keeps one).</p>"
     kinds = {r.kind for r in trace}
-    style = next((s for s in ("tree-sps", "tree", "block", "sps") if s in {STYLES.get(k) for k in kinds}), "greedy")
+    style = next((s for s in ("tree-sps", "tree", "block", "sps", "lookahead") if s in {STYLES.get(k) for k in kinds}),
+                 "greedy")
     shown = trace[:MAX_ROUNDS]
     n_open = len(shown) if len(trace) <= OPEN_ROUNDS else OPEN_FIRST
     rows = [round_row(run, r, i, i <= n_open) for i, r in enumerate(shown, 1)]
@@ -349,5 +356,5 @@ def sps_table(run, r):
 # its drafts came from), its table, and the picture after it. A kind missing here shows the line table.
 SETTINGS = {"threshold": lambda d: f", threshold {d.threshold:.2f}", "adaptive": lambda d: f", n_draft {d.n_draft}"}
 BEFORE = {"suffix": suffix_figure, "suffix-tree": suffix_figure}
-BODIES = {"sps": sps_table, "block": block_table, "tree": tree_list, "suffix-tree": tree_list, "tree-sps": sampled_tree_figure}
+BODIES = {"sps": sps_table, "block": block_table, "lookahead": lookahead_figure, "tree": tree_list, "suffix-tree": tree_list, "tree-sps": sampled_tree_figure}
 AFTER = {"layers": layers_figure}

@@ -20,11 +20,11 @@ def enc(tiny_dirs):
     return load_tokenizer(tiny_dirs["oracle"])
 
 
-def traced_run(method, generate, enc, settings, models=None):
+def traced_run(method, generate, enc, settings, models=None, prompt=PROMPT):
     from decoding import Stats
-    ids, stats = encode(enc, PROMPT), Stats(trace=[])
+    ids, stats = encode(enc, prompt), Stats(trace=[])
     tokens = list(generate(ids, stats))
-    return report.Run(PROMPT, ids, tokens, stats, method, settings, models or {"oracle": "tiny oracle"}, 0.5,
+    return report.Run(prompt, ids, tokens, stats, method, settings, models or {"oracle": "tiny oracle"}, 0.5,
                       enc.decode_single_token_bytes)
 
 
@@ -88,3 +88,47 @@ def test_block_verification_drawing_escapes_every_token():
     assert [token_of(parsed, e) for e in inside(parsed, svg, "rect", "node-fix")] == [4]
     assert "drafts 2 (q/p 1.5) made up for" not in text  # one draft: 'draft 2'
     assert "draft 2 (q/p 1.5) made up for the shortfall of draft 1 (q/p 0.5)" in text
+
+
+# ---------------------------------------------------------------------------
+# Lookahead: the window above the line, the n-grams checked below it, each new n-gram a diagonal
+# ---------------------------------------------------------------------------
+
+def box_at(parsed, svg, x, y):
+    """The rect of the drawing whose centre is (x, y)."""
+    [rect] = [e for e in inside(parsed, svg, "rect") if
+              abs(float(e["attrs"]["x"]) + float(e["attrs"]["width"]) / 2 - x) < 0.01 and
+              abs(float(e["attrs"]["y"]) + float(e["attrs"]["height"]) / 2 - y) < 0.01]
+    return rect
+
+
+def test_lookahead_draws_the_window_the_checked_ngrams_and_each_new_ngram_as_a_diagonal(oracle, enc, tmp_path):
+    from beyond.lookahead import lookahead_generate
+    run = traced_run("lookahead", lambda ids, s: lookahead_generate(oracle, ids, 40, W=3, N=4, stats=s), enc, {"N": 4},
+                     prompt=PROMPT + " " + PROMPT)  # the prompt twice: the pool finds n-grams to check
+    trace = run.stats.trace
+    report.write_page(str(tmp_path / "page.html"), run)
+    text, parsed = read_page(tmp_path / "page.html")
+    figures = parsed.having("lookahead", "svg")
+    assert len(figures) == len(trace)
+    whole = run.prompt_ids + run.tokens
+    n_diagonals = 0
+    for svg, r in zip(figures, trace):
+        d = r.details
+        assert len(inside(parsed, svg, "rect", "la-guess")) == sum(len(level) for level in d.window)
+        assert len(inside(parsed, svg, "rect", "la-other")) == sum(len(c) for g, c in enumerate(d.candidates) if g != d.best)
+        assert [token_of(parsed, e) for e in inside(parsed, svg, "rect", "la-ok")][:r.accepted] == r.new[:r.accepted]
+        lines = inside(parsed, svg, "line", "ngram")
+        assert len(lines) == len(d.ngrams) * len(d.window)
+        for c, ngram in enumerate(d.ngrams):  # the diagonal's boxes, from the bottom up, hold the n-gram's tokens
+            segment = lines[c * len(d.window):(c + 1) * len(d.window)]
+            ends = [(float(e["attrs"]["x1"]), float(e["attrs"]["y1"])) for e in segment]
+            ends.append((float(segment[-1]["attrs"]["x2"]), float(segment[-1]["attrs"]["y2"])))
+            held = []
+            for x, y in ends:
+                rect = box_at(parsed, svg, x, y)
+                held.append(whole[r.context - 1] if "node-root" in rect["classes"] else token_of(parsed, rect))
+            assert held == ngram
+            n_diagonals += 1
+    assert n_diagonals and any(r.details.candidates for r in trace) and any(r.accepted for r in trace)
+    assert "Jacobi" in text and "first disagreement" in text

@@ -10,6 +10,7 @@ must quote them.
 
 import dataclasses
 import math
+import re
 
 import numpy as np
 import pytest
@@ -345,3 +346,40 @@ def test_block_verification_trace_shows_w_h_and_the_tests_from_the_end(related, 
     assert any(r.details.kept < len(r.drafted) for r in trace) and refilled_somewhere
     header = display.format_trace(trace, lambda t: b"x", len(PROMPTS[0]))
     assert sum("tested from the longest down" in line for line in header) == 1  # the legend, once
+
+
+def test_lookahead_trace_puts_each_guess_under_its_place_and_each_new_ngram_ends_in_the_oracles_argmax(oracle):
+    """The window's lines: every guess under the '+j' of the place it guesses (level 0's token i at +(i + 1), level
+    l's column c at +(c + l)); each n-gram the pass made is a diagonal of the window, and its last token is the
+    oracle's argmax after the line of text that diagonal's top row saw, recomputed without a cache."""
+    from beyond.lookahead import lookahead_generate
+    tokens, trace = traced(lookahead_generate, oracle, PROMPTS[1], 30, W=3, N=4)
+    text, n_ngrams = PROMPTS[1] + tokens, 0
+    for r in trace:
+        d, lines = r.details, display.lookahead_lines(r, show)
+        header = next(line for line in lines if line.lstrip().startswith("+1"))
+        places = {header.index(f"+{j}"): j for j in range(1, 12) if f"+{j}" in header}
+        guess = {}
+        for l, level in enumerate(d.window):
+            [line] = [line for line in lines if line.startswith(f"  level {l} ")]
+            shown = {places[m.start()]: int(m.group(1)) for m in re.finditer(r"<(\d+)>", line)}
+            expected = {(i + 1 if l == 0 else i + l): t for i, t in enumerate(level)}
+            assert shown == expected, (l, line)
+            guess.update({(l, j): t for j, t in expected.items()})
+        before = text[:r.context]
+        for c, ngram in enumerate(d.ngrams):
+            top = len(d.window) - 1
+            assert ngram[0] == (before[-1] if c == 0 else guess[(0, c)])
+            assert ngram[1:-1] == [guess[(l, c + l)] for l in range(1, top + 1)]
+            seen = before + [guess[(0, j)] for j in range(1, c + 1)] + [guess[(l, c + l)] for l in range(1, top + 1)]
+            assert is_argmax(probs_after(oracle, seen), ngram[-1])
+            n_ngrams += 1
+        if d.ngrams:
+            assert "  pool +   " + " | ".join(show(g) for g in d.ngrams) in "\n".join(lines).replace(
+                f"{len(d.ngrams)} n-gram(s), a window column each, then the oracle's guess after it: ", "")
+        if d.candidates:
+            checked = next(line for line in lines if line.startswith("  checked"))
+            assert f"{d.best + 1} (best): {show(d.candidates[d.best])}" in checked
+            assert checked.count("(best)") == 1 and all(show(c) in checked for c in d.candidates)
+    assert n_ngrams and any(r.accepted for r in trace)
+    assert sum("Jacobi" in line for line in display.format_trace(trace, lambda t: b"x", 7)[:9]) >= 1

@@ -98,6 +98,13 @@ line.r-tick { stroke-width: 4; } line.r-tick.pass { stroke: #0b6b0b; } line.r-ti
 line.w-line { stroke: #6a2c91; stroke-width: 3; } rect.w-dot { fill: #6a2c91; }
 .swatch.w-line { background: #6a2c91; height: 0.3em; vertical-align: 0.2em; } .swatch.h-bar { background: #c9dbff; }
 .swatch.r-tick { background: #b02a00; height: 0.3em; vertical-align: 0.2em; }
+rect.la-guess { fill: #fff7d6; stroke: #8a6d00; } rect.la-next { fill: #fff; stroke: #8a6d00; stroke-dasharray: 5 3; }
+rect.la-ok { fill: #bdecbd; stroke: #0b6b0b; stroke-width: 2; } rect.la-miss, rect.la-fix { fill: #ffd4c2; stroke: #b02a00; stroke-width: 2; }
+rect.la-bonus { fill: #c9dbff; stroke: #133f9e; stroke-width: 2; } rect.la-oracle { fill: #fff; stroke: #000; stroke-width: 2; }
+rect.la-unused, rect.la-other { fill: #f2f2f2; stroke: #999; stroke-dasharray: 2 2; }
+line.ngram { stroke: #8a6d00; stroke-width: 2; stroke-opacity: 0.6; }
+.swatch.la-guess { background: #fff7d6; } .swatch.la-next { background: #fff; border: 2px dashed #8a6d00; }
+.swatch.la-ok { background: #bdecbd; } .swatch.la-miss { background: #ffd4c2; } .swatch.la-other { background: #f2f2f2; }
 button { font-size: 0.9em; padding: 0.2em 0.8em; }
 @media print {
   .noprint { display: none; }
