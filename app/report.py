@@ -27,7 +27,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from app import display, methods
-from app.page.figures import (acceptance_histogram, histogram_svg, layers_figure, residual_figure,
+from app.page.figures import (WITHOUT_REPLACEMENT, acceptance_histogram, histogram_svg, layers_figure, residual_figure,
                               sampled_tree_figure, suffix_figure)
 from app.page.block import block_table
 from app.page.lookahead import lookahead_figure
@@ -216,6 +216,15 @@ HOW_TO_READ = {
                 "(q \u2212 p)+ renormalised (q\u2032, q\u2033, ...) for the next sibling (SpecInfer's multi-round "
                 "rejection). The walk goes down after an accepted child; when every child is rejected, the last token is "
                 "drawn from the final residual, and at an accepted leaf the bonus from q itself. " + LETTERS,
+    "tree-sps-wor": "Each round the draft samples a tree whose siblings are all different: at every node child 1 is "
+                    "drawn from its p there, child 2 from p without child 1 (renormalised), and so on; the oracle "
+                    "computes q after the root and after every node in one pass. From the root, the children of the "
+                    "node reached are checked in turn: kept if r < min(1, q(x)/p(x)); after a rejection q becomes the "
+                    "residual (q − p)+ renormalised (q′, q″, ...) AND p loses the rejected token "
+                    "(p′, p″, ...), as the next sibling was drawn without it (Sequoia's rule; with p kept, "
+                    "the check would be biased). The walk goes down after an accepted child; when every child is "
+                    "rejected, the last token is drawn from the final residual, and at an accepted leaf the bonus from "
+                    "q itself. " + LETTERS,
 }
 EXTRA_HOW_TO_READ = {  # a round's kind: what its own picture shows
     "layers": "The draft is the oracle itself cut short: its first L blocks, then its ln_f and LM head. Each round's "
@@ -239,6 +248,8 @@ def rounds_section(run, trace):
     kinds = {r.kind for r in trace}
     style = next((s for s in ("tree-sps", "tree", "block", "sps", "lookahead") if s in {STYLES.get(k) for k in kinds}),
                  "greedy")
+    if style == "tree-sps" and getattr(run, "method", None) in WITHOUT_REPLACEMENT:
+        style = "tree-sps-wor"
     shown = trace[:MAX_ROUNDS]
     n_open = len(shown) if len(trace) <= OPEN_ROUNDS else OPEN_FIRST
     rows = [round_row(run, r, i, i <= n_open) for i, r in enumerate(shown, 1)]

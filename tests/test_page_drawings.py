@@ -132,3 +132,30 @@ def test_lookahead_draws_the_window_the_checked_ngrams_and_each_new_ngram_as_a_d
             n_diagonals += 1
     assert n_diagonals and any(r.details.candidates for r in trace) and any(r.accepted for r in trace)
     assert "Jacobi" in text and "first disagreement" in text
+
+
+# ---------------------------------------------------------------------------
+# Trees sampled without replacement: tree-sps's record, their own rule on the page
+# ---------------------------------------------------------------------------
+
+def test_a_tree_sampled_without_replacement_is_read_by_its_own_rule(related, oracle, enc):
+    from beyond.tree_sampling import tree_sample_generate
+    from beyond.tree_without_replacement import tree_sample_wor_generate
+    pages = {}
+    for method, generate in (("tree-sps", tree_sample_generate), ("tree-sps-wor", tree_sample_wor_generate)):
+        run = traced_run(method, lambda ids, s: generate(related, oracle, ids, 30, n_draft=3, width=2,
+                                                         rng=np.random.default_rng(1), stats=s), enc, {"n_draft": 3})
+        pages[method] = (run, report.page(run))
+    run, text = pages["tree-sps-wor"]
+    assert "drawn without replacement (siblings all different)" in text and "Sequoia" in text
+    assert "i.i.d." not in text.split("<h2>Rounds</h2>")[1]
+    # every check after a rejection at its node says the draft's p changed too: p', p'', ... beside q', q'', ...
+    n_after = sum(i for r in run.stats.trace for v in r.details.visits for i in range(len(v["checks"])))
+    assert n_after and text.count("<td>p\u2032</td>") == sum(
+        1 for r in run.stats.trace for v in r.details.visits for i in range(len(v["checks"])) if i == 1)
+    for r in run.stats.trace:  # and its siblings are indeed all different
+        for v in r.details.visits:
+            tokens = [r.drafted[c] for c in v["children"]]
+            assert len(set(tokens)) == len(tokens)
+    run, text = pages["tree-sps"]
+    assert "drawn i.i.d." in text and "without replacement" not in text and "<td>p\u2032</td>" not in text

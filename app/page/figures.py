@@ -125,6 +125,10 @@ def primes(n):
     return "q" + "\u2032" * n
 
 
+# The methods whose tree-sps rounds drew each node's children without replacement: their record is tree-sps's
+# (beyond/tree_without_replacement.py reuses it and does not say which rule drew it), their rule is not.
+WITHOUT_REPLACEMENT = ("tree-sps-wor",)
+
 TREE_KEY = (("node-path", "accepted child (the path)"), ("node-rejected", "checked and rejected"),
             ("node-unchecked", "never checked"), ("node-fix", "last token, drawn from the residual"),
             ("node-bonus", "last token, the bonus drawn from q"))
@@ -135,6 +139,8 @@ def sampled_tree_figure(run, r):
     marked kept or rejected, and the round's last token hung where the walk ended; then every check in order."""
     d = r.details  # a tree_sampling.SampledTreeDetails
     parents, path, visits, last = d.parents, d.path, d.visits, d.last
+    without = getattr(run, "method", None) in WITHOUT_REPLACEMENT  # p changes after a rejection too: p', p'', ...
+    draft = (lambda i: "p" + "\u2032" * i) if without else (lambda i: "p")
     n = len(parents)
     checked = {}  # node -> (how many siblings were rejected before it, its check)
     for visit in visits:
@@ -184,8 +190,9 @@ def sampled_tree_figure(run, r):
         if i in checked:
             before, c = checked[i]
             cls, mark = ("node-path", " \u2713") if c["accepted"] else ("node-rejected", " \u2717")
-            note = (f"{'accepted' if c['accepted'] else 'rejected'}: p(x) {probability(c['p'])}, {primes(before)}(x) "
-                    f"{probability(c['q'])}, min(1, {primes(before)}/p) {probability(c['accept_prob'])}, r {c['r']:.3f}")
+            note = (f"{'accepted' if c['accepted'] else 'rejected'}: {draft(before)}(x) {probability(c['p'])}, "
+                    f"{primes(before)}(x) {probability(c['q'])}, min(1, {primes(before)}/{draft(before)}) "
+                    f"{probability(c['accept_prob'])}, r {c['r']:.3f}")
         else:
             cls, mark, note = "node-unchecked", "", f"never checked; p(x) {probability(d.probs[i])}"
         svg.append(f'<rect class="{cls}" x="{x}" y="{y:.1f}" width="{box_w}" height="{box_h}"><title>token {int(token)}: '
@@ -205,18 +212,24 @@ def sampled_tree_figure(run, r):
             verdict = "&check; accepted" if c["accepted"] else "&cross; rejected"
             rows_html.append(f'<tr class="{"ok" if c["accepted"] else "miss"}"><td>{depth_i}</td><td>{i + 1}</td>'
                              f"<td>{chip(run, c['token'], 'draft' if c['accepted'] else '')}</td>"
-                             f"<td>{probability(c['p'])}</td><td>{primes(i)}</td><td>{probability(c['q'])}</td>"
+                             f"<td>{draft(i)}</td><td>{probability(c['p'])}</td><td>{primes(i)}</td>"
+                             f"<td>{probability(c['q'])}</td>"
                              f"<td>{probability(c['accept_prob'])}</td><td>{c['r']:.3f}</td><td>{verdict}</td></tr>")
     last_chip = chip(run, last["token"], ending if path or visits else "oracle")
     rows_html.append(f'<tr class="{ending}"><td>last</td><td></td><td>{last_chip}'
-                     f'</td><td></td><td>{primes(len(visits[-1]["checks"])) if ending == "fix" else "q"}</td>'
+                     f'</td><td></td><td></td><td>{primes(len(visits[-1]["checks"])) if ending == "fix" else "q"}</td>'
                      f'<td>{probability(last["prob"])}</td><td></td><td></td><td>{html.escape(said)}</td></tr>')
-    table = ('<table class="numbers checks"><tr><th>depth</th><th>child</th><th>token x</th><th>p(x) draft</th>'
-             "<th>target</th><th>target(x)</th><th>min(1, target/p)</th><th>r</th><th>decision</th></tr>"
+    table = ('<table class="numbers checks"><tr><th>depth</th><th>child</th><th>token x</th><th>draft</th>'
+             "<th>draft(x)</th><th>target</th><th>target(x)</th><th>min(1, target/draft)</th><th>r</th><th>decision</th></tr>"
              + "".join(rows_html) + "</table>")
-    return (f'<figure class="sampled-tree"><figcaption>The tree the draft sampled ({n} nodes, {d.width} children '
-            f"per node), the root on the left. The children of the node reached are checked top to bottom; a rejection "
-            f"turns the target into the residual for the next sibling (q&prime;, q&Prime;, ...).</figcaption>\n"
+    rule = ("drawn without replacement (siblings all different), the root on the left. The children of the node "
+            "reached are checked top to bottom; a rejection turns the target into the residual for the next sibling "
+            "(q&prime;, q&Prime;, ...) and takes the rejected token out of the draft's p (p&prime;, p&Prime;, ...), "
+            "as the next sibling was drawn without it" if without else
+            "drawn i.i.d., the root on the left. The children of the node reached are checked top to bottom; a "
+            "rejection turns the target into the residual for the next sibling (q&prime;, q&Prime;, ...)")
+    return (f'<figure class="sampled-tree"><figcaption>The tree the draft sampled ({n} nodes, up to {d.width} '
+            f"children per node, {rule}.</figcaption>\n"
             f'<p class="key">{key}</p>\n' + "".join(svg) + "</svg>\n"
             f'<div class="scroll">{table}</div></figure>')
 
