@@ -109,37 +109,55 @@ def autoregressive_sample(model, ids, n_new, rng=None, processor=None, stats=Non
         yield tokens[-1]
 
 
-def speculative_sample(draft, oracle, ids, n_new, n_draft=4, rng=None, processor=None, stats=None, **flags):
+def speculative_sample(draft, oracle, ids, n_new, n_draft=4, rng=None, processor=None, stats=None, verify=None,
+                       **flags):
     """Algorithm 2: yields n_new ids distributed exactly as autoregressive_sample(oracle, ...).
 
     n_draft is the paper's K; a round drafts fewer near the end, where fewer tokens are left.
     One processor makes both p and q (as autoregressive_sample's processor or flags).
+    verify is steps 3 and 4: token_verification, the paper's, unless another lossless rule with its
+    signature is given (beyond/block_verification.py's, which keeps steps 1 and 2 as they are here).
     """
     stats = Stats() if stats is None else stats
     rng = np.random.default_rng() if rng is None else rng  # one generator for the whole run
     processor = as_processor(processor, **flags)
+    verify = token_verification if verify is None else verify
     check_args(ids, n_new, draft, oracle, n_draft=n_draft)
     tokens, end = list(ids), len(ids) + n_new
     draft_cache, oracle_cache = KVCache(), KVCache()
     while len(tokens) < end:
         k = min(n_draft, end - len(tokens) - 1)  # the round adds up to k + 1 tokens: never overshoot
         # Step 1: sample k draft tokens x̃_t ~ p, one at a time, keeping each p.
-        drafted, p = [], []
-        for _ in range(k):
-            p.append(processor(feed(draft, draft_cache, tokens + drafted, stats, "draft")[-1]))
-            drafted.append(sample(p[-1], rng))
+        drafted, p = draft_samples(draft, draft_cache, tokens, k, processor, rng, stats)
         # Step 2: the target's q for all k + 1 positions in one forward: q[t] is
         # q(x | x_1..x_n, x̃_1..x̃_t) (0-based here: q[0] conditions on no draft).
         q = processor(feed(oracle, oracle_cache, tokens + drafted, stats, "oracle", n_logits=k + 1))
         # Steps 3 and 4: keep each draft with probability min(1, q/p), or end at a draw from the residual.
-        new_tokens, rs = accept_or_resample(q, p, drafted, rng)
-        n_accepted = len(new_tokens) - 1
+        new_tokens, n_accepted, details, reason = verify(q, p, drafted, rng, n_draft, explain=stats.trace is not None)
         context = len(tokens)
         tokens += new_tokens
         rollback(len(tokens) - 1, draft_cache, oracle_cache)
         stats.add_round(new_tokens, drafted, n_accepted, context=context, cached=cache_lengths(draft_cache, oracle_cache),
-                        details=explain_round(p, q, drafted, rs, new_tokens, n_draft) if stats.trace is not None else None)
+                        details=details, reason=reason)
         yield from new_tokens
+
+
+def draft_samples(draft, cache, tokens, k, processor, rng, stats):  # -> k tokens, k x [V]
+    """Step 1: x̃_t ~ p(x | x_1..x_n, x̃_1..x̃_{t-1}) for t = 1..k, one draft pass each. Returns the k drafts
+    and each p, which step 3 divides by (beyond/block_verification.py's step 1 is this one too)."""
+    drafted, p = [], []
+    for _ in range(k):
+        p.append(processor(feed(draft, cache, tokens + drafted, stats, "draft")[-1]))  # [V]
+        drafted.append(sample(p[-1], rng))
+    return drafted, p
+
+
+def token_verification(q, p, drafted, rng, n_draft, explain):
+    """Steps 3 and 4 as one round's rule: (the new tokens, how many of them are drafts, the round's record for
+    --trace and --html when explain is true, else None; a line of why, here none: the record says it)."""
+    new_tokens, rs = accept_or_resample(q, p, drafted, rng)
+    details = explain_round(p, q, drafted, rs, new_tokens, n_draft) if explain else None
+    return new_tokens, len(new_tokens) - 1, details, ""
 
 
 def accept_or_resample(q, p, drafted, rng):  # q [k + 1, V], p k x [V], k drafts -> (new tokens, the r of each test)

@@ -74,47 +74,30 @@ from typing import ClassVar
 
 import numpy as np
 
-from decoding import Stats, cache_lengths, check_args, feed
-from kvcache import KVCache
-from processors import as_processor
-from speculative import rollback
-from sps import residual, sample
+from sps import residual, sample, speculative_sample
 
 
 def block_sample(draft, oracle, ids, n_new, n_draft=4, rng=None, processor=None, stats=None, **flags):
     """Speculative sampling with block verification: yields n_new ids distributed exactly as
     sps.autoregressive_sample(oracle, ...), keeping in each round as many drafts as sps.speculative_sample
     would or more. One processor makes both p and q (a processors.Processor, or its flags temperature,
-    top_k, top_p)."""
-    stats = Stats() if stats is None else stats
-    rng = np.random.default_rng() if rng is None else rng  # one generator for the whole run
-    processor = as_processor(processor, **flags)
-    check_args(ids, n_new, draft, oracle, n_draft=n_draft)
-    tokens, end = list(ids), len(ids) + n_new
-    draft_cache, oracle_cache = KVCache(), KVCache()
-    while len(tokens) < end:
-        k = min(n_draft, end - len(tokens) - 1)  # the round adds up to k + 1 tokens: never overshoot
-        # Step 1: k draft tokens X_i ~ p, one at a time, keeping each p (sps.py's step 1).
-        drafted, p = [], []
-        for _ in range(k):
-            p.append(processor(feed(draft, draft_cache, tokens + drafted, stats, "draft")[-1]))
-            drafted.append(sample(p[-1], rng))
-        # Step 2: q[i], the oracle's distribution after the first i drafts, i = 0..k, in one forward.
-        q = processor(feed(oracle, oracle_cache, tokens + drafted, stats, "oracle", n_logits=k + 1))
-        # Steps 3-6: the weights, the acceptance probabilities, the last prefix that passes, the last token.
-        rs = rng.random(k)  # r for prefix i is rs[i - 1]; prefix 0 always passes
-        tau, last, w, h = verify_block(q, p, drafted, rs)
-        new_tokens = drafted[:tau] + [sample(last, rng)]
-        context = len(tokens)
-        tokens += new_tokens
-        rollback(len(tokens) - 1, draft_cache, oracle_cache)
-        if stats.trace is not None:  # the record costs a pass over the vocabulary per draft: only when kept
-            details = explain_round(q, p, drafted, rs, w, h, tau, last, new_tokens)
-            stats.add_round(new_tokens, drafted, tau, context=context, cached=cache_lengths(draft_cache, oracle_cache),
-                            details=details, reason=reason_line(details))
-        else:
-            stats.add_round(new_tokens, drafted, tau)
-        yield from new_tokens
+    top_k, top_p). Steps 1 and 2 are sps.speculative_sample's own (draft k tokens from p, one oracle pass
+    for q); block_verification takes the place of its steps 3 and 4."""
+    return speculative_sample(draft, oracle, ids, n_new, n_draft, rng, processor, stats, verify=block_verification,
+                              **flags)
+
+
+def block_verification(q, p, drafted, rng, n_draft, explain):
+    """Steps 3-6 of one round, with sps.token_verification's signature: q [k + 1, V] (q[i] after the first i
+    drafts), p the k draft distributions, the k drafts. Returns (the new tokens, how many of them are drafts
+    (tau), the round's record and its line of why when explain is true, else None and "")."""
+    rs = rng.random(len(drafted))  # r for prefix i is rs[i - 1]; prefix 0 always passes
+    tau, last, w, h = verify_block(q, p, drafted, rs)
+    new_tokens = drafted[:tau] + [sample(last, rng)]
+    if not explain:  # the record costs a pass over the vocabulary per draft: only when kept
+        return new_tokens, tau, None, ""
+    details = explain_round(q, p, drafted, rs, w, h, tau, last, new_tokens)
+    return new_tokens, tau, details, reason_line(details)
 
 
 # ---------------------------------------------------------------------------

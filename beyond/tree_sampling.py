@@ -101,27 +101,31 @@ class SampledTreeDetails(TreeDetails):
 
 
 def tree_sample_generate(draft, oracle, ids, n_new, n_draft=4, width=2, max_nodes=32, rng=None, processor=None,
-                         stats=None, **flags):
+                         stats=None, draw_children=None, accept=None, **flags):
     """Speculative sampling over a tree of depth n_draft with width sampled children per node (at most max_nodes
     nodes): yields n_new ids distributed exactly as sps.autoregressive_sample(oracle, ...).
 
     One processor makes both p and q (a processors.Processor, or its flags temperature, top_k, top_p).
+    draw_children and accept are the rule: how a node's children are drawn (iid_children) and checked
+    (accept_at_node, VerifyStochastic); beyond/tree_without_replacement.py passes its own pair.
     """
     stats = Stats() if stats is None else stats
     rng = np.random.default_rng() if rng is None else rng  # one generator for the whole run
     processor = as_processor(processor, **flags)
+    draw_children = iid_children if draw_children is None else draw_children
+    accept = accept_at_node if accept is None else accept
     check_args(ids, n_new, draft, oracle, n_draft=n_draft, width=width, max_nodes=max_nodes)
     tokens, end = list(ids), len(ids) + n_new
     draft_cache, oracle_cache = KVCache(), KVCache()
     while len(tokens) < end:
         depth = min(n_draft, end - len(tokens) - 1)  # a path plus the last token: never overshoot
         # 1. The tree: width children per node, each drawn from the draft's p there.
-        nodes, p, n_fed = sample_tree(draft, draft_cache, tokens, depth, width, max_nodes, processor, rng,
-                                      stats) if depth else ([], {}, 0)
+        nodes, p, n_fed = sample_tree(draft, draft_cache, tokens, depth, width, max_nodes, processor, rng, stats,
+                                      draw_children) if depth else ([], {}, 0)
         # 2. q after the root and after every node, in one oracle pass.
         q = oracle_pass(oracle, oracle_cache, tokens, nodes, processor, stats)
         # 3. Down the tree with multi-round rejection; the last token from the residual or the leaf's q.
-        path, last, visits = walk_tree(nodes, p, q, rng.random)
+        path, last, visits = walk_tree(nodes, p, q, rng.random, accept)
         new_tokens = [nodes[i].token for i in path] + [sample(last, rng)]
         # 4. Keep the text and the accepted path; the draft never fed the last level.
         n = len(tokens)
@@ -143,16 +147,21 @@ def tree_sample_generate(draft, oracle, ids, n_new, n_draft=4, width=2, max_node
 # Steps 1 and 2: the sampled tree, and the oracle's q at every node
 # ---------------------------------------------------------------------------
 
-def sample_tree(draft, draft_cache, tokens, depth_max, width, max_nodes, processor, rng, stats):
+def iid_children(p, m, rng):  # [V], m -> m tokens
+    """A node's m children: i.i.d. draws from the draft's p there, repeats allowed."""
+    return [sample(p, rng) for _ in range(m)]
+
+
+def sample_tree(draft, draft_cache, tokens, depth_max, width, max_nodes, processor, rng, stats,
+                draw_children=iid_children):
     """Step 1: (nodes in level order, {node: the draft's p after it} for the root (-1) and every node fed,
-    how many nodes the draft's cache holds). Children are i.i.d. draws, repeats allowed."""
+    how many nodes the draft's cache holds). draw_children(p, m, rng) gives a node's m children: i.i.d. here."""
     p = {-1: processor(feed(draft, draft_cache, tokens, stats, "draft")[-1])}  # the root's children's p
     nodes, frontier, n_fed = [], [-1], 0
     for depth in range(1, depth_max + 1):
         level = []
         for parent in frontier:
-            for _ in range(min(width, max_nodes - len(nodes))):
-                token = sample(p[parent], rng)
+            for token in draw_children(p[parent], min(width, max_nodes - len(nodes)), rng):
                 nodes.append(Node(token, parent, depth, float(p[parent][token])))
                 level.append(len(nodes) - 1)
         if depth == depth_max or len(nodes) >= max_nodes:  # the last level needs no p: it has no children
@@ -201,18 +210,18 @@ def accept_at_node(q, p, children, uniforms):
     return None, q, checks
 
 
-def walk_tree(nodes, p, q, uniforms):
+def walk_tree(nodes, p, q, uniforms, accept=accept_at_node):
     """Lines 25-43 over the whole tree. nodes: level order (tree.Node); p: {node: the draft's p after it}
     (-1: the root) for every node that has children; q: [1 + len(nodes), V], row i + 1 after node i;
-    uniforms(m): m draws of U[0, 1) (the generator passes rng.random). Returns (the accepted path, the
-    distribution the round's last token is drawn from, one record per node whose children were checked)."""
+    uniforms(m): m draws of U[0, 1) (the generator passes rng.random); accept: the check at one node
+    (accept_at_node's signature). Returns (the accepted path, the distribution the round's last token is
+    drawn from, one record per node whose children were checked)."""
     path, at, visits = [], -1, []
     while True:
         children = [i for i, node in enumerate(nodes) if node.parent == at]
         if not children:  # an accepted leaf (or nothing drafted): the bonus comes from the oracle's own q
             return path, q[at + 1], visits
-        i, target, checks = accept_at_node(q[at + 1], p[at], [nodes[c].token for c in children],
-                                           uniforms(len(children)))
+        i, target, checks = accept(q[at + 1], p[at], [nodes[c].token for c in children], uniforms(len(children)))
         visits.append({"node": at, "children": children, "checks": checks})
         if i is None:  # every child rejected: the last token comes from the final residual
             return path, target, visits

@@ -46,13 +46,8 @@ records the p and q of its moment, p_i and q_i, which tree-sps's reason line cal
 
 import numpy as np
 
-from beyond.tree_sampling import chosen_after, explain_round, oracle_pass
-from decoding import Stats, cache_lengths, check_args, feed, timed_forward
-from kvcache import KVCache
-from processors import as_processor
-from speculative import rollback
+from beyond.tree_sampling import tree_sample_generate
 from sps import acceptance_probability, residual, sample
-from tree import Node, tree_mask
 
 
 def tree_sample_wor_generate(draft, oracle, ids, n_new, n_draft=4, width=2, max_nodes=32, rng=None, processor=None,
@@ -61,34 +56,11 @@ def tree_sample_wor_generate(draft, oracle, ids, n_new, n_draft=4, width=2, max_
     max_nodes nodes): yields n_new ids distributed exactly as sps.autoregressive_sample(oracle, ...).
 
     One processor makes both p and q (a processors.Processor, or its flags temperature, top_k, top_p).
+    The round is tree-sps's (tree_sampling.tree_sample_generate) with this module's rule: children drawn by
+    sample_children, checked by accept_at_node.
     """
-    stats = Stats() if stats is None else stats
-    rng = np.random.default_rng() if rng is None else rng  # one generator for the whole run
-    processor = as_processor(processor, **flags)
-    check_args(ids, n_new, draft, oracle, n_draft=n_draft, width=width, max_nodes=max_nodes)
-    tokens, end = list(ids), len(ids) + n_new
-    draft_cache, oracle_cache = KVCache(), KVCache()
-    while len(tokens) < end:
-        depth = min(n_draft, end - len(tokens) - 1)  # a path plus the last token: never overshoot
-        # 1. The tree: up to width distinct children per node, drawn without replacement from the draft's p.
-        nodes, p, n_fed = sample_tree(draft, draft_cache, tokens, depth, width, max_nodes, processor, rng,
-                                      stats) if depth else ([], {}, 0)
-        # 2. q after the root and after every node, in one oracle pass.
-        q = oracle_pass(oracle, oracle_cache, tokens, nodes, processor, stats)
-        # 3. Down the tree, p and q updated after each rejection; the last token from the residual or the leaf's q.
-        path, last, visits = walk_tree(nodes, p, q, rng.random)
-        new_tokens = [nodes[i].token for i in path] + [sample(last, rng)]
-        # 4. Keep the text and the accepted path; the draft never fed the last level.
-        n = len(tokens)
-        oracle_cache.keep(list(range(n)) + [n + i for i in path])
-        draft_cache.keep(list(range(min(n, draft_cache.n_tokens()))) + [n + i for i in path if i < n_fed])
-        tokens += new_tokens
-        rollback(len(tokens) - 1, draft_cache, oracle_cache)
-        stats.add_round(new_tokens, [node.token for node in nodes], len(path), context=n,
-                        oracle=chosen_after(nodes, path, new_tokens), cached=cache_lengths(draft_cache, oracle_cache),
-                        details=explain_round(nodes, path, visits, last, new_tokens, width)
-                        if stats.trace is not None else None)
-        yield from new_tokens
+    return tree_sample_generate(draft, oracle, ids, n_new, n_draft, width, max_nodes, rng, processor, stats,
+                                draw_children=sample_children, accept=accept_at_node, **flags)
 
 
 # ---------------------------------------------------------------------------
@@ -113,29 +85,6 @@ def sample_children(p, width, rng):
     return children
 
 
-def sample_tree(draft, draft_cache, tokens, depth_max, width, max_nodes, processor, rng, stats):
-    """Step 1: (nodes in level order, {node: the draft's p after it} for the root (-1) and every node fed,
-    how many nodes the draft's cache holds). Siblings are distinct: no node needs pruning, unlike tree-sps."""
-    p = {-1: processor(feed(draft, draft_cache, tokens, stats, "draft")[-1])}  # the root's children's p
-    nodes, frontier, n_fed = [], [-1], 0
-    for depth in range(1, depth_max + 1):
-        level = []
-        for parent in frontier:
-            for token in sample_children(p[parent], min(width, max_nodes - len(nodes)), rng):
-                nodes.append(Node(token, parent, depth, float(p[parent][token])))
-                level.append(len(nodes) - 1)
-        if depth == depth_max or len(nodes) >= max_nodes:  # the last level needs no p: it has no children
-            break
-        # One draft pass for the whole level gives each node's p, for the next level's draws.
-        logits = timed_forward(draft, draft_cache, [nodes[i].token for i in level], stats, "draft", n_logits=len(level),
-                               positions=[len(tokens) - 1 + depth] * len(level),
-                               mask=tree_mask(nodes, level, len(tokens), n_fed))
-        n_fed += len(level)
-        p.update(zip(level, processor(logits)))
-        frontier = level
-    return nodes, p, n_fed
-
-
 # ---------------------------------------------------------------------------
 # Step 3: the recursive rejection, as pure functions of the distributions and the uniforms
 # ---------------------------------------------------------------------------
@@ -157,21 +106,3 @@ def accept_at_node(q, p, children, uniforms):
         q, p = residual(q, p), without(p, x)
     return None, q, checks
 
-
-def walk_tree(nodes, p, q, uniforms):
-    """Down the whole tree: nodes in level order (tree.Node); p: {node: the draft's p after it} (-1: the
-    root) for every node that has children; q: [1 + len(nodes), V], row i + 1 after node i; uniforms(m): m
-    draws of U[0, 1) (the generator passes rng.random). Returns (the accepted path, the distribution the
-    round's last token is drawn from, one record per node whose children were checked)."""
-    path, at, visits = [], -1, []
-    while True:
-        children = [i for i, node in enumerate(nodes) if node.parent == at]
-        if not children:  # an accepted leaf (or nothing drafted): the bonus comes from the oracle's own q
-            return path, q[at + 1], visits
-        i, target, checks = accept_at_node(q[at + 1], p[at], [nodes[c].token for c in children],
-                                           uniforms(len(children)))
-        visits.append({"node": at, "children": children, "checks": checks})
-        if i is None:  # every child rejected: the last token comes from the final residual
-            return path, target, visits
-        at = children[i]
-        path.append(at)
