@@ -13,12 +13,16 @@ import pytest
 import beyond.block_verification as bv
 from beyond.block_verification import (acceptance_probabilities, block_sample, block_weights, last_passing,
                                        reason_line, verify_block)
-from decoding import GenerationError, Stats
+from decoding import Stats
 from processors import Processor, make_processor
 from sps import acceptance_probability, residual, sample
 from speculative import greedy_generate, speculative_generate
-from test_greedy import assert_same_greedy, prompt
-from test_sps import chi_square_rejects, exact_distribution, small  # noqa: F401 (small: the fixture of tiny models)
+from test_greedy import prompt
+from test_sps import (assert_a_seed_reproduces_a_run, assert_exactly_n_new_tokens,  # noqa: F401 (small: a fixture)
+                      assert_the_context_limit_and_bad_arguments, assert_self_drafting_keeps_every_draft,
+                      assert_the_oracles_distribution, assert_temperature_zero_is_greedy, chi_square_rejects,
+                      with_the_draft_as_oracle, generator_chi_square, small, trace_and_page)
+from test_tree_sampling import dirichlet, extend, oracle_sequences
 
 ALMOST_ONE = np.nextafter(1.0, 0.0)  # r just below 1 fails every test whose h is below 1; r = 0 passes every h > 0
 
@@ -33,10 +37,6 @@ BIASED = {
     "the residual without the weight w": ("block_residual", lambda q, p, w: residual(q, p)),
     "stop at the first failed prefix": ("last_passing", stop_at_first_failure),
 }
-
-
-def dirichlet(rng, V, alpha=1.0):
-    return rng.dirichlet(np.full(V, alpha)).astype(np.float32)
 
 
 def random_contexts(rng, V, K, kind="random"):
@@ -98,31 +98,14 @@ def outcomes(q_at, p_at, V, K):
                 yield chance, xs, tau, last, w
 
 
-def extend(dist, prefix, x, chance, q_at, n):
-    """Add chance to every continuation of prefix + (x,) up to n tokens, each further token drawn from q (the
-    next rounds, which follow q by induction)."""
-    seq = prefix + (x,)
-    if chance == 0:
-        return
-    if len(seq) == n:
-        dist[seq] += chance
-        return
-    for y in range(len(q_at[()])):
-        extend(dist, seq, y, chance * q_at[seq][y], q_at, n)
-
-
 def round_distribution(q_at, p_at, V, K):
-    """P(the first K + 1 tokens) after one round of block verification and sampling from q after it."""
+    """P(the first K + 1 tokens) after one round of block verification and sampling from q after it (extend: the
+    next rounds, which follow q by induction)."""
     dist = Counter()
     for chance, xs, tau, last, _ in outcomes(q_at, p_at, V, K):
         for y in range(V):
             extend(dist, xs[:tau], y, chance * float(last[y]), q_at, K + 1)
     return dist
-
-
-def oracle_sequences(q_at, V, n):
-    return {seq: float(np.prod([q_at[seq[:t]][x] for t, x in enumerate(seq)]))
-            for seq in itertools.product(range(V), repeat=n)}
 
 
 def max_error(q_at, p_at, V, K):
@@ -309,31 +292,18 @@ def test_the_chi_square_test_catches_a_wrong_rule(monkeypatch, rule):
 N_RUNS = 600  # whole generations on test_sps.py's tiny models (vocabulary of 6): 216 three-token outcomes
 
 
-def generated_counts(small, processor, seed, n_draft):
-    p_model, q_model = small
-    rng, stats = np.random.default_rng(seed), Stats()
-    counts = Counter(tuple(block_sample(p_model, q_model, [1, 4], 3, n_draft=n_draft, rng=rng, processor=processor,
-                                        stats=stats)) for _ in range(N_RUNS))
-    return counts, exact_distribution(q_model, [1, 4], 3, processor), stats
-
-
 @pytest.mark.parametrize("n_draft, processor", [
     (2, Processor()),
     (2, make_processor("topk", 3, temperature=1.3)),
     (1, make_processor("nucleus", 0.8, temperature=0.8)),
 ], ids=str)
 def test_the_generator_has_the_oracles_distribution(small, n_draft, processor):
-    counts, dist, stats = generated_counts(small, processor, 1234, n_draft)
-    rejects, detail = chi_square_rejects(counts, dist, N_RUNS)
-    assert not rejects, f"chi2, critical, df, impossible = {detail}"
-    assert 0 < stats.accepted < stats.drafted and stats.n_generated == 3 * N_RUNS
+    assert_the_oracles_distribution(block_sample, small, N_RUNS, processor, n_draft=n_draft)
 
 
 def test_the_generators_chi_square_test_can_tell_draft_from_target(small):
     # Negative control of the generator-level test: the draft model's own sequences fail it.
-    p_model, q_model = small
-    counts, dist, _ = generated_counts((p_model, p_model), Processor(), 1234, 2)
-    assert chi_square_rejects(counts, exact_distribution(q_model, [1, 4], 3), N_RUNS)[0]
+    assert generator_chi_square(with_the_draft_as_oracle(block_sample), small, N_RUNS, n_draft=2)[0]
 
 
 # ---------------------------------------------------------------------------
@@ -344,10 +314,7 @@ def test_the_generators_chi_square_test_can_tell_draft_from_target(small):
 @pytest.mark.parametrize("kind", ["draft", "related", "oracle"])  # unrelated, partly agreeing, identical
 def test_temperature_zero_is_greedy(request, oracle, kind, n_draft):
     d = request.getfixturevalue(kind)
-    for seed in (0, 1):
-        ids = prompt(oracle, 5 + seed, seed)
-        got = list(block_sample(d, oracle, ids, 20, n_draft=n_draft, rng=np.random.default_rng(seed), temperature=0))
-        assert_same_greedy(list(greedy_generate(oracle, ids, 20)), got, oracle, ids)
+    for ids, got in assert_temperature_zero_is_greedy(block_sample, d, oracle, n_draft):
         assert got == list(speculative_generate(d, oracle, ids, 20, n_draft=n_draft))
 
 
@@ -373,21 +340,12 @@ def test_caches_and_statistics_after_every_round(related, oracle):
 
 def test_the_oracle_as_its_own_draft_keeps_every_block(oracle):
     # p == q: every w_i is 1, so h_k = 1 and the last prefix always passes.
-    stats = Stats(trace=[])
-    list(block_sample(oracle, oracle, [1, 2, 3], 24, n_draft=3, rng=np.random.default_rng(0), stats=stats))
-    assert [r.accepted for r in stats.trace] == [3] * 6 and all(r.details.last["from"] == "bonus" for r in stats.trace)
+    assert_self_drafting_keeps_every_draft(block_sample, oracle)
 
 
 def test_the_trace_and_the_page_show_the_rounds(related, oracle):
-    from app import display, report
-    stats = Stats(trace=[])
-    list(block_sample(related, oracle, [1, 2, 3], 12, n_draft=3, rng=np.random.default_rng(2), stats=stats))
-    lines = display.format_trace(stats.trace, lambda t: f"<{t}>".encode(), 3)
-    assert sum(line.startswith("round ") for line in lines) == len(stats.trace)
-    assert sum(line.strip().startswith("why      from the end:") for line in lines) == len(stats.trace)
-    page = report.rounds_section(SimpleNamespace(token_bytes=lambda t: f"<{t}>".encode(), method="sps-block"),
-                                 stats.trace)
-    assert page.count("<details") == len(stats.trace)
+    trace, lines, page = trace_and_page(block_sample, "sps-block", related, oracle, n_draft=3)
+    assert sum(line.strip().startswith("why      from the end:") for line in lines) == len(trace)
     # How to read it: block verification's rule, not token verification's "up to the first disagreement".
     how_to_read = page.split("<p>", 1)[1].split("</p>", 1)[0]
     assert "tested from the end" in how_to_read and "first disagreement" not in how_to_read
@@ -421,22 +379,14 @@ def test_the_method_is_registered(related, oracle):
 
 
 def test_a_seed_reproduces_a_run(related, oracle):
-    runs = [list(block_sample(related, oracle, [1, 2, 3], 15, rng=np.random.default_rng(7))) for _ in range(2)]
-    assert runs[0] == runs[1]
+    assert_a_seed_reproduces_a_run(block_sample, related, oracle)
 
 
 @pytest.mark.parametrize("n_new", [0, 1, 2, 5])
 def test_exactly_n_new_tokens(related, oracle, n_new):
-    for n_draft in (1, 3, 6):
-        assert len(list(block_sample(related, oracle, [1, 2], n_new, n_draft=n_draft,
-                                     rng=np.random.default_rng(n_new)))) == n_new
+    assert_exactly_n_new_tokens(block_sample, related, oracle, n_new, n_drafts=(1, 3, 6))
 
 
 def test_context_limit_and_bad_arguments(small):
-    p_model, q_model = small
-    assert len(list(block_sample(p_model, q_model, [1] * 10, 6, n_draft=4, rng=np.random.default_rng(0)))) == 6
-    with pytest.raises(GenerationError, match="context window of 16"):
-        list(block_sample(p_model, q_model, [1] * 10, 7))
-    for bad in ({"n_draft": 0}, {"temperature": -1}, {"top_k": 0}, {"processor": Processor(), "temperature": 0.5}):
-        with pytest.raises(GenerationError):
-            list(block_sample(p_model, q_model, [1], 3, **bad))
+    assert_the_context_limit_and_bad_arguments(block_sample, small, (
+        {"n_draft": 0}, {"temperature": -1}, {"top_k": 0}, {"processor": Processor(), "temperature": 0.5}))

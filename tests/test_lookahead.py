@@ -133,6 +133,17 @@ def test_a_candidate_one_position_off_is_caught_row_by_row(oracle):
     assert set(rows_that_differ_from_running_alone(oracle, text, rows, wide_logits(oracle, text, rows))) == shifted
 
 
+def prompts_where_greedy_differs(oracle):
+    """The greedy equality as a negative control's detector: the seeds (of test_greedy.SEEDS) whose prompt's 40
+    tokens from lookahead_generate, as patched, differ from greedy decoding's."""
+    caught = []
+    for seed in SEEDS:
+        ids = prompt(oracle, 5, seed)
+        if list(lookahead_generate(oracle, ids, 40)) != list(greedy_generate(oracle, ids, 40)):
+            caught.append(seed)
+    return caught
+
+
 def test_a_causal_mask_is_caught_row_by_row_and_by_the_equality(oracle, monkeypatch):
     # Negative control: with the plain causal mask every row sees all the rows before it (other levels,
     # other candidates). The row-by-row check must find it, and so must the greedy equality.
@@ -145,11 +156,7 @@ def test_a_causal_mask_is_caught_row_by_row_and_by_the_equality(oracle, monkeypa
     text, rows = rows_of_a_full_window(oracle)
     assert rows_that_differ_from_running_alone(oracle, text, rows, wide_logits(oracle, text, rows, causal))
     monkeypatch.setattr(la, "branch_mask", causal)
-    caught = 0
-    for seed in SEEDS:
-        ids = prompt(oracle, 5, seed)
-        caught += list(lookahead_generate(oracle, ids, 40)) != list(greedy_generate(oracle, ids, 40))
-    assert caught
+    assert prompts_where_greedy_differs(oracle)
 
 
 def test_an_unchecked_accept_is_caught_by_the_equality(oracle, monkeypatch):
@@ -158,11 +165,7 @@ def test_an_unchecked_accept_is_caught_by_the_equality(oracle, monkeypatch):
         return (0, len(candidates[0])) if candidates else (None, 0)
 
     monkeypatch.setattr(la, "best_candidate", trusting)
-    caught = 0
-    for seed in SEEDS:
-        ids = prompt(oracle, 5, seed)
-        caught += list(lookahead_generate(oracle, ids, 40)) != list(greedy_generate(oracle, ids, 40))
-    assert caught
+    assert prompts_where_greedy_differs(oracle)
 
 
 # --- the cache, the window, the pool ----------------------------------------------------------------

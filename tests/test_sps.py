@@ -1,8 +1,11 @@
-"""Speculative sampling keeps the target distribution: exactly, and statistically."""
+"""Speculative sampling keeps the target distribution: exactly, and statistically. The checks every sampling
+decoder must pass (chi-square with its negative control, greedy at temperature 0, the context limit) are
+functions here that the tests of beyond/'s sampling decoders call too."""
 
 import itertools
 import math
 from collections import Counter
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -13,6 +16,7 @@ from processors import Processor, make_processor
 from sps import acceptance_probability, autoregressive_sample, residual, sample, speculative_sample
 from decoding import GenerationError, Stats
 from speculative import greedy_generate, speculative_generate
+from test_greedy import assert_same_greedy, prompt
 
 
 def emitted_distribution(q, p):
@@ -101,6 +105,91 @@ def chi_square_rejects(counts, dist, n):
     return impossible > 0 or chi2 > critical, (chi2, critical, df, impossible)
 
 
+# ---------------------------------------------------------------------------
+# What every sampling decoder must do (sps here; beyond/'s block verification and trees call these too)
+# ---------------------------------------------------------------------------
+
+def generator_chi_square(generate, models, n_runs, processor=Processor(), seed=1234, n_new=3, **settings):
+    """Pearson's test of n_runs generations of n_new tokens after [1, 4] by a sampling decoder on the tiny models
+    (draft, oracle), against the oracle's exact distribution: (rejects, detail, the Stats of all the runs)."""
+    p_model, q_model = models
+    rng, stats = np.random.default_rng(seed), Stats()
+    counts = Counter(tuple(generate(p_model, q_model, [1, 4], n_new, rng=rng, processor=processor, stats=stats,
+                                    **settings)) for _ in range(n_runs))
+    return (*chi_square_rejects(counts, exact_distribution(q_model, [1, 4], n_new, processor), n_runs), stats)
+
+
+def assert_the_oracles_distribution(generate, models, n_runs, processor, n_new=3, **settings):
+    """generator_chi_square passes, and both branches of the check (a draft kept, a draft rejected) were taken."""
+    rejects, detail, stats = generator_chi_square(generate, models, n_runs, processor, n_new=n_new, **settings)
+    assert not rejects, f"chi2, critical, df, impossible = {detail}"
+    assert 0 < stats.accepted < stats.drafted and stats.n_generated == n_new * n_runs
+
+
+def with_the_draft_as_oracle(generate):
+    """A wrong decoder, the negative control of generator_chi_square: the draft checks its own drafts, so the
+    output follows the draft's distribution, not the oracle's."""
+    return lambda draft, oracle, *args, **settings: generate(draft, draft, *args, **settings)
+
+
+def assert_temperature_zero_is_greedy(generate, d, oracle, n_draft, **settings):
+    """At temperature 0 the text is greedy decoding's (test_greedy.py's check), on two prompts: [(ids, text)]."""
+    runs = []
+    for seed in (0, 1):
+        ids = prompt(oracle, 5 + seed, seed)
+        got = list(generate(d, oracle, ids, 20, n_draft=n_draft, rng=np.random.default_rng(seed), temperature=0,
+                            **settings))
+        assert_same_greedy(list(greedy_generate(oracle, ids, 20)), got, oracle, ids)
+        runs.append((ids, got))
+    return runs
+
+
+def assert_self_drafting_keeps_every_draft(generate, oracle):
+    """p == q: every check keeps its draft, so each round of 3 drafts keeps all 3 and ends with the bonus."""
+    stats = Stats(trace=[])
+    list(generate(oracle, oracle, [1, 2, 3], 24, n_draft=3, rng=np.random.default_rng(0), stats=stats))
+    assert [r.accepted for r in stats.trace] == [3] * 6 and all(r.details.last["from"] == "bonus" for r in stats.trace)
+
+
+def trace_and_page(generate, method, related, oracle, n_draft):
+    """12 tokens traced, as --trace prints them and as the page draws them, one of each per round:
+    (the rounds, the --trace lines, the rounds' section of the page)."""
+    from app import display, report
+    stats = Stats(trace=[])
+    list(generate(related, oracle, [1, 2, 3], 12, n_draft=n_draft, rng=np.random.default_rng(2), stats=stats))
+    lines = display.format_trace(stats.trace, lambda t: f"<{t}>".encode(), 3)
+    assert sum(line.startswith("round ") for line in lines) == len(stats.trace)
+    page = report.rounds_section(SimpleNamespace(token_bytes=lambda t: f"<{t}>".encode(), method=method), stats.trace)
+    assert page.count("<details") == len(stats.trace)
+    return stats.trace, lines, page
+
+
+def assert_a_seed_reproduces_a_run(generate, related, oracle, n_new=15):
+    runs = [list(generate(related, oracle, [1, 2, 3], n_new, rng=np.random.default_rng(7))) for _ in range(2)]
+    assert runs[0] == runs[1]
+
+
+def assert_exactly_n_new_tokens(generate, related, oracle, n_new, n_drafts):
+    for n_draft in n_drafts:
+        out = list(generate(related, oracle, [1, 2], n_new, n_draft=n_draft, rng=np.random.default_rng(n_new)))
+        assert len(out) == n_new
+
+
+def assert_the_context_limit_and_bad_arguments(generate, small, bad_settings):
+    """6 tokens after 10 fill the tiny models' context of 16; 7 are refused, and so is each of bad_settings."""
+    p_model, q_model = small
+    assert len(list(generate(p_model, q_model, [1] * 10, 6, n_draft=4, rng=np.random.default_rng(0)))) == 6
+    with pytest.raises(GenerationError, match="context window of 16"):
+        list(generate(p_model, q_model, [1] * 10, 7))
+    for bad in bad_settings:
+        with pytest.raises(GenerationError):
+            list(generate(p_model, q_model, [1], 3, **bad))
+
+
+# ---------------------------------------------------------------------------
+# speculative_sample
+# ---------------------------------------------------------------------------
+
 @pytest.mark.parametrize("K, n_new, processor", [
     (2, 3, Processor()),
     (4, 3, Processor()),
@@ -115,15 +204,8 @@ def chi_square_rejects(counts, dist, n):
     (2, 3, make_processor("topknucleus", 3, 0.6)),
 ], ids=str)
 def test_speculative_sample_has_the_targets_distribution(small, K, n_new, processor):
-    p_model, q_model = small
-    ids = [1, 4]
-    rng = np.random.default_rng(1234)
-    stats = Stats()
-    counts = Counter(tuple(speculative_sample(p_model, q_model, ids, n_new, n_draft=K, rng=rng, processor=processor, stats=stats))
-                     for _ in range(N_SAMPLES))
-    rejects, detail = chi_square_rejects(counts, exact_distribution(q_model, ids, n_new, processor), N_SAMPLES)
-    assert not rejects, f"chi2, critical, df, impossible = {detail}"
-    assert 0 < stats.accepted < stats.drafted  # both branches of step 3 were taken
+    # Both branches of step 3 must be taken: 0 < accepted < drafted.
+    assert_the_oracles_distribution(speculative_sample, small, N_SAMPLES, processor, n_new=n_new, n_draft=K)
 
 
 def test_the_chi_square_test_can_tell_draft_from_target(small):
@@ -163,8 +245,7 @@ def test_a_tiny_temperature_is_greedy(draft, related, oracle, temperature):
 
 
 def test_a_seed_reproduces_a_run(related, oracle):
-    runs = [list(speculative_sample(related, oracle, [1, 2, 3], 20, rng=np.random.default_rng(7))) for _ in range(2)]
-    assert runs[0] == runs[1]
+    assert_a_seed_reproduces_a_run(speculative_sample, related, oracle, n_new=20)
     runs = [list(autoregressive_sample(oracle, [1, 2, 3], 20, rng=np.random.default_rng(7))) for _ in range(2)]
     assert runs[0] == runs[1]
 
@@ -177,17 +258,11 @@ def test_low_temperature_with_draft_equal_to_target_has_no_nan(oracle):
 
 @pytest.mark.parametrize("n_new", range(0, 10))
 def test_exactly_n_new_tokens(related, oracle, n_new):
-    for K in (1, 3, 6):
-        assert len(list(speculative_sample(related, oracle, [1, 2], n_new, n_draft=K, rng=np.random.default_rng(n_new)))) == n_new
+    assert_exactly_n_new_tokens(speculative_sample, related, oracle, n_new, n_drafts=(1, 3, 6))
     assert len(list(autoregressive_sample(oracle, [1, 2], n_new))) == n_new
 
 
 def test_context_limit_and_bad_arguments(small):
-    p_model, q_model = small
-    assert len(list(speculative_sample(p_model, q_model, [1] * 10, 6, n_draft=4, rng=np.random.default_rng(0)))) == 6
-    with pytest.raises(GenerationError, match="context window of 16"):
-        list(speculative_sample(p_model, q_model, [1] * 10, 7))
-    for bad in ({"temperature": -1}, {"top_k": 0}, {"top_p": 0}, {"top_p": 1.5}, {"n_draft": 0},
-                {"processor": Processor(), "temperature": 0.5}):
-        with pytest.raises(GenerationError):
-            list(speculative_sample(p_model, q_model, [1], 3, **bad))
+    assert_the_context_limit_and_bad_arguments(speculative_sample, small, (
+        {"temperature": -1}, {"top_k": 0}, {"top_p": 0}, {"top_p": 1.5}, {"n_draft": 0},
+        {"processor": Processor(), "temperature": 0.5}))

@@ -1,22 +1,27 @@
 """Tree speculative sampling (beyond/tree_sampling.py) keeps the oracle's distribution: exactly, by enumerating
 every outcome of the real acceptance code, and statistically; a biased rule fails the same tests; and at
-temperature 0 it is greedy decoding."""
+temperature 0 it is greedy decoding. The tests of the whole generator run on both rules: tree-sps's and
+tree-sps-wor's (beyond/tree_without_replacement.py, whose round is this module's);
+tests/test_tree_without_replacement.py has that rule's own."""
 
 import itertools
 from collections import Counter
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 import beyond.tree_sampling as ts
-from beyond.tree_sampling import accept_at_node, reason_line, tree_sample_generate, walk_tree
-from decoding import GenerationError, Stats
+import beyond.tree_without_replacement as wor
+from beyond.tree_sampling import accept_at_node, iid_children, reason_line, tree_sample_generate, walk_tree
+from beyond.tree_without_replacement import tree_sample_wor_generate
+from decoding import Stats
 from processors import Processor, make_processor
 from sps import sample
-from speculative import greedy_generate
-from test_greedy import assert_same_greedy, prompt
-from test_sps import chi_square_rejects, exact_distribution, small  # noqa: F401 (small: the fixture of tiny models)
+from test_greedy import prompt
+from test_sps import (assert_a_seed_reproduces_a_run, assert_exactly_n_new_tokens,  # noqa: F401 (small: a fixture)
+                      assert_the_context_limit_and_bad_arguments, assert_self_drafting_keeps_every_draft,
+                      assert_the_oracles_distribution, assert_temperature_zero_is_greedy, chi_square_rejects,
+                      generator_chi_square, small, trace_and_page)
 from tree import Node
 
 ALMOST_ONE = np.nextafter(1.0, 0.0)  # r just below 1 rejects every child whose min(1, q/p) is below 1
@@ -52,17 +57,22 @@ def distribution_pairs(rng, V):
 # Exact: every outcome of one node, and of a depth-2 tree, with its probability
 # ---------------------------------------------------------------------------
 
-def node_distribution(q, p, width):
-    """P(one node emits x): every draw of the width children from p, and every accept/reject decision of
-    accept_at_node, whose records give each decision's probability min(1, q/p) against the target of the
-    moment; after all rejections, the target it returns (the residual)."""
-    emitted = np.zeros(len(q))
-    for children in itertools.product(range(len(q)), repeat=width):
+def iid_draws(p, width):
+    """Every draw of width i.i.d. children from p, with its probability: (probability, children)."""
+    for children in itertools.product(range(len(p)), repeat=width):
         weight = float(np.prod([p[c] for c in children]))
-        if weight == 0:
-            continue
+        if weight > 0:
+            yield weight, list(children)
+
+
+def node_distribution(q, p, width, draws=iid_draws, accept=accept_at_node):
+    """P(one node emits x): every draw of the width children from p (draws), and every accept/reject decision
+    of the check at the node (accept), whose records give each decision's probability min(1, q/p) against the
+    target of the moment; after all rejections, the target it returns (the residual)."""
+    emitted = np.zeros(len(q))
+    for weight, children in draws(p, width):
         # r just below 1 walks the all-reject path; each record holds the chance to accept there.
-        _, target, checks = accept_at_node(q, p, children, [ALMOST_ONE] * width)
+        _, target, checks = accept(q, p, children, [ALMOST_ONE] * len(children))
         reach = weight
         for check in checks:
             emitted[check["token"]] += reach * check["accept_prob"]
@@ -159,10 +169,11 @@ class Script:
         return [ALMOST_ONE] * j + [0.0] * (j < m) + [ALMOST_ONE] * (m - j - 1)
 
 
-def tree_round_distribution(q_at, p_at, V, width, depth):
-    """P(the first depth + 1 tokens): every tree, every script of decisions of the real walk_tree, the last
-    token from the distribution walk_tree returns, and the oracle's own q after it (the next round's first
-    token) where the round ended earlier."""
+def tree_round_distribution(q_at, p_at, V, width, depth, trees=trees, accept=accept_at_node):
+    """P(the first depth + 1 tokens): every tree (trees: every tree sample_tree can draw, with its probability),
+    every script of decisions of the real walk_tree with the check accept, the last token from the
+    distribution walk_tree returns, and the oracle's own q after it (the next round's first token) where the
+    round ended earlier."""
     dist = Counter()
     for weight, nodes in trees(p_at, V, width, depth):
         q = np.stack([q_at[()]] + [q_at[text(nodes, i)] for i in range(len(nodes))])
@@ -171,10 +182,11 @@ def tree_round_distribution(q_at, p_at, V, width, depth):
             for choices in itertools.product(range(width + 1), repeat=n_visits):
                 script = Script(choices)
                 try:
-                    path, last, visits = walk_tree(nodes, p, q, script)
+                    path, last, visits = walk_tree(nodes, p, q, script, accept)
                 except LookupError:
                     continue
-                decided = [next((j for j, c in enumerate(v["checks"]) if c["accepted"]), width) for v in visits]
+                decided = [next((j for j, c in enumerate(v["checks"]) if c["accepted"]), len(v["checks"]))
+                           for v in visits]
                 if script.used != len(choices) or decided != list(choices):
                     continue  # another script gives this walk (or it has probability 0)
                 chance = weight * np.prod([c["accept_prob"] if c["accepted"] else 1 - c["accept_prob"]
@@ -201,110 +213,105 @@ def oracle_sequences(q_at, V, n):
             for seq in itertools.product(range(V), repeat=n)}
 
 
+def depth_two_error(seed, width=2, zeros=False, trees=trees, accept=accept_at_node):
+    """(the largest difference between a depth-2 tree round's probability of a sequence of 3 tokens and the
+    oracle's, the round's total), on random models of 3 tokens (random_contexts(seed))."""
+    q_at, p_at = random_contexts(np.random.default_rng(seed), 3, 2, zeros=zeros)
+    got, expected = tree_round_distribution(q_at, p_at, 3, width, 2, trees, accept), oracle_sequences(q_at, 3, 3)
+    return max(abs(got[seq] - expected[seq]) for seq in expected), sum(got.values())
+
+
 @pytest.mark.parametrize("seed, zeros", [(0, False), (1, True)])
 def test_a_depth_two_tree_emits_exactly_the_oracles_sequences(seed, zeros):
-    V, width, depth = 3, 2, 2
-    q_at, p_at = random_contexts(np.random.default_rng(seed), V, depth, zeros=zeros)
-    got = tree_round_distribution(q_at, p_at, V, width, depth)
-    expected = oracle_sequences(q_at, V, depth + 1)
-    assert max(abs(got[seq] - expected[seq]) for seq in expected) < 1e-6
-    assert sum(got.values()) == pytest.approx(1, abs=1e-6)
+    error, total = depth_two_error(seed, zeros=zeros)
+    assert error < 1e-6 and total == pytest.approx(1, abs=1e-6)
+
+
+def enumeration_errors(draws=iid_draws, trees=trees, accept=accept_at_node):
+    """The negative controls' measures: (the largest error of one node's distribution, width 2, on random q and
+    p of 5 tokens; depth_two_error's on seed 0)."""
+    rng = np.random.default_rng(0)
+    q, p = dirichlet(rng, 5), dirichlet(rng, 5)
+    return np.abs(node_distribution(q, p, 2, draws, accept) - q).max(), depth_two_error(0, 2, False, trees, accept)[0]
 
 
 @pytest.mark.parametrize("rule", BIASED)
 def test_the_enumerations_catch_a_biased_rule(monkeypatch, rule):
-    name, wrong = BIASED[rule]
-    monkeypatch.setattr(ts, name, wrong)
-    rng = np.random.default_rng(0)
-    q, p = dirichlet(rng, 5), dirichlet(rng, 5)
-    assert np.abs(node_distribution(q, p, 2) - q).max() > 0.01
-    q_at, p_at = random_contexts(np.random.default_rng(0), 3, 2)
-    got, expected = tree_round_distribution(q_at, p_at, 3, 2, 2), oracle_sequences(q_at, 3, 3)
-    assert max(abs(got[seq] - expected[seq]) for seq in expected) > 0.01
+    monkeypatch.setattr(ts, *BIASED[rule])
+    node_error, tree_error = enumeration_errors()
+    assert node_error > 0.01 and tree_error > 0.01
 
 
 # ---------------------------------------------------------------------------
 # Statistical: many draws of the real code, Pearson's chi-square at alpha = 0.001 (test_sps.py's)
 # ---------------------------------------------------------------------------
 
-def node_counts(q, p, width, n, rng):
-    """n tokens emitted by one node, as walk_tree makes them: children drawn from p, uniforms from rng."""
-    counts = Counter()
-    for _ in range(n):
-        children = [sample(p, rng) for _ in range(width)]
-        i, target, _ = accept_at_node(q, p, children, rng.random(width))
-        counts[(children[i] if i is not None else sample(target, rng),)] += 1
-    return counts
-
-
 N_NODE = 4000
+
+
+def node_chi_square(width, draw_children=iid_children, accept=accept_at_node):
+    """Pearson's test of N_NODE tokens emitted by one node, as walk_tree makes them (children from draw_children,
+    checked by accept, uniforms from the generator), against the target q; q and p random on 6 tokens."""
+    rng = np.random.default_rng(7)
+    q, p = dirichlet(rng, 6), dirichlet(rng, 6)
+    counts = Counter()
+    for _ in range(N_NODE):
+        children = draw_children(p, width, rng)
+        i, target, _ = accept(q, p, children, rng.random(len(children)))
+        counts[(children[i] if i is not None else sample(target, rng),)] += 1
+    return chi_square_rejects(counts, {(x,): float(q[x]) for x in range(6)}, N_NODE)
 
 
 @pytest.mark.parametrize("width", [2, 3])
 def test_one_node_passes_the_chi_square_test(width):
-    rng = np.random.default_rng(7)
-    q, p = dirichlet(rng, 6), dirichlet(rng, 6)
-    rejects, detail = chi_square_rejects(node_counts(q, p, width, N_NODE, rng), {(x,): float(q[x]) for x in range(6)},
-                                         N_NODE)
+    rejects, detail = node_chi_square(width)
     assert not rejects, f"chi2, critical, df, impossible = {detail}"
 
 
 @pytest.mark.parametrize("rule", BIASED)
 def test_the_chi_square_test_catches_a_biased_rule(monkeypatch, rule):
     monkeypatch.setattr(ts, *BIASED[rule])
-    rng = np.random.default_rng(7)
-    q, p = dirichlet(rng, 6), dirichlet(rng, 6)
-    assert chi_square_rejects(node_counts(q, p, 2, N_NODE, rng), {(x,): float(q[x]) for x in range(6)}, N_NODE)[0]
+    assert node_chi_square(2)[0]
 
 
+# ---------------------------------------------------------------------------
+# The whole generator, with either rule: its distribution, temperature 0, the caches, the statistics
+# ---------------------------------------------------------------------------
+
+RULES = {"tree-sps": (tree_sample_generate, ts), "tree-sps-wor": (tree_sample_wor_generate, wor)}  # (generator, module)
+both_rules = pytest.mark.parametrize("rule", RULES)
 N_RUNS = 600  # whole generations on test_sps.py's tiny models (vocabulary of 6): 216 three-token outcomes
 
 
-def generated_counts(small, processor, seed, **shape):
-    p_model, q_model = small
-    rng, stats = np.random.default_rng(seed), Stats()
-    counts = Counter(tuple(tree_sample_generate(p_model, q_model, [1, 4], 3, rng=rng, processor=processor,
-                                                stats=stats, **shape)) for _ in range(N_RUNS))
-    return counts, exact_distribution(q_model, [1, 4], 3, processor), stats
-
-
+@both_rules
 @pytest.mark.parametrize("shape, processor", [
     (dict(n_draft=2, width=2), Processor()),
     (dict(n_draft=2, width=3, max_nodes=5), make_processor("topk", 3, temperature=1.3)),
 ], ids=str)
-def test_the_generator_has_the_oracles_distribution(small, shape, processor):
-    counts, dist, stats = generated_counts(small, processor, 1234, **shape)
-    rejects, detail = chi_square_rejects(counts, dist, N_RUNS)
-    assert not rejects, f"chi2, critical, df, impossible = {detail}"
-    assert 0 < stats.accepted < stats.drafted and stats.n_generated == 3 * N_RUNS
+def test_the_generator_has_the_oracles_distribution(small, rule, shape, processor):
+    assert_the_oracles_distribution(RULES[rule][0], small, N_RUNS, processor, **shape)
 
 
-def test_the_generators_chi_square_test_catches_a_biased_rule(small, monkeypatch):
-    monkeypatch.setattr(ts, *BIASED["no residual after a rejection"])
-    counts, dist, _ = generated_counts(small, Processor(), 1234, n_draft=2, width=2)
-    assert chi_square_rejects(counts, dist, N_RUNS)[0]
+@both_rules
+def test_the_generators_chi_square_test_catches_a_biased_rule(small, monkeypatch, rule):
+    generate, module = RULES[rule]
+    monkeypatch.setattr(module, *BIASED["no residual after a rejection"])  # either module's own residual
+    assert generator_chi_square(generate, small, N_RUNS, n_draft=2, width=2)[0]
 
 
-# ---------------------------------------------------------------------------
-# Temperature 0, the caches, the statistics, the trace
-# ---------------------------------------------------------------------------
-
+@both_rules
 @pytest.mark.parametrize("k", [1, 3])
 @pytest.mark.parametrize("kind", ["draft", "related", "oracle"])  # unrelated, partly agreeing, identical
-def test_temperature_zero_is_greedy(request, oracle, kind, k):
-    d = request.getfixturevalue(kind)
-    for seed in (0, 1):
-        ids = prompt(oracle, 5 + seed, seed)
-        got = list(tree_sample_generate(d, oracle, ids, 20, n_draft=k, width=2, rng=np.random.default_rng(seed),
-                                        temperature=0))
-        assert_same_greedy(list(greedy_generate(oracle, ids, 20)), got, oracle, ids)
+def test_temperature_zero_is_greedy(request, oracle, rule, kind, k):
+    assert_temperature_zero_is_greedy(RULES[rule][0], request.getfixturevalue(kind), oracle, k, width=2)
 
 
-def test_caches_and_statistics_after_every_round(related, oracle):
+@both_rules
+def test_caches_and_statistics_after_every_round(related, oracle, rule):
     ids = prompt(oracle, 5, 4)
     stats = Stats(trace=[])
-    out = list(tree_sample_generate(related, oracle, ids, 30, n_draft=3, width=2, rng=np.random.default_rng(3),
-                                    temperature=0.8, stats=stats))
+    out = list(RULES[rule][0](related, oracle, ids, 30, n_draft=3, width=2, rng=np.random.default_rng(3),
+                              temperature=0.8, stats=stats))
     length = len(ids)
     for r in stats.trace:
         path, parents = r.details.path, r.details.parents
@@ -319,13 +326,15 @@ def test_caches_and_statistics_after_every_round(related, oracle):
     assert stats.drafted == sum(len(r.drafted) for r in stats.trace)
     assert stats.accepted == sum(r.accepted for r in stats.trace) > 0
     assert stats.draft_passes >= stats.rounds - 1
+    if rule == "tree-sps-wor":  # drawn without replacement: no two siblings alike
+        for r in stats.trace:
+            assert max(Counter(zip(r.details.parents, r.drafted)).values()) == 1
 
 
-def test_the_oracle_as_its_own_draft_keeps_whole_paths(oracle):
+@both_rules
+def test_the_oracle_as_its_own_draft_keeps_whole_paths(oracle, rule):
     # p == q at every node: min(1, q/p) = 1 keeps the first child, so every round reaches a leaf.
-    stats = Stats(trace=[])
-    list(tree_sample_generate(oracle, oracle, [1, 2, 3], 24, n_draft=3, rng=np.random.default_rng(0), stats=stats))
-    assert [r.accepted for r in stats.trace] == [3] * 6 and all(r.details.last["from"] == "bonus" for r in stats.trace)
+    assert_self_drafting_keeps_every_draft(RULES[rule][0], oracle)
 
 
 def test_a_repeated_child_gets_no_subtree(related, oracle):
@@ -340,34 +349,24 @@ def test_a_repeated_child_gets_no_subtree(related, oracle):
 
 
 def test_the_trace_and_the_page_show_the_rounds(related, oracle):
-    from app import display, report
-    stats = Stats(trace=[])
-    list(tree_sample_generate(related, oracle, [1, 2, 3], 12, n_draft=2, rng=np.random.default_rng(2), stats=stats))
-    lines = display.format_trace(stats.trace, lambda t: f"<{t}>".encode(), 3)
-    assert sum(line.startswith("round ") for line in lines) == len(stats.trace) and any("tree" in line for line in lines)
-    page = report.rounds_section(SimpleNamespace(token_bytes=lambda t: f"<{t}>".encode(), method="tree-sample"),
-                                 stats.trace)
-    assert page.count("<details") == len(stats.trace)
-    assert reason_line(stats.trace[0].details, show=lambda ts_: " ".join(f"'{t}'" for t in ts_)).startswith("depth 1: child 1 '")
+    trace, lines, _ = trace_and_page(tree_sample_generate, "tree-sample", related, oracle, n_draft=2)
+    assert any("tree" in line for line in lines)
+    assert reason_line(trace[0].details, show=lambda ts_: " ".join(f"'{t}'" for t in ts_)).startswith("depth 1: child 1 '")
 
 
-def test_a_seed_reproduces_a_run(related, oracle):
-    runs = [list(tree_sample_generate(related, oracle, [1, 2, 3], 15, rng=np.random.default_rng(7))) for _ in range(2)]
-    assert runs[0] == runs[1]
+@both_rules
+def test_a_seed_reproduces_a_run(related, oracle, rule):
+    assert_a_seed_reproduces_a_run(RULES[rule][0], related, oracle)
 
 
+@both_rules
 @pytest.mark.parametrize("n_new", [0, 1, 2, 5])
-def test_exactly_n_new_tokens(related, oracle, n_new):
-    for k in (1, 3):
-        assert len(list(tree_sample_generate(related, oracle, [1, 2], n_new, n_draft=k, rng=np.random.default_rng(n_new)))) == n_new
+def test_exactly_n_new_tokens(related, oracle, rule, n_new):
+    assert_exactly_n_new_tokens(RULES[rule][0], related, oracle, n_new, n_drafts=(1, 3))
 
 
-def test_context_limit_and_bad_arguments(small):
-    p_model, q_model = small
-    assert len(list(tree_sample_generate(p_model, q_model, [1] * 10, 6, n_draft=4, rng=np.random.default_rng(0)))) == 6
-    with pytest.raises(GenerationError, match="context window of 16"):
-        list(tree_sample_generate(p_model, q_model, [1] * 10, 7))
-    for bad in ({"n_draft": 0}, {"width": 0}, {"max_nodes": 0}, {"temperature": -1},
-                {"processor": Processor(), "temperature": 0.5}):
-        with pytest.raises(GenerationError):
-            list(tree_sample_generate(p_model, q_model, [1], 3, **bad))
+@both_rules
+def test_context_limit_and_bad_arguments(small, rule):
+    assert_the_context_limit_and_bad_arguments(RULES[rule][0], small, (
+        {"n_draft": 0}, {"width": 0}, {"max_nodes": 0}, {"temperature": -1},
+        {"processor": Processor(), "temperature": 0.5}))

@@ -1,7 +1,8 @@
 """Tree speculative sampling without replacement (beyond/tree_without_replacement.py) keeps the oracle's
 distribution: exactly, by enumerating every outcome of the real acceptance code, and statistically; wrong rules
-(tree-sps's rule on distinct children, no residual, i.i.d. children under this rule) fail the same tests; and
-at temperature 0 it is greedy decoding. The same tests as tree-sps's (tests/test_tree_sampling.py)."""
+(tree-sps's rule on distinct children, no residual, i.i.d. children under this rule) fail the same tests. The
+whole generator's tests (chi-square with its negative control, temperature 0 is greedy decoding, the caches)
+are tree-sps's, run on this rule too in tests/test_tree_sampling.py."""
 
 import itertools
 from collections import Counter
@@ -10,16 +11,13 @@ import numpy as np
 import pytest
 
 import beyond.tree_without_replacement as wor
-from beyond.tree_sampling import reason_line
-from beyond.tree_without_replacement import accept_at_node, sample_children, tree_sample_wor_generate, walk_tree, without
-from decoding import GenerationError, Stats
-from processors import Processor, make_processor
-from sps import sample
+from beyond.tree_sampling import iid_children
+from beyond.tree_without_replacement import accept_at_node, sample_children, without
+from decoding import Stats
+from processors import Processor
 from speculative import greedy_generate
-from test_greedy import assert_same_greedy, prompt
-from test_sps import chi_square_rejects, exact_distribution, small  # noqa: F401 (small: the fixture of tiny models)
-from test_tree_sampling import (ALMOST_ONE, Script, dirichlet, distribution_pairs, extend, oracle_sequences,
-                                random_contexts, text)
+from test_tree_sampling import (ALMOST_ONE, depth_two_error, distribution_pairs, enumeration_errors, node_chi_square,
+                                node_distribution, text)
 from tree import Node
 
 # Deliberately wrong rules, patched into the module so the real walk uses them (the negative controls).
@@ -45,27 +43,12 @@ def draws(p, m):
 # Exact: every outcome of one node, and of a depth-2 tree, with its probability
 # ---------------------------------------------------------------------------
 
-def node_distribution(q, p, width):
-    """P(one node emits x): every ordered draw of the children, every accept/reject decision of accept_at_node
-    (its records give each decision's probability against the target of the moment), and after all rejections
-    the target it returns."""
-    emitted = np.zeros(len(q))
-    for weight, children in draws(p, width):
-        _, target, checks = accept_at_node(q, p, children, [ALMOST_ONE] * len(children))  # the all-reject walk
-        reach = weight
-        for check in checks:
-            emitted[check["token"]] += reach * check["accept_prob"]
-            reach *= 1 - check["accept_prob"]
-        emitted += reach * target
-    return emitted
-
-
 @pytest.mark.parametrize("width", [1, 2, 3, 5])
 @pytest.mark.parametrize("seed", range(2))
 def test_one_node_emits_exactly_q(seed, width):
     rng = np.random.default_rng(seed)
     for q, p in distribution_pairs(rng, V=5):
-        np.testing.assert_allclose(node_distribution(q, p, width), q, atol=1e-6)
+        np.testing.assert_allclose(node_distribution(q, p, width, draws, accept_at_node), q, atol=1e-6)
 
 
 def test_children_are_distinct_and_as_many_as_p_allows():
@@ -119,160 +102,43 @@ def trees(p_at, V, width, depth):
     yield from grow([], [-1], 1, 1.0)
 
 
-def tree_round_distribution(q_at, p_at, V, width, depth):
-    """P(the first depth + 1 tokens): every tree, every script of decisions of the real walk_tree, the last
-    token from the distribution walk_tree returns, then the oracle's own q (the next rounds)."""
-    dist = Counter()
-    for weight, nodes in trees(p_at, V, width, depth):
-        q = np.stack([q_at[()]] + [q_at[text(nodes, i)] for i in range(len(nodes))])
-        p = {i: p_at[text(nodes, i)] for i in range(-1, len(nodes)) if any(n.parent == i for n in nodes)}
-        for n_visits in range(1, depth + 1):
-            for choices in itertools.product(range(width + 1), repeat=n_visits):
-                script = Script(choices)
-                try:
-                    path, last, visits = walk_tree(nodes, p, q, script)
-                except LookupError:
-                    continue
-                decided = [next((j for j, c in enumerate(v["checks"]) if c["accepted"]), len(v["checks"]))
-                           for v in visits]
-                if script.used != len(choices) or decided != list(choices):
-                    continue  # another script gives this walk (or it has probability 0)
-                chance = weight * np.prod([c["accept_prob"] if c["accepted"] else 1 - c["accept_prob"]
-                                           for v in visits for c in v["checks"]])
-                for x in range(V):
-                    extend(dist, text(nodes, path[-1]) if path else (), x, chance * last[x], q_at, depth + 1)
-    return dist
-
-
 @pytest.mark.parametrize("seed, zeros, width", [(0, False, 2), (1, True, 2), (2, False, 3)])
 def test_a_depth_two_tree_emits_exactly_the_oracles_sequences(seed, zeros, width):
-    V, depth = 3, 2
-    q_at, p_at = random_contexts(np.random.default_rng(seed), V, depth, zeros=zeros)
-    got = tree_round_distribution(q_at, p_at, V, width, depth)
-    expected = oracle_sequences(q_at, V, depth + 1)
-    assert max(abs(got[seq] - expected[seq]) for seq in expected) < 1e-6
-    assert sum(got.values()) == pytest.approx(1, abs=1e-6)
+    error, total = depth_two_error(seed, width, zeros, trees, accept_at_node)
+    assert error < 1e-6 and total == pytest.approx(1, abs=1e-6)
 
 
 @pytest.mark.parametrize("rule", BIASED)
 def test_the_enumerations_catch_a_wrong_rule(monkeypatch, rule):
     monkeypatch.setattr(wor, *BIASED[rule])
-    rng = np.random.default_rng(0)
-    q, p = dirichlet(rng, 5), dirichlet(rng, 5)
-    assert np.abs(node_distribution(q, p, 2) - q).max() > 0.01
-    q_at, p_at = random_contexts(np.random.default_rng(0), 3, 2)
-    got, expected = tree_round_distribution(q_at, p_at, 3, 2, 2), oracle_sequences(q_at, 3, 3)
-    assert max(abs(got[seq] - expected[seq]) for seq in expected) > 1e-3  # the right rule is within 1e-6
+    node_error, tree_error = enumeration_errors(draws, trees, accept_at_node)
+    assert node_error > 0.01 and tree_error > 1e-3  # the right rule is within 1e-6
 
 
 # ---------------------------------------------------------------------------
 # Statistical: many draws of the real code, Pearson's chi-square at alpha = 0.001 (test_sps.py's)
 # ---------------------------------------------------------------------------
 
-def node_counts(q, p, width, n, rng):
-    """n tokens emitted by one node, as walk_tree makes them: children from sample_children, uniforms from rng."""
-    counts = Counter()
-    for _ in range(n):
-        children = wor.sample_children(p, width, rng)  # looked up at the call: a negative control patches it
-        i, target, _ = accept_at_node(q, p, children, rng.random(len(children)))
-        counts[(children[i] if i is not None else sample(target, rng),)] += 1
-    return counts
-
-
-N_NODE = 4000
-
-
 @pytest.mark.parametrize("width", [2, 3])
 def test_one_node_passes_the_chi_square_test(width):
-    rng = np.random.default_rng(7)
-    q, p = dirichlet(rng, 6), dirichlet(rng, 6)
-    rejects, detail = chi_square_rejects(node_counts(q, p, width, N_NODE, rng), {(x,): float(q[x]) for x in range(6)},
-                                         N_NODE)
+    rejects, detail = node_chi_square(width, sample_children, accept_at_node)
     assert not rejects, f"chi2, critical, df, impossible = {detail}"
 
 
-IID = ("sample_children", lambda p, width, rng: [sample(p, rng) for _ in range(width)])  # i.i.d. under this rule
+IID = ("sample_children", iid_children)  # tree-sps's i.i.d. children under this rule
 
 
 @pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")  # i.i.d. repeats meet p(x) = 0: the bias itself
 @pytest.mark.parametrize("patch", list(BIASED.values()) + [IID], ids=list(BIASED) + ["i.i.d. children"])
 def test_the_chi_square_test_catches_a_wrong_rule(monkeypatch, patch):
     monkeypatch.setattr(wor, *patch)
-    rng = np.random.default_rng(7)
-    q, p = dirichlet(rng, 6), dirichlet(rng, 6)
-    assert chi_square_rejects(node_counts(q, p, 2, N_NODE, rng), {(x,): float(q[x]) for x in range(6)}, N_NODE)[0]
-
-
-N_RUNS = 600  # whole generations on test_sps.py's tiny models (vocabulary of 6): 216 three-token outcomes
-
-
-def generated_counts(small, processor, seed, **shape):
-    p_model, q_model = small
-    rng, stats = np.random.default_rng(seed), Stats()
-    counts = Counter(tuple(tree_sample_wor_generate(p_model, q_model, [1, 4], 3, rng=rng, processor=processor,
-                                                    stats=stats, **shape)) for _ in range(N_RUNS))
-    return counts, exact_distribution(q_model, [1, 4], 3, processor), stats
-
-
-@pytest.mark.parametrize("shape, processor", [
-    (dict(n_draft=2, width=2), Processor()),
-    (dict(n_draft=2, width=3, max_nodes=5), make_processor("topk", 3, temperature=1.3)),
-], ids=str)
-def test_the_generator_has_the_oracles_distribution(small, shape, processor):
-    counts, dist, stats = generated_counts(small, processor, 1234, **shape)
-    rejects, detail = chi_square_rejects(counts, dist, N_RUNS)
-    assert not rejects, f"chi2, critical, df, impossible = {detail}"
-    assert 0 < stats.accepted < stats.drafted and stats.n_generated == 3 * N_RUNS
-
-
-def test_the_generators_chi_square_test_catches_a_wrong_rule(small, monkeypatch):
-    monkeypatch.setattr(wor, *BIASED["no residual after a rejection"])
-    counts, dist, _ = generated_counts(small, Processor(), 1234, n_draft=2, width=2)
-    assert chi_square_rejects(counts, dist, N_RUNS)[0]
+    assert node_chi_square(2, wor.sample_children, wor.accept_at_node)[0]  # looked up after the patch
 
 
 # ---------------------------------------------------------------------------
-# Temperature 0, the caches, the statistics, the trace
+# The generator: its tests (distribution, temperature 0, caches, statistics, arguments) are tree-sps's, run on
+# both rules in tests/test_tree_sampling.py; here, the registry
 # ---------------------------------------------------------------------------
-
-@pytest.mark.parametrize("n_draft", [1, 3])
-@pytest.mark.parametrize("kind", ["draft", "related", "oracle"])  # unrelated, partly agreeing, identical
-def test_temperature_zero_is_greedy(request, oracle, kind, n_draft):
-    d = request.getfixturevalue(kind)
-    for seed in (0, 1):
-        ids = prompt(oracle, 5 + seed, seed)
-        got = list(tree_sample_wor_generate(d, oracle, ids, 20, n_draft=n_draft, width=2,
-                                            rng=np.random.default_rng(seed), temperature=0))
-        assert_same_greedy(list(greedy_generate(oracle, ids, 20)), got, oracle, ids)
-
-
-def test_caches_and_statistics_after_every_round(related, oracle):
-    ids = prompt(oracle, 5, 4)
-    stats = Stats(trace=[])
-    out = list(tree_sample_wor_generate(related, oracle, ids, 30, n_draft=3, width=2, rng=np.random.default_rng(3),
-                                        temperature=0.8, stats=stats))
-    length = len(ids)
-    for r in stats.trace:
-        path, parents = r.details.path, r.details.parents
-        length += len(r.new)
-        assert r.cached["oracle"] == length - 1 and r.cached["draft"] <= length - 1  # all but the newest token
-        assert r.new[:-1] == [r.drafted[i] for i in path] and r.accepted == len(path)
-        assert [parents[i] for i in path] == ([-1] + path)[:len(path)]  # a root path
-        siblings = Counter((parent, token) for parent, token in zip(parents, r.drafted))
-        assert max(siblings.values()) == 1  # no two siblings alike
-        assert len(r.drafted) <= 32 and all(len(v["checks"]) <= 2 for v in r.details.visits)
-        assert r.oracle[0] == r.new[0] and r.details.reason == reason_line(r.details)
-    assert length == len(ids) + 30 and stats.n_generated == len(out) == 30
-    assert stats.drafted == sum(len(r.drafted) for r in stats.trace)
-    assert stats.accepted == sum(r.accepted for r in stats.trace) > 0
-
-
-def test_the_oracle_as_its_own_draft_keeps_whole_paths(oracle):
-    # p == q at every node: min(1, q/p) = 1 keeps the first child, so every round reaches a leaf.
-    stats = Stats(trace=[])
-    list(tree_sample_wor_generate(oracle, oracle, [1, 2, 3], 24, n_draft=3, rng=np.random.default_rng(0), stats=stats))
-    assert [r.accepted for r in stats.trace] == [3] * 6 and all(r.details.last["from"] == "bonus" for r in stats.trace)
-
 
 def test_the_method_is_registered(related, oracle):
     from types import SimpleNamespace
@@ -283,27 +149,3 @@ def test_the_method_is_registered(related, oracle):
                         settings=SimpleNamespace(processor=Processor(temperature=0)), rng=np.random.default_rng(0))
     assert list(m.generate(call)) == list(greedy_generate(oracle, [1, 2, 3], 10))
 
-
-def test_a_seed_reproduces_a_run(related, oracle):
-    runs = [list(tree_sample_wor_generate(related, oracle, [1, 2, 3], 15, rng=np.random.default_rng(7)))
-            for _ in range(2)]
-    assert runs[0] == runs[1]
-
-
-@pytest.mark.parametrize("n_new", [0, 1, 2, 5])
-def test_exactly_n_new_tokens(related, oracle, n_new):
-    for n_draft in (1, 3):
-        assert len(list(tree_sample_wor_generate(related, oracle, [1, 2], n_new, n_draft=n_draft,
-                                                 rng=np.random.default_rng(n_new)))) == n_new
-
-
-def test_context_limit_and_bad_arguments(small):
-    p_model, q_model = small
-    assert len(list(tree_sample_wor_generate(p_model, q_model, [1] * 10, 6, n_draft=4,
-                                             rng=np.random.default_rng(0)))) == 6
-    with pytest.raises(GenerationError, match="context window of 16"):
-        list(tree_sample_wor_generate(p_model, q_model, [1] * 10, 7))
-    for bad in ({"n_draft": 0}, {"width": 0}, {"max_nodes": 0}, {"temperature": -1},
-                {"processor": Processor(), "temperature": 0.5}):
-        with pytest.raises(GenerationError):
-            list(tree_sample_wor_generate(p_model, q_model, [1], 3, **bad))
