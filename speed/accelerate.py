@@ -26,19 +26,22 @@ import numpy as np
 from errors import printable
 from gpt2 import GPT2, nest
 from speed.blocked import BLOCK, Rows, blocked_shape, to_blocks
-from speed import threads
+from speed import panels, threads
 from weights import checkpoint, files, models
 
 BLOCKED_FILE = "model.blocked.safetensors"
 
 
 class FastGPT2(GPT2):
-    """gpt2.GPT2 with its weights in the blocked layout: each forward sets the BLAS's threads for its rows
-    (a model streaming under threads.SHARE_MIN_BYTES per token runs on the calling thread alone)."""
+    """gpt2.GPT2 with its weights in the blocked layout: each forward sets the BLAS's threads for its rows.
+    A model streaming under threads.SHARE_MIN_BYTES per token runs on the calling thread alone, its
+    weights copied into panels (speed/panels.py): at most that many bytes, made once at load."""
 
     def __init__(self, params, config, name="gpt2", directory=None):
         super().__init__(params, config, name=name, directory=directory)
         self.shares = weight_bytes(self) >= threads.SHARE_MIN_BYTES
+        if not self.shares:
+            self.params = panels.in_panels(self.params)
 
     def forward(self, ids, *args, **kwargs):
         with threads.threads_for(np.size(ids), self.shares):

@@ -152,7 +152,7 @@ def products_run(model, k=1):
     x = {n_in: np.ones((k, n_in), dtype=np.float32) for n_in in {w.shape[0] for w in weights}}
 
     def run():
-        with threads_for(k):  # as FastGPT2.forward runs them
+        with threads_for(k, model.shares):  # as FastGPT2.forward runs them
             for w in weights:
                 x[w.shape[0]] @ w
 

@@ -21,7 +21,7 @@ from conftest import ROOT, make_model_dir
 from gpt2 import GPT2
 from kvcache import KVCache
 from speculative import greedy_generate
-from speed import blocked, threads
+from speed import blocked, panels, threads
 from speed.accelerate import BLOCKED_FILE, FastGPT2, accelerate, load_fast
 from test_gpt2 import reference_logits
 
@@ -82,6 +82,53 @@ def test_weight_and_rows_read_as_the_math(n_seq):
     assert np.array_equal(wte[[0, 47, 3]], w[[0, 47, 3]])
     h = rng.standard_normal((n_seq, 21), dtype=np.float32)
     np.testing.assert_allclose(h @ wte.T, h @ w.T, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("n_seq", [1, 2, 3, 5, 16, 17, 24, 25, 40, 70])
+@pytest.mark.parametrize("n_in, n_out", [(96, 37), (64, 16), (33, 200), (288, 864), (1152, 288), (2000, 70)])
+def test_every_panel_product_matches_a_plain_product(n_seq, n_in, n_out):
+    # One row (as two), rows in one call, rows over several calls, padded panels: the math of x @ W.
+    rng = np.random.default_rng(n_seq + n_in)
+    w = rng.standard_normal((n_in, n_out), dtype=np.float32)
+    x = rng.standard_normal((n_seq, n_in), dtype=np.float32)
+    weight = panels.Panels(panels.to_panels(w), n_out)
+    got = x @ weight
+    assert got.shape == (n_seq, n_out) and got.dtype == np.float32
+    np.testing.assert_allclose(got, x.astype(np.float64) @ w, rtol=1e-4, atol=1e-4 * np.sqrt(n_in))
+    assert np.array_equal(np.asarray(weight), w)
+
+
+@pytest.mark.parametrize("n_in", [48, 288, 768, 1152, 6400])
+def test_a_panel_takes_a_verification_in_one_small_kernel_call(n_in):
+    width = panels.panel_width(n_in)
+    rows = panels.rows_per_call(width, n_in)
+    assert width * n_in * panels.VERIFY_ROWS <= blocked.SMALL_MNK or width == panels.WIDTHS[-1]
+    assert rows >= panels.VERIFY_ROWS or width == panels.WIDTHS[-1]
+    assert width * rows * n_in <= blocked.SMALL_MNK or rows == 1
+
+
+def test_the_table_looks_rows_up_and_multiplies_by_its_transpose():
+    rng = np.random.default_rng(2)
+    wte = rng.standard_normal((100, 24), dtype=np.float32)  # 100 tokens: not a whole number of panels
+    table = panels.Table(panels.Panels(panels.to_panels(wte.T), 100))
+    assert table.shape == wte.shape and np.array_equal(np.asarray(table), wte)
+    assert np.array_equal(table[[0, 99, 3, 3]], wte[[0, 99, 3, 3]]) and np.array_equal(table[7], wte[7])
+    with pytest.raises(IndexError):
+        table[[100]]
+    h = rng.standard_normal((3, 24), dtype=np.float32)
+    np.testing.assert_allclose(h @ table.T, h.astype(np.float64) @ wte.T, rtol=1e-5, atol=1e-5)
+
+
+def test_a_small_model_keeps_its_weights_in_panels_and_a_big_one_its_blocked_copy(tiny_dirs, monkeypatch):
+    small = load_fast(tiny_dirs["oracle"])
+    assert not small.shares and isinstance(small.params["wte"], panels.Table)
+    assert all(isinstance(layer[part][name]["weight"], panels.Panels) for layer in small.params["h"]
+               for part, name in (("attn", "c_attn"), ("attn", "c_proj"), ("mlp", "c_fc"), ("mlp", "c_proj")))
+    monkeypatch.setattr(threads, "SHARE_MIN_BYTES", 0)
+    big = load_fast(tiny_dirs["oracle"])
+    assert big.shares and isinstance(big.params["wte"], blocked.Rows)
+    ids = [5, 1, 4, 1, 5, 9, 2, 6]
+    np.testing.assert_allclose(small.forward(ids), big.forward(ids), rtol=1e-5, atol=1e-5)
 
 
 def test_an_error_in_a_share_reaches_the_caller_and_the_threads_keep_working(shared_over):
@@ -204,12 +251,12 @@ def test_a_small_model_runs_on_the_calling_thread_alone(tiny_dirs, monkeypatch):
     monkeypatch.setattr(threads, "THREADED_MIN_SIZE", 0)  # a big model would share even these weights out
     monkeypatch.setattr(threads, "_tasks", type("Queue", (), {"put": lambda self, task: queued.append(task)})())
     seen = []
-    real = blocked.product
+    real = panels.product  # a small model's weights are in panels (speed/panels.py)
 
     def watched(x, w):
         seen.append((threadpoolctl.threadpool_info()[0]["num_threads"], threads.blas_shares_rows()))
         return real(x, w)
-    monkeypatch.setattr(blocked, "product", watched)
+    monkeypatch.setattr(panels, "product", watched)
     cache = KVCache()
     logits = [model.forward([1, 2, 3], cache), model.forward([4], cache)]
     assert queued == [] and set(seen) == {(1, False)}
@@ -413,7 +460,8 @@ def test_parking_is_reported_where_it_works():
     assert ("parked before a verification" in line) == bool(threads.blas_thread_stoppers())
 
 
-def test_fast_weights_are_mapped_from_the_converted_copy(tiny_dirs):
+def test_fast_weights_are_mapped_from_the_converted_copy(tiny_dirs, monkeypatch):
+    monkeypatch.setattr(threads, "SHARE_MIN_BYTES", 0)  # a model as big as GPT-2's: its blocked copy, mapped
     m = load_fast(tiny_dirs["oracle"])
     owner = m.params["wte"].blocks
     while isinstance(owner, (np.ndarray, memoryview)):
@@ -423,7 +471,8 @@ def test_fast_weights_are_mapped_from_the_converted_copy(tiny_dirs):
 
 @pytest.mark.skipif(not hasattr(mmap, "MADV_HUGEPAGE") or not os.path.exists("/sys/kernel/mm/transparent_hugepage"),
                     reason="needs Linux with transparent huge pages")
-def test_weights_are_mapped_with_huge_pages_requested(tiny_dirs):
+def test_weights_are_mapped_with_huge_pages_requested(tiny_dirs, monkeypatch):
+    monkeypatch.setattr(threads, "SHARE_MIN_BYTES", 0)  # a model as big as GPT-2's: its blocked copy, mapped
     model = load_fast(tiny_dirs["oracle"])  # kept alive: its mapping must exist below
     model.forward([1])
     path = os.path.realpath(os.path.join(tiny_dirs["oracle"], BLOCKED_FILE))
