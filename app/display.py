@@ -285,17 +285,39 @@ def sps_lines(r, show):
 
 def tree_of(r):
     """The tree a tree-shaped round drafted (a tree.TreeDetails), None for a line of drafts."""
-    return r.details.tree if r.kind == "suffix-tree" else r.details if r.kind in ("tree", "tree-sps") else None
+    return r.details.tree if r.kind == "suffix-tree" else r.details if r.kind in ("tree", "tree-sps", "medusa") else None
 
 
-def tree_lines(r, show):
-    """A tree round: each node, numbered, under its parent with the draft's probability p for it, the
+def medusa_lines(r, show):
+    """A Medusa round: the tree of the heads' candidates, each node's p its head's probability for it."""
+    return tree_lines(r, show, p_is="the probability its head gave it (level k is head k's; a head does not see the "
+                                    "node above it)")
+
+
+def medusa_reasons(r, show):
+    d = r.details  # a medusa.MedusaDetails
+    widths = d.widths[:d.depth]
+    if not widths:
+        return [f"the heads drafted nothing: the oracle adds the last token alone{cut_short(d.n_draft, d.depth, 'level')}"]
+    product = " x ".join(str(w) for w in widths)
+    levels = ", ".join(f"head {k} its top {w} for token +{k}" for k, w in enumerate(widths, 1))
+    n_branches = 1
+    for w in widths:
+        n_branches *= w
+    return [f"the heads read one state, the oracle's top state where its LM head chose the newest token, and guess "
+            f"past it at once (+1: the next token): {levels}; the tree is every combination: {product} = "
+            f"{n_branches} branches",
+            f"kept the branch the oracle's choices follow: {len(d.path)} node(s) deep"
+            f"{cut_short(d.n_draft, d.depth, 'level')}"]
+
+
+def tree_lines(r, show, p_is="the draft's probability of the node's token after its parent"):
+    """A tree round: each node, numbered, under its parent with its probability p (p_is: what p is), the
     accepted path marked, and why every other node lost: the oracle chose another token after its
     parent, or its parent was never reached."""
     tree = tree_of(r)
     parents, path, probs = tree.parents, set(tree.path), tree.probs
-    lines = [f"  tree     {len(r.drafted)} nodes, numbered in level order; * = on the accepted path; "
-             "p = the draft's probability of the node's token after its parent"]
+    lines = [f"  tree     {len(r.drafted)} nodes, numbered in level order; * = on the accepted path; p = {p_is}"]
 
     def walk(parent, depth):
         reached = parent == -1 or parent in path
@@ -435,7 +457,8 @@ LEGENDS = {
                   "up through the levels, then that argmax, is a new n-gram for the pool (pool +)."],
 }
 SETTINGS = {"threshold": lambda d: f", threshold {d.threshold:.3g}", "adaptive": lambda d: f", n_draft {d.n_draft}"}
-DRAFTS = {"sps": sps_lines, "block": block_lines, "lookahead": lookahead_lines, "staged": staged_lines, "tree": tree_lines, "tree-sps": tree_lines, "suffix-tree": tree_lines}
+DRAFTS = {"sps": sps_lines, "block": block_lines, "lookahead": lookahead_lines, "staged": staged_lines, "tree": tree_lines, "tree-sps": tree_lines, "suffix-tree": tree_lines,
+          "medusa": medusa_lines}
 REASONS = {
     "line": lambda r, show: [length_reason(r.details.n_draft, r.details.k)] if isinstance(r.details, Line) else [],
     "layers": lambda r, show: [length_reason(r.details.n_draft, r.details.k)],
@@ -446,6 +469,7 @@ REASONS = {
     "ngram": ngram_reasons,
     "staged": staged_reasons,
     "tree": tree_reasons,
+    "medusa": medusa_reasons,
     "tree-sps": lambda r, show: [r.details.reason_line(show) + cut_short(r.details.n_draft, r.details.depth, "level")],
     "suffix": lambda r, show: [r.details.reason + cut_short(r.details.n_draft, r.details.room)],
     "suffix-tree": lambda r, show: [r.details.reason] + tree_kept_reason(r, show),

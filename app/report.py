@@ -30,6 +30,7 @@ from app import display, methods
 from app.page.figures import (WITHOUT_REPLACEMENT, acceptance_histogram, histogram_svg, layers_figure, residual_figure,
                               sampled_tree_figure, suffix_figure)
 from app.page.block import block_table
+from app.page.heads import medusa_figure
 from app.page.lookahead import lookahead_figure
 from app.page.style import CSS
 from app.page.tokens import (LETTERS, MARKS, SAMPLING_MARKS, as_html, chip, chips, last_mark, plural, probability,
@@ -210,6 +211,11 @@ HOW_TO_READ = {
                  "guess, and the diagonals of the window become n-grams for a pool), and the verification branch, the "
                  "pool's n-grams that start with the text's last token. The best n-gram is kept up to its first "
                  "disagreement with the oracle's choice, then the oracle's token is added: greedy decoding's text.",
+    "medusa": "There is no draft model: Medusa's heads, small layers trained on the oracle's own top state, each guess "
+              "one more place ahead from the state that gave the newest token. Their top candidates make a tree (every "
+              "combination), and the oracle reads every node in one pass, each node seeing only the text and its own "
+              "ancestors. From the root (the newest token) it follows the oracle's choices down the tree as far as "
+              "the heads guessed them, then adds its own token: greedy decoding's text.",
     "tree-sps": "Each round the draft samples a tree: at every node it draws its children i.i.d. from its p there; the "
                 "oracle computes q after the root and after every node in one pass. From the root, the children of the "
                 "node reached are checked in turn, as in SpS: kept if r < min(1, q(x)/p(x)), else q becomes the residual "
@@ -238,7 +244,7 @@ EXTRA_HOW_TO_READ = {  # a round's kind: what its own picture shows
 
 
 SAMPLED = ("sps", "block", "tree-sps")  # the kinds of round whose drafts are sampled and kept or resampled
-STYLES = {"sps": "sps", "block": "block", "lookahead": "lookahead", "tree": "tree", "suffix-tree": "tree", "tree-sps": "tree-sps"}  # kind -> HOW_TO_READ's key
+STYLES = {"sps": "sps", "block": "block", "lookahead": "lookahead", "medusa": "medusa", "tree": "tree", "suffix-tree": "tree", "tree-sps": "tree-sps"}  # kind -> HOW_TO_READ's key
 
 
 def rounds_section(run, trace):
@@ -246,7 +252,7 @@ def rounds_section(run, trace):
     if not trace:
         return head + "<p>This run kept no record of its rounds (Stats(trace=[]) keeps one).</p>"
     kinds = {r.kind for r in trace}
-    style = next((s for s in ("tree-sps", "tree", "block", "sps", "lookahead") if s in {STYLES.get(k) for k in kinds}),
+    style = next((s for s in ("tree-sps", "medusa", "tree", "block", "sps", "lookahead") if s in {STYLES.get(k) for k in kinds}),
                  "greedy")
     if style == "tree-sps" and getattr(run, "method", None) in WITHOUT_REPLACEMENT:
         style = "tree-sps-wor"
@@ -367,5 +373,6 @@ def sps_table(run, r):
 # its drafts came from), its table, and the picture after it. A kind missing here shows the line table.
 SETTINGS = {"threshold": lambda d: f", threshold {d.threshold:.2f}", "adaptive": lambda d: f", n_draft {d.n_draft}"}
 BEFORE = {"suffix": suffix_figure, "suffix-tree": suffix_figure}
-BODIES = {"sps": sps_table, "block": block_table, "lookahead": lookahead_figure, "tree": tree_list, "suffix-tree": tree_list, "tree-sps": sampled_tree_figure}
-AFTER = {"layers": layers_figure}
+BODIES = {"sps": sps_table, "block": block_table, "lookahead": lookahead_figure, "tree": tree_list, "suffix-tree": tree_list, "tree-sps": sampled_tree_figure,
+          "medusa": tree_list}
+AFTER = {"layers": layers_figure, "medusa": medusa_figure}

@@ -159,3 +159,30 @@ def test_a_tree_sampled_without_replacement_is_read_by_its_own_rule(related, ora
             assert len(set(tokens)) == len(tokens)
     run, text = pages["tree-sps"]
     assert "drawn i.i.d." in text and "without replacement" not in text and "<td>p\u2032</td>" not in text
+
+
+# ---------------------------------------------------------------------------
+# Medusa: one state, a column of candidates per head, the oracle's choices along the kept branch
+# ---------------------------------------------------------------------------
+
+def test_medusa_draws_each_heads_candidates_and_the_oracles_choices(oracle, enc, tmp_path):
+    from beyond.medusa import medusa_generate
+    from test_medusa import copying_heads
+    run = traced_run("medusa", lambda ids, s: medusa_generate(copying_heads(oracle), oracle, ids, 30, widths=(3, 2, 2),
+                                                              stats=s), enc, {"n_draft": 3}, prompt="the the the the")
+    report.write_page(str(tmp_path / "page.html"), run)
+    text, parsed = read_page(tmp_path / "page.html")
+    rounds = [r for r in run.stats.trace if r.drafted]
+    figures = parsed.having("medusa", "svg")
+    assert len(figures) == len(rounds) and len(parsed.having("tree", "ul")) == len(rounds)
+    for svg, r in zip(figures, rounds):
+        d = r.details
+        widths = (3, 2, 2)[:d.depth]
+        boxes = [e for e in inside(parsed, svg, "rect") if {"cand-kept", "cand-reached", "cand-off"} & set(e["classes"])]
+        assert len(boxes) == sum(widths)  # each head's candidates once, not once per parent
+        assert [token_of(parsed, e) for e in inside(parsed, svg, "rect", "cand-kept")] == [r.drafted[i] for i in d.path]
+        choices = [e for e in inside(parsed, svg, "rect") if "head" in e["classes"]]
+        assert [token_of(parsed, e) for e in choices] == r.new  # the kept tokens, then the oracle's own
+        assert "fix" in choices[-1]["classes"] or "bonus" in choices[-1]["classes"]
+    assert any(r.details.path for r in rounds) and "no draft model" in text.lower()
+    assert len(parsed.having("histogram", "svg")) == 1 and "a tree hedges" in text  # a tree's histogram

@@ -383,3 +383,41 @@ def test_lookahead_trace_puts_each_guess_under_its_place_and_each_new_ngram_ends
             assert checked.count("(best)") == 1 and all(show(c) in checked for c in d.candidates)
     assert n_ngrams and any(r.accepted for r in trace)
     assert sum("Jacobi" in line for line in display.format_trace(trace, lambda t: b"x", 7)[:9]) >= 1
+
+
+@pytest.mark.parametrize("kind", ["random heads", "copying heads"])
+def test_medusa_trace_shows_each_heads_candidates_and_the_branch_the_oracle_follows(oracle, kind):
+    """Level k of the tree is head k's top widths[k - 1], recomputed from the oracle's top state where it chose the
+    newest token (no cache) and the heads; each node's p is its head's probability, the same under every parent;
+    the kept branch is the oracle's argmax all along; the reason names the widths and the branches."""
+    from beyond.medusa import medusa_generate
+    from test_medusa import copying_heads, random_heads
+    heads = random_heads(oracle) if kind == "random heads" else copying_heads(oracle)
+    tokens, trace = traced(medusa_generate, heads, oracle, PROMPTS[1], 24, widths=(3, 2, 2))
+    text, kept = PROMPTS[1] + tokens, 0
+    for r in trace[1:]:  # the first round is the prompt's pass
+        d, before = r.details, text[:r.context]
+        state = oracle.hidden_states(before[:-1])[-1]  # the state whose LM head chose the newest token
+        guesses = heads.guesses(state)  # [K, V]
+        levels = [0] * len(d.parents)
+        for i, parent in enumerate(d.parents):
+            levels[i] = 1 if parent == -1 else levels[parent] + 1
+            probs = softmax(guesses[levels[i] - 1])
+            assert math.isclose(d.probs[i], probs[r.drafted[i]], rel_tol=1e-4)
+            under = [r.drafted[j] for j in range(i + 1) if d.parents[j] == parent]
+            if len(under) == (3, 2, 2)[levels[i] - 1]:  # every child of this parent: the head's top, in its order
+                assert under == np.argsort(-probs, kind="stable")[:len(under)].tolist()
+        path_tokens = [r.drafted[i] for i in d.path]
+        for m, token in enumerate(path_tokens + [r.new[-1]]):
+            assert is_argmax(probs_after(oracle, before + path_tokens[:m]), token)
+        lines = "\n".join(display.medusa_lines(r, show))
+        assert "p = the probability its head gave it" in lines
+        why = reasons(r)
+        widths = (3, 2, 2)[:d.depth]
+        if not widths:  # nothing left to draft
+            assert "the heads drafted nothing" in why and "only 1 token was left to make" in why
+            continue
+        assert f"= {int(np.prod(widths))} branches" in why and " x ".join(map(str, widths)) in why
+        assert f"kept the branch the oracle's choices follow: {len(d.path)} node(s) deep" in why
+        kept += len(d.path)
+    assert kind == "random heads" or kept

@@ -80,7 +80,7 @@ table.checks tr.fix { background: #ffd4c2; } table.checks tr.bonus { background:
 rect.blk-draft, rect.lay-draft { fill: #bdecbd; stroke: #0b6b0b; }
 rect.blk-oracle, rect.lay-oracle { fill: #c9dbff; stroke: #133f9e; }
 rect.head { fill: #fff; stroke: #000; } rect.head.exit { fill: #f4fff4; stroke: #0b6b0b; }
-rect.head.ok { fill: #bdecbd; } rect.head.miss { fill: #ffd4c2; } rect.head.bonus { fill: #c9dbff; }
+rect.head.ok { fill: #bdecbd; } rect.head.miss, rect.head.fix { fill: #ffd4c2; } rect.head.bonus { fill: #c9dbff; }
 rect.head.unused { fill: #eee; stroke: #999; stroke-dasharray: 2 2; }
 line.start { stroke: #000; stroke-width: 3; stroke-dasharray: 8 4; }
 .strip { line-height: 2.2; overflow-wrap: anywhere; }
@@ -105,6 +105,9 @@ rect.la-unused, rect.la-other { fill: #f2f2f2; stroke: #999; stroke-dasharray: 2
 line.ngram { stroke: #8a6d00; stroke-width: 2; stroke-opacity: 0.6; }
 .swatch.la-guess { background: #fff7d6; } .swatch.la-next { background: #fff; border: 2px dashed #8a6d00; }
 .swatch.la-ok { background: #bdecbd; } .swatch.la-miss { background: #ffd4c2; } .swatch.la-other { background: #f2f2f2; }
+rect.state { fill: #c9dbff; stroke: #133f9e; stroke-width: 2; } line.feeds { stroke: #133f9e; stroke-width: 1.5; }
+rect.cand-kept { fill: #bdecbd; stroke: #0b6b0b; stroke-width: 3; } rect.cand-reached { fill: #fff; stroke: #000; }
+rect.cand-off { fill: #f2f2f2; stroke: #999; stroke-dasharray: 2 2; }
 button { font-size: 0.9em; padding: 0.2em 0.8em; }
 @media print {
   .noprint { display: none; }
