@@ -461,7 +461,10 @@ DRAFTS = {"sps": sps_lines, "block": block_lines, "lookahead": lookahead_lines, 
           "medusa": medusa_lines}
 REASONS = {
     "line": lambda r, show: [length_reason(r.details.n_draft, r.details.k)] if isinstance(r.details, Line) else [],
-    "layers": lambda r, show: [length_reason(r.details.n_draft, r.details.k)],
+    "layers": lambda r, show: [length_reason(r.details.n_draft, r.details.k)] + ([
+        f"the early exit after block {r.details.layers - 1} is trained (Kangaroo's adapter: one attention layer that maps "
+        f"that block's state to what ln_f and the LM head expect); untrained, they would read it as it is"]
+        if getattr(r.details, "trained", False) else []),
     "sps": sps_reasons,
     "block": block_reasons,
     "threshold": threshold_reasons,

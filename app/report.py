@@ -267,6 +267,10 @@ def rounds_section(run, trace):
                'document.querySelectorAll(\'details.round\')) d.open = false">close all rounds</button></p>')
     extra = " ".join(text for kind, text in EXTRA_HOW_TO_READ.items()
                      if kind in kinds or (kind == "suffix" and "suffix-tree" in kinds))
+    if any(r.kind == "layers" and getattr(r.details, "trained", False) for r in trace):
+        extra += (" Here the early exit is trained (Kangaroo, Liu et al. 2024): between block L \u2212 1 and ln_f sits "
+                  "a small adapter, trained on the oracle's own choices, so the first L blocks guess what the whole "
+                  "oracle would; the verification is the same, so the text is still greedy decoding's.")
     return head + f"<p>{html.escape(HOW_TO_READ[style])}</p>\n" + (f"<p>{html.escape(extra)}</p>\n" if extra else "") + \
         f"{buttons}\n" + "\n".join(rows)
 

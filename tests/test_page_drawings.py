@@ -186,3 +186,29 @@ def test_medusa_draws_each_heads_candidates_and_the_oracles_choices(oracle, enc,
         assert "fix" in choices[-1]["classes"] or "bonus" in choices[-1]["classes"]
     assert any(r.details.path for r in rounds) and "no draft model" in text.lower()
     assert len(parsed.having("histogram", "svg")) == 1 and "a tree hedges" in text  # a tree's histogram
+
+
+# ---------------------------------------------------------------------------
+# The trained early exit: self-speculative's picture, the adapter in the exit
+# ---------------------------------------------------------------------------
+
+def test_the_trained_exit_shows_its_adapter_and_the_untrained_one_does_not(oracle, enc):
+    from app import display
+    from beyond.early_exit import early_exit_generate
+    from beyond.self_speculative import self_speculative_generate
+    from test_early_exit import random_adapter
+    runs = {"early-exit": traced_run("early-exit", lambda ids, s: early_exit_generate(random_adapter(oracle, exit_layer=1),
+                                                                                     oracle, ids, 12, stats=s), enc, {}),
+            "self-speculative": traced_run("self-speculative", lambda ids, s: self_speculative_generate(
+                oracle, ids, 12, n_layers_draft=1, stats=s), enc, {})}
+    for method, run in runs.items():
+        trained = method == "early-exit"
+        text, parsed = report.page(run), Page(report.page(run))
+        svgs = parsed.having("layers", "svg")
+        assert len(svgs) == len(run.stats.trace)
+        exits = [parsed.text(e) for svg in svgs for e in inside(parsed, svg, "text") if "exit" in parsed.text(e)]
+        assert exits.count("exit: adapter, ln_f, head") == (len(svgs) if trained else 0)
+        assert ("Kangaroo" in text) == trained and ("the adapter, ln_f and the LM head" in text) == trained
+        for r in run.stats.trace:
+            why = " | ".join(display.round_reasons(r, lambda t: " ".join(map(str, t))))
+            assert ("the early exit after block 0 is trained" in why) == trained

@@ -238,6 +238,7 @@ def layers_figure(run, r, number):
     """Self-speculative: the oracle's blocks, the draft's first L marked, one column per token fed; the draft's
     early exit proposes each next token, the oracle's verification runs from block L on and chooses at the top."""
     L, k, n = r.details.layers, len(r.drafted), r.details.n_layer  # the draft's blocks, drafts, the oracle's blocks
+    trained = getattr(r.details, "trained", False)  # the exit goes through Kangaroo's trained adapter
     if not isinstance(n, int) or not 0 < L < n:
         return f'<p class="note">The draft is the oracle\'s first {int(L)} blocks; the oracle\'s depth is not recorded.</p>'
     h = max(8, min(24, 240 // n))       # one block's height
@@ -272,7 +273,7 @@ def layers_figure(run, r, number):
     svg.append(f'<rect class="head stack" x="10" y="{y_head}" width="{stack_w}" height="{band - 4}"/>'
                f'<text x="16" y="{y_head + 19}" class="small">ln_f + LM head</text>'
                f'<rect class="head exit stack" x="10" y="{y_exit + 2}" width="{stack_w}" height="{band - 4}"/>'
-               f'<text x="16" y="{y_exit + 21}" class="small">draft exit: ln_f + head</text>'
+               f'<text x="16" y="{y_exit + 21}" class="small">{"exit: adapter, ln_f, head" if trained else "draft exit: ln_f + head"}</text>'
                f'<text x="16" y="{y_in + 22}" class="small">tokens fed</text>')
     for j in range(k + 1):
         x = x0 + j * col
@@ -300,8 +301,10 @@ def layers_figure(run, r, number):
                f'<text x="{x0}" y="{y_line + 17}" class="small">&uarr; the oracle: verification starts at layer {L}, '
                f"over all {k + 1} columns in one pass</text>")
     draft_blocks = "block 0" if L == 1 else f"blocks 0&ndash;{L - 1}"
-    return (f'<figure class="layers"><figcaption>The draft is {draft_blocks} of the oracle\'s {n}, then ln_f and the '
-            f"LM head. Column j is draft pass j: it runs {'the text' if number > 1 else 'the prompt'} (then d<sub>j</sub>) "
+    adapter = (" Its exit is trained: Kangaroo's adapter, one attention layer over the state after block "
+               f"{L - 1}, turns it into what ln_f and the LM head expect before they read it." if trained else "")
+    return (f'<figure class="layers"><figcaption>The draft is {draft_blocks} of the oracle\'s {n}, then '
+            f"{'the adapter, ' if trained else ''}ln_f and the LM head.{adapter} Column j is draft pass j: it runs {'the text' if number > 1 else 'the prompt'} (then d<sub>j</sub>) "
             f"through {draft_blocks}, their keys and values going into the one cache both share, and exits early with "
             f"the next draft; the last pass proposes nothing, its rows are for the oracle. The oracle then runs only "
             f"blocks {L}&ndash;{n - 1}, in one pass over all {k + 1} columns, from the draft's hidden states after block "
