@@ -8,8 +8,9 @@ oracle pass, speedup over the oracle alone, and for the greedy methods whether
 the text matched the oracle's own greedy text token for token (it must).
 A table on screen and a CSV. The set, as the document runs it and more:
 the oracle alone (its "target AR"), the draft alone, speculative with a fixed
-gamma, adaptive by entropy (EGAG), Hugging Face's +2/-1, threshold, tree,
-staged, n-gram drafts (NASD), and SpS at a temperature against sampling.
+draft length n_draft (the document's gamma, its /gamma command), adaptive by
+entropy (EGAG), Hugging Face's +2/-1, threshold, tree, staged, n-gram drafts
+(NASD), and SpS at a temperature against sampling.
 """
 
 import functools
@@ -30,22 +31,22 @@ COLUMNS = ["method", "setting", "tokens", "seconds", "tokens_per_s", "acceptance
            "matches_greedy"]
 
 
-def ablation_set(gamma=4, temperature=1.0):
+def ablation_set(n_draft=4, temperature=1.0):
     """(method, what its settings are, Settings changes) for each row, the baselines first: the
     document's set, then every other registered method (app/methods.py) with its own defaults."""
     sampling = Processor(temperature)
     document = [
         (GREEDY_BASELINE, "the oracle alone (target AR)", {}),
         ("drafter", "the draft alone, greedy", {"processor": Processor(0.0)}),
-        ("speculative", f"fixed gamma {gamma}", {"n_draft": gamma}),
-        ("adaptive", "entropy-adaptive gamma (EGAG)", {"n_draft": gamma}),
-        ("adaptive-hf", "+2 / -1 heuristic", {"n_draft": gamma}),
+        ("speculative", f"fixed n_draft {n_draft}", {"n_draft": n_draft}),
+        ("adaptive", "entropy-adaptive draft length (EGAG)", {"n_draft": n_draft}),
+        ("adaptive-hf", "+2 / -1 heuristic", {"n_draft": n_draft}),
         ("threshold", "max 16 drafts", {"n_draft": 16}),
         ("tree", "depth 4, branch 2", {"n_draft": 4}),
-        ("staged", f"n-gram -> draft -> oracle, gamma {gamma}", {"n_draft": gamma}),
-        ("ngram", f"NASD, no draft model, gamma {gamma}", {"n_draft": gamma}),
+        ("staged", f"n-gram -> draft -> oracle, n_draft {n_draft}", {"n_draft": n_draft}),
+        ("ngram", f"NASD, no draft model, n_draft {n_draft}", {"n_draft": n_draft}),
         (SAMPLING_BASELINE, f"the oracle alone sampling, {sampling}", {"processor": sampling}),
-        ("sps", f"K {gamma}, {sampling}", {"n_draft": gamma, "processor": sampling}),
+        ("sps", f"n_draft {n_draft}, {sampling}", {"n_draft": n_draft, "processor": sampling}),
     ]
     named = {name for name, _, _ in document}
     others = [(m.name, "its defaults" + (f", {sampling}" if m.samples else ""), {"processor": sampling} if m.samples else {})
@@ -53,10 +54,10 @@ def ablation_set(gamma=4, temperature=1.0):
     return document + others
 
 
-def run_ablations(draft, oracle, prompts_ids, n_new, gamma=4, temperature=1.0, seed=0, progress=True):
+def run_ablations(draft, oracle, prompts_ids, n_new, n_draft=4, temperature=1.0, seed=0, progress=True):
     """One row per method of ablation_set, over all the prompts' ids."""
     rows, reference, totals = [], {}, {}
-    plan = [row for row in ablation_set(gamma, temperature) if not methods.missing_head(methods.get(row[0]), oracle)]
+    plan = [row for row in ablation_set(n_draft, temperature) if not methods.missing_head(methods.get(row[0]), oracle)]
     with tqdm(total=len(plan) * len(prompts_ids), desc="ablations", disable=not progress, file=sys.stderr) as bar:
         for method, setting, changes in plan:
             stats, seconds, matches = Stats(), 0.0, True
@@ -109,15 +110,17 @@ def parse_args(argv):
     parser.add_argument("--draft", default="gpt2", help="draft model (default: gpt2)")
     parser.add_argument("--oracle", default="gpt2-large", help="oracle model (default: gpt2-large)")
     parser.add_argument("-n", "--max-new-tokens", type=int, default=64, help="tokens per run (default: 64)")
-    parser.add_argument("--gamma", type=int, default=4, help="draft length of the fixed-gamma rows (default: 4)")
+    parser.add_argument("--n-draft", "--gamma", type=int, default=4, dest="n_draft",
+                        help="draft length of the fixed-length rows (the document's gamma; default: 4)")
     parser.add_argument("--temperature", type=float, default=1.0, help="SpS and sampling temperature (default: 1)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the sampling rows (default: 0)")
     parser.add_argument("--out", default="ablation.csv", help="the CSV to write (default: ablation.csv)")
     parser.add_argument("--models-dir", default=DEFAULT_MODELS_DIR, help="where named models live (default: models/)")
     args = parser.parse_args(argv)
-    for name, low in (("max_new_tokens", 1), ("gamma", 1), ("seed", 0)):
+    for name, flag, low in (("max_new_tokens", "--max-new-tokens", 1), ("n_draft", "--n-draft (--gamma)", 1),
+                            ("seed", "--seed", 0)):
         if getattr(args, name) < low:
-            parser.error(f"--{name.replace('_', '-')} must be at least {low}")
+            parser.error(f"{flag} must be at least {low}")
     if not 0 <= args.temperature < float("inf"):
         parser.error("--temperature must be a finite number >= 0")
     problem = files.why_not_writable(args.out)
@@ -137,7 +140,7 @@ def main(argv=None):
     draft, oracle = run.draft, run.oracle
     for ids in prompts_ids[1:]:
         check_room(ids, args.max_new_tokens, draft, oracle)
-    rows = run_ablations(draft, oracle, prompts_ids, args.max_new_tokens, args.gamma, args.temperature, args.seed)
+    rows = run_ablations(draft, oracle, prompts_ids, args.max_new_tokens, args.n_draft, args.temperature, args.seed)
     print(f"{printable(args.draft)} -> {printable(args.oracle)}, {len(prompts)} prompt(s), {args.max_new_tokens} new tokens each")
     print(tables.text(rows, COLUMNS))
     tables.write_csv(args.out, rows, COLUMNS)

@@ -12,6 +12,7 @@ What is run and printed is app/bench.py's (python bench.py).
 
 import json
 import os
+import platform
 import subprocess
 import sys
 import threading
@@ -175,6 +176,57 @@ def cost_curve(model, ks, context, probe_data, repeats):
             "products of 8": products_run(model, 8)}
     runs.update({k: forward_run(model, cache, context, k) for k in ks if k != 1})
     return timings(runs, repeats)
+
+
+def head_run(model, k):
+    """A run() of the LM head's product alone for k rows, as the forward runs it."""
+    h = np.ones((k, model.n_embd), dtype=np.float32)
+    wte_t = model.params["wte"].T
+
+    def run():
+        with threads_for(k, getattr(model, "shares", True)):
+            h @ wte_t
+
+    return run
+
+
+def wide_costs(model, ks, context, rounds):
+    """{k: {"forward", "products", "head": the seconds of each round}}: a forward of k new tokens after
+    `context` cached ones, its weight products alone (products_run) and the LM head's alone (head_run),
+    every k and every part taking turns in each round, as the cost curve does."""
+    cache = KVCache()
+    model.forward(np.arange(context) % model.vocab_size, cache, n_logits=1)
+    runs = {}
+    for k in ks:
+        runs["forward", k] = forward_run(model, cache, context, k)
+        runs["products", k] = products_run(model, k)
+        runs["head", k] = head_run(model, k)
+    for run in runs.values():  # warm-up: page the weights in, make the panels' and caches' first pass
+        run()
+    seconds = {key: [] for key in runs}
+    for _ in range(rounds):
+        for key, run in runs.items():
+            start = time.perf_counter()
+            run()
+            seconds[key].append(time.perf_counter() - start)
+    return {k: {part: seconds[part, k] for part in ("forward", "products", "head")} for k in ks}
+
+
+def cpu_name():
+    """The processor's name as the system gives it ('AMD EPYC', 'Intel(R) Xeon(R) ...'), with its L3 where Linux says."""
+    name = None
+    try:
+        with open("/proc/cpuinfo") as f:
+            name = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), None)
+    except OSError:
+        pass
+    name = name or platform.processor() or platform.machine() or "unknown"
+    try:
+        with open("/sys/devices/system/cpu/cpu0/cache/index3/size") as f:
+            name += f", L3 {f.read().strip()}"
+    except OSError:
+        pass
+    return name
 
 
 # ---------------------------------------------------------------------------

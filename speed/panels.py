@@ -61,14 +61,14 @@ def product(x, panels):  # [n_seq, n_in] @ panels [n_panels, n_in, width] -> [n_
         raise TypeError(f"x is {x.dtype}: the model computes in float32")
     n_seq = len(x)
     if n_seq == 1:  # as two rows, the second zero: the small gemm kernel, not gemv
-        return product(np.concatenate([x, np.zeros_like(x)]), panels)[:1]
-    out = np.empty((n_seq, n_panels * width), dtype=np.float32)
+        x = np.concatenate([x, np.zeros_like(x)])
+    out = np.empty((len(x), n_panels * width), dtype=np.float32)
     step = rows_per_call(width, n_in)
-    for start in range(0, n_seq, step):  # [rows, n_in] @ [n_panels, n_in, width] -> [n_panels, rows, width]
+    for start in range(0, len(x), step):  # [rows, n_in] @ [n_panels, n_in, width] -> [n_panels, rows, width]
         rows = slice(start, start + step)
         part = out[rows]
         np.matmul(x[rows], panels, out=part.reshape(len(part), n_panels, width).transpose(1, 0, 2))
-    return out
+    return out[:n_seq]
 
 
 class Panels:

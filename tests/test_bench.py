@@ -18,7 +18,7 @@ import pytest
 
 from conftest import ROOT
 from app import bench
-from speed import blocked, measure, predict
+from speed import blocked, measure, panels, predict
 from kvcache import KVCache
 from speculative import greedy_generate, speculative_generate
 
@@ -75,8 +75,9 @@ def test_products_alone_are_the_products_of_a_single_token_forward(oracle, monke
     # The same weights, in the same order, each multiplied by one row: so T(1)
     # minus their time is exactly the work between the products.
     seen = []
-    real_product = blocked.product
-    monkeypatch.setattr(blocked, "product", lambda x, w: seen.append((x.shape[0], id(w))) or real_product(x, w))
+    layout = panels if not oracle.shares else blocked  # a small model's weights are in panels
+    real_product = layout.product
+    monkeypatch.setattr(layout, "product", lambda x, w: seen.append((x.shape[0], id(w))) or real_product(x, w))
     cache = KVCache()
     oracle.forward([3, 1, 4], cache)
     seen.clear()
@@ -332,3 +333,23 @@ def test_before_after_compares_two_checkouts_round_by_round(tiny_dirs, tmp_path)
     lines = lines[2:]
     assert lines[0].split()[:3] == ["figure", "before", "after"]
     assert [line.split()[0:2] for line in lines[1:]] == [["gpt2", "T(1)"], ["gpt2", "T(8)/T(1)"], ["gpt2", "ms"]]
+
+
+def test_the_cost_bench_times_every_k_of_each_model_taking_turns(tiny_dirs, tmp_path):
+    # bench.py cost: T(k)/T(1) per model, the median of rounds; the CPU and the command named in cost.md
+    r = run_bench("cost", tiny_dirs["oracle"], tiny_dirs["draft"], "--ks", 2, 5, "--rounds", 3, "--context", 8,
+                  "--out", tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    with open(tmp_path / "out" / "cost.csv", newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert [(row["model"], int(row["k"])) for row in rows] == [(d, k) for d in (tiny_dirs["oracle"], tiny_dirs["draft"])
+                                                               for k in (1, 2, 5)]
+    for row in rows:
+        assert float(row["T_min_ms"]) <= float(row["T_ms"]) <= float(row["T_max_ms"])
+        assert float(row["ratio_q1"]) <= float(row["ratio"]) <= float(row["ratio_q3"])
+        assert 0 < float(row["head_ms"]) and 0 < float(row["products_ms"])
+        assert row["k"] != "1" or float(row["ratio"]) == 1.0
+    md = (tmp_path / "out" / "cost.md").read_text()
+    assert "python bench.py cost" in md and measure.cpu_name() in md and "3 rounds" in md
+    r = run_bench("cost", tiny_dirs["oracle"], "--ks", 0, "--out", tmp_path / "out")
+    assert r.returncode != 0 and "Traceback" not in r.stderr and r.stderr.strip().splitlines()[-1].startswith("error:")
