@@ -37,9 +37,10 @@ because q(x) < p(x)), so removing x from p takes away no mass the target still w
 A node has at most as many children as its p has tokens with mass: at temperature 0 (p one-hot) one,
 and the rule is then sps.py's, so the text is greedy decoding's (beyond/tree_sampling.py says why).
 
-One round (tree_sample_wor_generate): sample the tree level by level, one draft pass per level
-(sample_tree); one oracle pass over every node (tree_sampling.oracle_pass); walk down with the rule
-above (walk_tree, accept_at_node); keep the accepted path in both caches. The round's record is
+One round is tree-sps's (tree_sampling.tree_sample_generate) with this module's rule: sample the tree
+level by level, one draft pass per level, each node's children from sample_children (tree_sampling.sample_tree);
+one oracle pass over every node (tree_sampling.oracle_pass); walk down, checking each node's children with
+accept_at_node (tree_sampling.walk_tree); keep the accepted path in both caches. The round's record is
 tree-sps's (tree_sampling.explain_round), so --trace and --html draw it as a tree-sps round; each check
 records the p and q of its moment, p_i and q_i, which tree-sps's reason line calls p and q', q'', ...
 """
