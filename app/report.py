@@ -30,7 +30,7 @@ from app import display, methods
 from app.page.figures import (WITHOUT_REPLACEMENT, acceptance_histogram, histogram_svg, layers_figure, residual_figure,
                               sampled_tree_figure, suffix_figure)
 from app.page.block import block_table
-from app.page.heads import medusa_figure
+from app.page.heads import eagle_figure, medusa_figure
 from app.page.lookahead import lookahead_figure
 from app.page.style import CSS
 from app.page.tokens import (LETTERS, MARKS, SAMPLING_MARKS, as_html, chip, chips, last_mark, plural, probability,
@@ -267,6 +267,11 @@ def rounds_section(run, trace):
                'document.querySelectorAll(\'details.round\')) d.open = false">close all rounds</button></p>')
     extra = " ".join(text for kind, text in EXTRA_HOW_TO_READ.items()
                      if kind in kinds or (kind == "suffix" and "suffix-tree" in kinds))
+    if getattr(methods.METHODS.get(getattr(run, "method", None)), "head", None) == "eagle":
+        extra += (" There is no draft model: the drafts come from the EAGLE head (Li et al. 2024), one small layer "
+                  "trained on the oracle's own top states (its features): from a feature and the token after it, it "
+                  "guesses the next feature, and the oracle's own LM head reads the draft from that guess. Each round's "
+                  "picture shows that chain.")
     if any(r.kind == "layers" and getattr(r.details, "trained", False) for r in trace):
         extra += (" Here the early exit is trained (Kangaroo, Liu et al. 2024): between block L \u2212 1 and ln_f sits "
                   "a small adapter, trained on the oracle's own choices, so the first L blocks guess what the whole "
@@ -284,6 +289,8 @@ def round_row(run, r, number, is_open):
     body = BEFORE[r.kind](run, r) if r.kind in BEFORE else ""  # where the drafts came from, before how they fared
     body += BODIES.get(r.kind, greedy_table)(run, r)
     body += AFTER[r.kind](run, r, number) if r.kind in AFTER else ""
+    drafter = getattr(methods.METHODS.get(getattr(run, "method", None)), "head", None)
+    body += DRAFTERS[drafter](run, r, number) if drafter in DRAFTERS else ""
     show = lambda tokens: " ".join(display.token_text(run.token_bytes, t) for t in tokens)  # noqa: E731
     reasons = display.round_reasons(r, show)
     if reasons:
@@ -380,3 +387,6 @@ BEFORE = {"suffix": suffix_figure, "suffix-tree": suffix_figure}
 BODIES = {"sps": sps_table, "block": block_table, "lookahead": lookahead_figure, "tree": tree_list, "suffix-tree": tree_list, "tree-sps": sampled_tree_figure,
           "medusa": tree_list}
 AFTER = {"layers": layers_figure, "medusa": medusa_figure}
+# A trained drafter (app/methods.py's Method.head) whose rounds are recorded as another kind's (EAGLE's are a line's
+# or SpS's): its picture of how the round was drafted, after the round's own table.
+DRAFTERS = {"eagle": eagle_figure}

@@ -1,6 +1,7 @@
 """The page's drawings of the newer beyond/ methods (app/page/): each round drawn from its own record, every
 number in the drawing the record's, every token escaped. tests/test_report.py has the page as a whole."""
 
+import html
 import re
 import unicodedata
 
@@ -8,6 +9,7 @@ import numpy as np
 import pytest
 
 from app import report
+from app.page.tokens import svg_label
 from beyond.block_verification import BlockDetails, block_sample
 from test_report import ATTRIBUTES, NASTY, Page, assert_self_contained, beyond_run, inside, read_page, token_of
 from weights.tokenizer import encode, load_tokenizer
@@ -212,3 +214,40 @@ def test_the_trained_exit_shows_its_adapter_and_the_untrained_one_does_not(oracl
         for r in run.stats.trace:
             why = " | ".join(display.round_reasons(r, lambda t: " ".join(map(str, t))))
             assert ("the early exit after block 0 is trained" in why) == trained
+
+
+# ---------------------------------------------------------------------------
+# EAGLE: its rounds are a line's (or SpS's); the registry's drafter gives the picture of the feature chain
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("method", ["eagle", "eagle-sps"])
+def test_eagle_draws_the_chain_of_guessed_features_and_drafts(oracle, enc, method):
+    from beyond.eagle import eagle_generate, eagle_sample
+    from test_eagle import random_head
+    head = random_head(oracle)
+    generate = (lambda ids, s: eagle_generate(head, oracle, ids, 30, n_draft=3, stats=s)) if method == "eagle" else \
+        (lambda ids, s: eagle_sample(head, oracle, ids, 30, n_draft=3, rng=np.random.default_rng(0), stats=s))
+    run = traced_run(method, generate, enc, {"n_draft": 3})
+    text, parsed = report.page(run), Page(report.page(run))
+    assert not parsed.problems
+    rounds = [r for r in run.stats.trace if r.drafted]
+    figures = parsed.having("eagle", "svg")
+    assert len(figures) == len(rounds) and "There is no draft model: the drafts come from the EAGLE head" in text
+    whole = run.prompt_ids + run.tokens
+    for svg, r in zip(figures, rounds):
+        boxes = [e for e in inside(parsed, svg, "rect") if {"cand-kept", "cand-reached", "cand-off"} & set(e["classes"])]
+        fed, drafts = boxes[0::2], boxes[1::2]  # per column: the token in, then the draft out
+        assert [token_of(parsed, e) for e in drafts] == r.drafted
+        assert [token_of(parsed, e) for e in inside(parsed, svg, "rect", "cand-kept")] == r.drafted[:r.accepted]
+        labels = [parsed.text(e) for e in inside(parsed, svg, "text")]
+        assert len(fed) == len(r.drafted) and labels.count("true f (oracle)") == 1
+        assert len(inside(parsed, svg, "line", "feeds")) == 2 * (len(r.drafted) - 1)
+        assert labels.count("kept \u2713") == r.accepted
+        newest = page_label(run, whole[r.context - 1])
+        assert newest in labels
+    run.method = "speculative"  # the same rounds under a method without the head: no chain drawn
+    assert 'class="eagle"' not in report.page(run)
+
+
+def page_label(run, token):  # a token as an SVG label reads, once parsed
+    return html.unescape(svg_label(run, token, 9))

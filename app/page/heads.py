@@ -5,6 +5,8 @@ import html
 
 from app.page.tokens import last_mark, probability, svg_label
 
+FEATURE_TITLES = {True: "the oracle's own feature where it chose the newest token",
+                  False: "the head's guess from the column before"}
 MARK = {"ok": "\u2713", "miss": "\u2717", "fix": "\u2717", "bonus": "+"}
 
 
@@ -76,3 +78,55 @@ def medusa_figure(run, r, number):
             f"picks the candidate to keep in the next column: {n_kept} kept here; {html.escape(ending)}. A head does "
             "not see the candidates before it, so its probabilities are the same under every parent.</figcaption>\n"
             + "".join(svg) + "</svg></figure>")
+
+
+def eagle_figure(run, r, number):
+    """EAGLE's drafting: the head reads a feature and a token, guesses the next feature, and the oracle's own LM head
+    turns the guess into the next draft, which goes back in with the guess; then the oracle's one pass checks them."""
+    k = len(r.drafted)
+    if not k:
+        return ""
+    text = list(getattr(run, "prompt_ids", [])) + list(getattr(run, "tokens", []))
+    newest = text[r.context - 1] if 0 < r.context <= len(text) else None
+    left, col, box_w, box_h = 150, 150, 124, 26
+    y_feat, y_tok, y_head, y_out, y_draft, y_check = 30, 64, 112, 160, 194, 250
+    width, height = left + col * k + 10, y_check + box_h + 14
+    status = ["ok" if j < r.accepted else "miss" if j == r.accepted else "unused" for j in range(k)]
+    svg = [f'<svg class="eagle" viewBox="0 0 {width} {height}" width="{width}" role="img" '
+           'aria-label="the EAGLE head\'s chain of guessed features and the drafts read from them">']
+    for label, y in (("feature in", y_feat), ("token in", y_tok), ("head", y_head), ("feature out", y_out),
+                     ("LM head: draft", y_draft), ("the oracle", y_check)):
+        svg.append(f'<text x="8" y="{y + 18}" class="small">{label}</text>')
+    for j in range(k):
+        x = left + col * j
+        if j:  # the guess and the draft of the column before go back in
+            svg.insert(1, f'<line class="feeds" x1="{x - col + box_w}" y1="{y_out + box_h / 2}" x2="{x}" '
+                          f'y2="{y_feat + box_h / 2}"/><line class="feeds" x1="{x - col + box_w}" '
+                          f'y1="{y_draft + box_h / 2}" x2="{x}" y2="{y_tok + box_h / 2}"/>')
+        feature_in = ("true f (oracle)", "state") if j == 0 else (f"guess {j}", "guess")
+        svg.append(f'<rect class="{feature_in[1]}" x="{x}" y="{y_feat}" width="{box_w}" height="{box_h}"><title>'
+                   f'{FEATURE_TITLES[j == 0]}'
+                   f'</title></rect><text x="{x + 6}" y="{y_feat + 18}" class="small">{feature_in[0]}</text>')
+        token = newest if j == 0 else r.drafted[j - 1]
+        label = svg_label(run, token, 9) if token is not None else "newest"
+        svg.append(f'<rect class="cand-reached" x="{x}" y="{y_tok}" width="{box_w}" height="{box_h}"><title>'
+                   f'{"the newest token" if j == 0 else "draft " + str(j)}</title></rect>'
+                   f'<text x="{x + 6}" y="{y_tok + 18}">{label}</text>'
+                   f'<rect class="head-layer" x="{x}" y="{y_head}" width="{box_w}" height="{box_h + 8}"/>'
+                   f'<text x="{x + 6}" y="{y_head + 22}" class="small">fc + 1 block</text>'
+                   f'<rect class="guess" x="{x}" y="{y_out}" width="{box_w}" height="{box_h}"/>'
+                   f'<text x="{x + 6}" y="{y_out + 18}" class="small">guess {j + 1}</text>')
+        cls = "cand-kept" if status[j] == "ok" else "cand-reached" if status[j] == "miss" else "cand-off"
+        svg.append(f'<rect class="{cls}" x="{x}" y="{y_draft}" width="{box_w}" height="{box_h}"><title>token '
+                   f'{int(r.drafted[j])}: draft {j + 1}</title></rect>'
+                   f'<text x="{x + 6}" y="{y_draft + 18}">{svg_label(run, r.drafted[j], 9)}</text>')
+        said = {"ok": "kept \u2713", "miss": "not kept \u2717", "unused": "after a miss"}[status[j]]
+        svg.append(f'<text x="{x + 6}" y="{y_check + 18}" class="small">{said}</text>')
+    return (f'<figure class="eagle"><figcaption>How the EAGLE head drafted this round. It reads a feature (the '
+            f"oracle's top state, before ln_f) and the token that followed it, and guesses the next feature; the oracle's "
+            f"own ln_f and LM head read that guess as they would read a real state, and give the draft (the likeliest "
+            f"token, or one drawn from that distribution when sampling). The guess and "
+            f"the draft go back in for the next: {k} drafts in {k} passes of one small layer, from one true feature "
+            f"(the true features the last check gave, of the tokens before, go in first, in the first pass). "
+            f"The oracle's one pass then checks the drafts ({r.accepted} kept) and gives the true features of the kept "
+            f"rows, which replace the guesses next round.</figcaption>\n" + "".join(svg) + "</svg></figure>")

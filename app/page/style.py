@@ -108,6 +108,7 @@ line.ngram { stroke: #8a6d00; stroke-width: 2; stroke-opacity: 0.6; }
 rect.state { fill: #c9dbff; stroke: #133f9e; stroke-width: 2; } line.feeds { stroke: #133f9e; stroke-width: 1.5; }
 rect.cand-kept { fill: #bdecbd; stroke: #0b6b0b; stroke-width: 3; } rect.cand-reached { fill: #fff; stroke: #000; }
 rect.cand-off { fill: #f2f2f2; stroke: #999; stroke-dasharray: 2 2; }
+rect.guess { fill: #f4fff4; stroke: #0b6b0b; stroke-dasharray: 5 3; } rect.head-layer { fill: #e3cff5; stroke: #6a2c91; }
 button { font-size: 0.9em; padding: 0.2em 0.8em; }
 @media print {
   .noprint { display: none; }
