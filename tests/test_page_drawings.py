@@ -251,3 +251,35 @@ def test_eagle_draws_the_chain_of_guessed_features_and_drafts(oracle, enc, metho
 
 def page_label(run, token):  # a token as an SVG label reads, once parsed
     return html.unescape(svg_label(run, token, 9))
+
+
+# Hand-made rounds whose tokens are the hostile ones (test_report.NASTY): every new drawing escapes them.
+
+def hostile_lookahead():
+    from beyond.lookahead import LookaheadDetails
+    window = [[1, 2], [9, 3, 0], [4, 5, 6]]
+    return beyond_run("lookahead", [10, 0], [([0, 9, 2], 1, [0, 11], [0, 11, 1, 2],
+                                              LookaheadDetails(window, [[1, 2, 3], [0, 9, 2]], 1, [[0, 9, 4, 7]], 12))])
+
+
+def hostile_medusa():
+    from beyond.medusa import MedusaDetails
+    return beyond_run("medusa", [10, 3], [([0, 9, 2, 1], 1, [0, 11], [0, 11, 5, 6, 7],
+                                           MedusaDetails(parents=[-1, -1, 0, 0], path=[0], probs=[0.5, 0.2, 0.4, 0.3],
+                                                         n_draft=2, depth=2, widths=[2, 2]))])
+
+
+def hostile_eagle():
+    from decoding import Line
+    return beyond_run("eagle", [10, 3], [([0, 9, 2], 1, [0, 11], [0, 11, 5, 6], Line(3, 3))])
+
+
+@pytest.mark.parametrize("make", [hostile_lookahead, hostile_medusa, hostile_eagle], ids=lambda f: f.__name__)
+def test_the_new_drawings_escape_every_token(make):
+    run = make()
+    text = report.page(run)
+    parsed = Page(text)
+    assert_escaped(text, parsed)
+    svg_text = [parsed.text(e) for e in parsed.elements if e["tag"] == "text"]
+    assert any(t.startswith("<script") for t in svg_text)  # the hostile token is drawn, as text
+    assert any(t.startswith("\\x00") for t in svg_text) and any("\\u202e" in t for t in svg_text)
