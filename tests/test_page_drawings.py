@@ -9,9 +9,14 @@ import numpy as np
 import pytest
 
 from app import report
+from app.page import figures as page_figures
 from app.page.tokens import svg_label
 from beyond.block_verification import BlockDetails, block_sample
-from test_report import ATTRIBUTES, NASTY, Page, assert_self_contained, beyond_run, inside, read_page, token_of
+from beyond.self_speculative import LayersDetails, self_speculative_generate
+from beyond.suffix import SuffixDetails
+from beyond.tree_sampling import SampledTreeDetails
+from decoding import Stats
+from test_report import ATTRIBUTES, NASTY, Page, assert_self_contained, read_page, runs  # noqa: F401 (runs: a fixture)
 from weights.tokenizer import encode, load_tokenizer
 
 PROMPT = "the cat and the dog"
@@ -37,6 +42,216 @@ def assert_escaped(text, parsed):
     raw = {c for c in text if unicodedata.category(c) == "Cc" and c not in "\n\t"} | ({"\u202e"} & set(text))
     assert not raw, raw
     assert {name for e in parsed.elements for name in e["attrs"]} <= ATTRIBUTES
+
+
+# ---------------------------------------------------------------------------
+# beyond/: each method's own picture of a round
+# ---------------------------------------------------------------------------
+
+def inside(parsed, outer, tag=None, cls=None):
+    """The elements within `outer`, in page order, optionally of one tag and one class."""
+    return [e for e in parsed.elements if any(a is outer for a in e["ancestors"])
+            and (tag is None or e["tag"] == tag) and (cls is None or cls in e["classes"])]
+
+
+def token_of(parsed, element):  # a rect's <title> (or a chip's title) names its token: "... token 249 ..."
+    found = re.search(r"token (\d+)", parsed.text(element) if element["tag"] == "rect" else element["attrs"]["title"])
+    return int(found.group(1))
+
+
+def test_tree_sampling_draws_the_tree_every_check_and_the_last_token(runs, tmp_path):
+    run = runs("tree-sps")
+    trace = run.stats.trace
+    report.write_page(str(tmp_path / "page.html"), run)
+    text, parsed = read_page(tmp_path / "page.html")
+    assert_self_contained(text, parsed)
+    figures = parsed.having("sampled-tree", "svg")
+    assert len(figures) == len(trace) and not parsed.having("tree", "ul")  # the SVG tree replaces the greedy tree's list
+    endings = set()
+    for svg, r in zip(figures, trace):
+        d = r.details
+        checks = [(c, check) for v in d.visits for c, check in zip(v["children"], v["checks"])]
+        rejected = [r.drafted[c] for c, check in checks if not check["accepted"]]
+        # the accepted path, in order, its tokens the round's accepted drafts
+        path = inside(parsed, svg, "rect", "node-path")
+        assert [token_of(parsed, e) for e in path] == [r.drafted[i] for i in d.path] == r.new[:-1]
+        assert all(parsed.text(e).startswith(f"token {token_of(parsed, e)}: accepted") for e in path)
+        assert len(inside(parsed, svg, "line", "edge-on")) == len(d.path) + 1  # root -> path -> the last token
+        # every rejected child marked so, with the target it met (q, then the residuals q', q'', ...)
+        assert [token_of(parsed, e) for e in inside(parsed, svg, "rect", "node-rejected")] == rejected
+        assert len(inside(parsed, svg, "rect", "node-unchecked")) == len(r.drafted) - len(checks)
+        # the last token: from the residual after every child was rejected, or the bonus at an accepted leaf
+        ending = "node-fix" if d.last["from"] == "residual" else "node-bonus"
+        [last] = inside(parsed, svg, "rect", ending)
+        assert not inside(parsed, svg, "rect", "node-bonus" if ending == "node-fix" else "node-fix")
+        assert token_of(parsed, last) == d.last["token"] == r.new[-1]
+        assert ("residual" in parsed.text(last)) == (ending == "node-fix")
+        endings.add(ending)
+    assert endings == {"node-fix", "node-bonus"}  # the run shows both endings
+    assert sum(not c["accepted"] for r in trace for v in r.details.visits for c in v["checks"]) > 0
+    # the table under each tree: one row per check, then the last token
+    tables = parsed.having("checks", "table")
+    assert [len(inside(parsed, t, "tr")) for t in tables] == [
+        1 + sum(len(v["checks"]) for v in r.details.visits) + 1 for r in trace]
+    assert text.count("&cross; rejected") == sum(not c["accepted"] for r in trace for v in r.details.visits
+                                                  for c in v["checks"])
+    assert "branched into the draft" not in text  # the greedy tree's rule is not how this tree was made
+    assert "resampled" in text and "multi-round rejection" in text
+
+
+@pytest.mark.parametrize("n_layers", [1, 2])
+def test_self_speculative_marks_the_drafts_layers_and_where_verification_starts(oracle, enc, n_layers, tmp_path):
+    ids, stats = encode(enc, PROMPT), Stats(trace=[])
+    tokens = list(self_speculative_generate(oracle, ids, 20, n_draft=3, n_layers_draft=n_layers, stats=stats))
+    run = report.Run(PROMPT, ids, tokens, stats, "self-speculative", {"k": 3, "layers": n_layers},
+                     {"oracle": "tiny oracle (3 layers of width 64)"}, 0.5, enc.decode_single_token_bytes)
+    report.write_page(str(tmp_path / "page.html"), run)
+    text, parsed = read_page(tmp_path / "page.html")
+    n = oracle.n_layer
+    figures = parsed.having("layers", "svg")
+    assert len(figures) == len(stats.trace) > 1
+    for svg, r in zip(figures, stats.trace):
+        columns = len(r.drafted) + 1  # the text's newest token, then each draft
+        # the oracle's blocks, the first L the draft's, and every column through them
+        assert len(inside(parsed, svg, "rect", "blk-draft")) == n_layers
+        assert len(inside(parsed, svg, "rect", "blk-oracle")) == n - n_layers
+        assert len(inside(parsed, svg, "rect", "lay-draft")) == n_layers * columns
+        assert len(inside(parsed, svg, "rect", "lay-oracle")) == (n - n_layers) * columns
+        assert f"verification starts at layer {n_layers}," in parsed.text(svg)
+        # the draft's early exits propose the drafts; the oracle's choices on top, kept where they agree
+        exits = [e for e in inside(parsed, svg, "rect", "exit") if "stack" not in e["classes"]]
+        assert [token_of(parsed, e) for e in exits] == r.drafted
+        assert sum("ok" in e["classes"] for e in exits) == r.accepted
+        tops = [e for e in inside(parsed, svg, "rect", "head") if not {"exit", "stack"} & set(e["classes"])]
+        assert [token_of(parsed, e) for e in tops] == r.oracle
+    draft_blocks = "block 0" if n_layers == 1 else f"blocks 0\u2013{n_layers - 1}"
+    captions = [parsed.text(e) for e in parsed.elements if e["tag"] == "figcaption"]
+    assert len(captions) == len(figures) and all(c.startswith(f"The draft is {draft_blocks} of the oracle's {n}, ")
+                                                 for c in captions)
+
+
+@pytest.mark.parametrize("method", ["suffix", "suffix-tree"])
+def test_suffix_drafts_show_the_match_and_what_followed_it(runs, method, tmp_path):
+    run = runs(method)
+    trace = run.stats.trace
+    report.write_page(str(tmp_path / "page.html"), run)
+    text, parsed = read_page(tmp_path / "page.html")
+    matched = [r for r in trace if "end" in r.details.match]
+    figures = parsed.having("suffix", "figure")
+    assert len(figures) == len(matched) >= 5
+    full = run.prompt_ids + run.tokens
+    for figure, r in zip(figures, matched):
+        m, n = r.details.match, r.context
+        start, end = m["end"] - m["length"] + 1, m["end"]
+
+        def marked(cls):  # {position: token} of the text's tokens marked cls in the strip
+            return {int(e["attrs"]["title"].split()[1]): token_of(parsed, inside(parsed, e, "span", "tok")[0])
+                    for e in inside(parsed, figure, "span", cls) if "pos" in e["classes"]}
+        # the earlier occurrence, the same tokens as the suffix the text ends in
+        assert marked("sfx-match") == {i: full[i] for i in range(start, end + 1)}
+        assert marked("sfx-end") == {i: full[i] for i in range(n - m["length"], n)}
+        assert [full[i] for i in range(start, end + 1)] == full[n - m["length"]:n]
+        # every earlier occurrence, as many as the drafter counted, the latest the one drawn
+        ends = [e for e in range(m["length"] - 1, n - 1) if full[e - m["length"] + 1:e + 1] == full[n - m["length"]:n]]
+        assert len(ends) == m["occurrences"] and max(ends) == end
+        occurrences = {i: full[i] for e in ends for i in range(e - m["length"] + 1, e + 1)}
+        others = marked("sfx-other")
+        assert others == occurrences if n <= page_figures.SUFFIX_WINDOW else others.items() <= occurrences.items()
+        # what followed it, in the text, and in the caption: the draft itself (a line), or the tree's latest line
+        follows = marked("sfx-follow")
+        assert sorted(follows) == list(range(end + 1, min(end + 1 + len(follows), n))) and follows
+        caption = [token_of(parsed, e) for e in inside(parsed, figure, "span", "sfx-follow") if "tok" in e["classes"]]
+        if method == "suffix":
+            assert caption == r.drafted
+            assert [follows[i] for i in sorted(follows)] == r.drafted[:len(follows)]
+        else:
+            assert [follows[i] for i in sorted(follows)] == caption[:len(follows)]
+    assert "longest suffix of the text that occurred earlier" in text
+
+
+# Hand-made rounds of each beyond/ method whose tokens are the hostile ones (NASTY): every drawing escapes them.
+
+def beyond_run(method, prompt_ids, rounds):
+    """A Run of hand-made rounds: (drafted, n accepted, new, oracle choices, details)."""
+    stats, tokens, context = Stats(trace=[]), [], len(prompt_ids)
+    for drafted, n, new, choices, details in rounds:
+        stats.add_round(new, drafted, n, context=context, oracle=choices, cached={"draft": None, "oracle": context},
+                        details=details)
+        tokens += new
+        context += len(new)
+    return report.Run("a <b> & \"c\"\x07", prompt_ids, tokens, stats, method, {"n_draft": 4}, {"oracle": "o <x>"}, 1.0,
+                      NASTY.__getitem__)
+
+
+HOSTILE_RUNS = {
+    "tree-sps": lambda: beyond_run("tree-sps", [10, 3], [(
+        [0, 1, 2, 9], 1, [0, 11], [0, 11, None, None, None],
+        SampledTreeDetails(parents=[-1, -1, 0, 0], path=[0], probs=[0.5, 0.2, 0.4, 0.3], width=2,
+         visits=[{"node": -1, "children": [0, 1], "checks": [
+                        {"token": 0, "p": 0.5, "q": 0.6, "accept_prob": 1.0, "r": 0.3, "accepted": True}]},
+                    {"node": 0, "children": [2, 3], "checks": [
+                        {"token": 2, "p": 0.4, "q": 0.1, "accept_prob": 0.25, "r": 0.7, "accepted": False},
+                        {"token": 9, "p": 0.3, "q": 0.0, "accept_prob": 0.0, "r": 0.2, "accepted": False}]}],
+         last={"token": 11, "from": "residual", "prob": 0.9}, reason="hand-made"))]),
+    "self-speculative": lambda: beyond_run("self-speculative", [10, 3], [(
+        [0, 1, 2], 1, [0, 9], [0, 9, 4, 5],
+        LayersDetails(n_draft=3, k=3, layers=1, n_layer=2))]),
+    # the text 10 0 1 0 1 ends in "0 1", which ended earlier at position 2; after it came 0 1, then (copied on) 0 1
+    "suffix": lambda: beyond_run("suffix", [10, 0, 1, 0, 1], [(
+        [0, 1, 0, 1], 2, [0, 1, 9], [0, 1, 9, 2, 3],
+        SuffixDetails({"length": 2, "end": 2, "occurrences": 1}, "hand-made"))]),
+}
+
+
+@pytest.mark.parametrize("method", HOSTILE_RUNS)
+def test_the_beyond_drawings_escape_every_token(method):
+    run = HOSTILE_RUNS[method]()
+    text = report.page(run)
+    parsed = Page(text)
+    assert not parsed.problems, parsed.problems[:5]
+    assert_self_contained(text, parsed)
+    assert "<script" not in text and "&lt;script&gt;alert('x')&lt;/script&gt;" in text
+    raw = {c for c in text if unicodedata.category(c) == "Cc" and c not in "\n\t"} | ({"\u202e"} & set(text))
+    assert not raw, raw
+    assert {name for e in parsed.elements for name in e["attrs"]} <= ATTRIBUTES
+    assert sum("onclick" in e["attrs"] for e in parsed.elements) == 2
+    svg_text = [parsed.text(e) for e in parsed.elements if e["tag"] == "text"]
+    if method == "tree-sps":
+        [svg] = parsed.having("sampled-tree", "svg")
+        assert [token_of(parsed, e) for e in inside(parsed, svg, "rect", "node-path")] == [0]
+        assert [token_of(parsed, e) for e in inside(parsed, svg, "rect", "node-rejected")] == [2, 9]
+        assert [token_of(parsed, e) for e in inside(parsed, svg, "rect", "node-fix")] == [11]
+        assert "<script>\u2026 \u2713" in svg_text and "\\x00\\x1b\u2026 \u2717" in svg_text and "\\u202e \u2717" in svg_text
+    if method == "self-speculative":
+        [svg] = parsed.having("layers", "svg")
+        assert len(inside(parsed, svg, "rect", "blk-draft")) == 1 and len(inside(parsed, svg, "rect", "blk-oracle")) == 1
+        assert len(inside(parsed, svg, "rect", "lay-draft")) == len(inside(parsed, svg, "rect", "lay-oracle")) == 4
+        assert "\u2192 <scri\u2026" in svg_text and "<scrip\u2026 \u2713" in svg_text
+    if method == "suffix":
+        [figure] = parsed.having("suffix", "figure")
+        positions = {cls: [int(e["attrs"]["title"].split()[1]) for e in inside(parsed, figure, "span", cls)
+                           if "pos" in e["classes"]] for cls in ("sfx-match", "sfx-end", "sfx-follow")}
+        assert positions == {"sfx-match": [1, 2], "sfx-end": [3, 4], "sfx-follow": [3, 4]}
+        caption = [token_of(parsed, e) for e in inside(parsed, figure, "span", "sfx-follow") if "tok" in e["classes"]]
+        assert caption == [0, 1, 0, 1] and "the last 2 tokens are copied on" in text
+
+
+def test_a_long_texts_suffix_picture_keeps_the_match_and_the_end_and_counts_the_gap():
+    # 0 1 2 9, then 120 tokens of 10 11, then 0 1: the match "0 1" ended at position 1, 2 9 10 11 followed it
+    prompt = [0, 1, 2, 9] + [10, 11] * 60 + [0, 1]
+    run = beyond_run("suffix", prompt, [([2, 9, 10, 11], 0, [3], [3, 9, 9, 9, 9],
+                                         SuffixDetails({"length": 2, "end": 1, "occurrences": 1}, "hand-made"))])
+    parsed = Page(report.page(run))
+    [figure] = parsed.having("suffix", "figure")
+    [strip] = inside(parsed, figure, "div", "strip")
+    positions = {cls: [int(e["attrs"]["title"].split()[1]) for e in inside(parsed, strip, "span", cls)]
+                 for cls in ("sfx-match", "sfx-end", "sfx-follow")}
+    assert positions == {"sfx-match": [0, 1], "sfx-end": [124, 125], "sfx-follow": [2, 3, 4, 5]}
+    n_tokens = len(inside(parsed, strip, "span", "tok"))
+    [gap] = inside(parsed, strip, "span", "gap")  # the tokens left out, counted: all 126 are accounted for
+    assert n_tokens < len(prompt) and n_tokens + int(parsed.text(gap).split()[1]) == len(prompt)
+    assert [token_of(parsed, e) for e in inside(parsed, figure, "span", "sfx-follow") if "tok" in e["classes"]] == \
+        [2, 9, 10, 11]
 
 
 # ---------------------------------------------------------------------------
