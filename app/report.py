@@ -121,9 +121,11 @@ def header(run):
                                             for big, what, note in cards) + "</div>")
 
 
-def legend(method, marks, samples=None):
+def legend(method, marks, samples=None, kinds=()):
     samples = sampling(method) if samples is None else samples
     texts = {**MARKS, **(SAMPLING_MARKS if samples else {})}
+    if "block" in kinds:  # block verification's last token comes from its own residual
+        texts["fix"] = ("resampled", "drawn from the residual max(w q \u2212 p, 0) after the drafts kept")
     letters = f"<li>{html.escape(LETTERS)}</li>" if samples else ""
     return ('<ul class="legend">' + "".join(f'<li><span class="{mark}">{texts[mark][0]}</span> {html.escape(texts[mark][1])}</li>'
                                             for mark in MARKS if mark in marks) + letters + "</ul>")
@@ -151,7 +153,7 @@ def running_text(run, marks):
 def text_section(run, trace):
     marks = token_marks(run, trace)
     samples = sampling(run.method) or any(r.kind in SAMPLED for r in trace)  # registered or not
-    return (f"<h2>The text</h2>\n{legend(run.method, set(marks), samples)}\n"
+    return (f"<h2>The text</h2>\n{legend(run.method, set(marks), samples, {r.kind for r in trace})}\n"
             f'<div class="text">{running_text(run, marks)}</div>')
 
 

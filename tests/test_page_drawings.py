@@ -289,6 +289,8 @@ def test_block_verification_draws_w_h_r_and_the_tests_from_the_end(related, orac
     untested = sum(max(r.details.kept - 1, 0) for r in trace)
     assert text.count(">not tested</td>") == text.count(">not tested</text>") == untested  # the table, the drawing
     assert "tested from the end" in text and "first disagreement" not in text
+    assert "drawn from the residual max(w q \u2212 p, 0) after the drafts kept" in text  # the text's legend
+    assert "(q \u2212 p)+ after a rejection" not in text
 
 
 def test_block_verification_drawing_escapes_every_token():
