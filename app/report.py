@@ -205,8 +205,9 @@ HOW_TO_READ = {
            "the residual (q \u2212 p)+ instead. " + LETTERS,
     "block": "Each round the draft samples K = n_draft tokens x from p; the oracle computes q at every position in one "
              "pass. Block verification (Sun et al. 2025) weighs the whole block: w_i = min(1, w_(i-1) q(x_i)/p(x_i)) "
-             "carries a shortfall along, so a later q/p > 1 can make up for an earlier one below 1; the prefixes are "
-             "tested from the end, the last one that passes is kept (a failed one before it does not stop the round), "
+             "carries a shortfall along, so a later q/p > 1 can make up for an earlier one below 1. The prefixes are "
+             "tested from the end, the longest first, each with its own r against its h: the first test that passes "
+             "decides how many drafts are kept (a failed test does not end the round, as a rejection ends SpS's), "
              "and the next token is drawn from max(w q \u2212 p, 0), or from q after a whole block. " + LETTERS,
     "lookahead": "There is no draft model. Each round is one pass of the oracle over two branches: the lookahead "
                  "branch, a window of Jacobi iterations that guess the next few places at once (each pass improves every "
