@@ -387,8 +387,9 @@ def block_reasons(r, show):
         left = w * dropped["q"] - dropped["p"]
         lines.append(f"the last token replaces draft {tau + 1}: it is drawn from what the oracle's q, scaled by "
                      f"w_{tau} = {w:.2g}, has beyond the draft's p" + (" (w = 1: SpS's residual (q - p)+)" if w >= 1 else "")
-                     + f"; there draft {tau + 1} {show([dropped['token']])} has w q - p = {left:.2g}, so it "
-                     + ("could be drawn again" if left > 0 else "cannot come back"))
+                     + f"; there draft {tau + 1} {show([dropped['token']])} has w q - p = {left:.2g} <= 0, so the "
+                     f"residual never draws it again (had w_{tau} q/p reached 1 at it, w_{tau + 1} would be 1 and its "
+                     f"prefix would have passed)")
     return lines
 
 

@@ -341,6 +341,9 @@ def test_block_verification_trace_shows_w_h_and_the_tests_from_the_end(related, 
             assert [int(n.split(" (")[0]) for n in named.lstrip("s ").replace(" and ", ", ").split(", ")] == made_up
         if d.last["from"] == "residual":
             assert f"residual <{r.new[-1]}> drawn after draft {tau} from max(w_{tau} q - p, 0)" in "\n".join(lines)
+            dropped = d.steps[tau]  # the first draft not kept: the residual there never gives it back
+            assert d.last["w"] * dropped["q"] <= dropped["p"] * (1 + 1e-6)
+            assert f"draft {tau + 1} <{dropped['token']}> has w q - p = " in why and "never draws it again" in why
         elif k:
             assert f"bonus    <{r.new[-1]}> sampled from q" in "\n".join(lines)
     assert any(r.details.kept < len(r.drafted) for r in trace) and refilled_somewhere
