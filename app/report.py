@@ -13,12 +13,17 @@ anywhere else, readable offline, on a projector and on paper. From the top:
     each position (for SpS p(x), q(x), r and the decision, and at a rejection
     the residual it drew from), what was kept, and the caches after the rollback;
     and each method's own picture of the round: the tree of sampled drafts with
-    every child checked (tree speculative sampling), the oracle's blocks with
-    the draft's first L marked (self-speculative), the earlier match in the text
-    and what followed it (suffix drafts).
+    every child checked (tree speculative sampling, with or without replacement),
+    the oracle's blocks with the draft's first L marked (self-speculative, the
+    trained exit's adapter named), the earlier match in the text and what
+    followed it (suffix drafts), the weights w along the block with each
+    prefix's test (block verification), the Jacobi window and the n-grams checked
+    in the same pass (lookahead), the heads' candidates and the oracle's choices
+    (Medusa), the chain of guessed features (EAGLE).
 
 Its pieces are in app/page/: the tokens (escaped, visible, marked), the
-figures, the stylesheet; and the real-text benchmark's own page.
+figures (figures.py; block.py, lookahead.py and heads.py for the newer
+methods), the stylesheet; and the real-text benchmark's own page.
 """
 
 import codecs
