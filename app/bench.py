@@ -4,7 +4,8 @@
     python bench.py --quick    # gpt2 and gpt2-xl shapes, a smaller sweep
     python bench.py suite      # every method on held-out text of four kinds, on the learned pair (suite.py)
     python bench.py layers     # self-speculative decoding: acceptance and cost against the draft's depth (layers.py)
-    python bench.py cost       # T(k)/T(1), k = 1..32, of the learned pair (or named models), rounds taking turns
+    python bench.py cost       # T(k)/T(1), k = 1..32, of the learned pair (or named models), rounds taking turns (costs.py)
+    python bench.py rounds     # where speculative decoding's time goes on the learned pair, against its prediction (costs.py)
     python bench.py ablation "prompt" ...   # every method on your prompts, against the oracle alone (ablation.py)
 
 1. machine:    memory bandwidth, the bound on decoding speed.
@@ -37,13 +38,12 @@ the cost curve when matplotlib is installed."""
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
 
 import numpy as np
 
-from app import ablation, layers, methods, program, runner, suite, tables
+from app import ablation, costs, layers, methods, program, suite, tables
 from errors import printable
 from app.runner import Settings, generator
 from decoding import Stats
@@ -301,89 +301,13 @@ def main(argv=None):
     if argv[:1] == ["layers"]:
         return layers.main(argv[1:])
     if argv[:1] == ["cost"]:
-        return cost_main(argv[1:])
+        return costs.cost_main(argv[1:])
+    if argv[:1] == ["rounds"]:
+        return costs.rounds_main(argv[1:])
     args = parse_args(argv)
     if args.load_probe:
         return measure.load_probe(args.load_probe)
     machine(args, argv)
-
-
-COST_OUTPUTS = ("cost.md", "cost.csv", "cost.json")
-COST_COLUMNS = ["model", "k", "T_ms", "T_min_ms", "T_max_ms", "ratio", "ratio_q1", "ratio_q3", "products_ms", "head_ms",
-                "rest_ms"]
-
-
-def cost_main(argv):
-    """python bench.py cost: T(k)/T(1) of named models, k = 1..32, the median of rounds taking turns."""
-    parser = program.Parser(
-        prog="bench.py cost", description="What checking k tokens costs: a forward of k new tokens after --context "
-        "cached ones, T(k), over T(1), for each model; its weight products alone and its LM head alone beside it.",
-        epilog="Every k and every part take turns in each round; the figures are medians over the rounds, T(k) with "
-               "its min-max, T(k)/T(1) the median of the rounds' own ratios with their quartiles. gpt2 ... gpt2-xl: "
-               "real weights when --models-dir holds them, else random weights of the real shape (as bench.py).")
-    parser.add_argument("models", nargs="*", default=["demo-oracle", "demo-draft"],
-                        help="models: names or directories (default: the learned pair, demo-oracle demo-draft)")
-    parser.add_argument("--ks", nargs="+", type=int, default=list(range(1, 33)), help="k values (default: 1 to 32)")
-    parser.add_argument("--rounds", type=int, default=21, help="rounds, 1 to 1000 (default: 21)")
-    parser.add_argument("--context", type=int, default=128, help="cached tokens before each forward (default: 128)")
-    parser.add_argument("--models-dir", default=DEFAULT_MODELS_DIR, help="where named models live (default: models/)")
-    parser.add_argument("--out", default="bench_results", help="directory for cost.md, cost.csv, cost.json "
-                                                               "(default: bench_results/)")
-    args = parser.parse_args(argv)
-    if not 1 <= args.rounds <= 1000 or not all(1 <= k <= 64 for k in args.ks) or not 1 <= args.context <= MAX_CONTEXT:
-        parser.error(f"--rounds must be from 1 to 1000, --ks from 1 to 64, --context from 1 to {MAX_CONTEXT}")
-    problem = files.why_not_writable_in(args.out, COST_OUTPUTS)
-    if problem:
-        parser.error(f"--out {problem}")
-    ks = sorted(set(args.ks) | {1})
-    start = measure.cpu_snapshot()
-    facts = {"command": " ".join(["python bench.py cost", *argv]), "date": time.strftime("%Y-%m-%d %H:%M %Z"),
-             "cpu": measure.cpu_name(), "cores": N_THREADS, "numpy": np.__version__, "blas": measure.blas_description(),
-             "load_before": measure.load_average(), "rounds": args.rounds, "context": args.context}
-    rows = []
-    for name in args.models:
-        if name in SHAPES:
-            model, _, real = measure.bench_model(name, args.models_dir)
-            shown = name if real else f"{name} (random weights)"
-        else:
-            model, _ = runner.load_model(name, args.models_dir)
-            shown = name
-        if args.context + max(ks) > model.n_positions:
-            raise program.UsageError(f"{name}: --context {args.context} and k up to {max(ks)} pass its window of "
-                                     f"{model.n_positions}")
-        costs = measure.wide_costs(model, ks, args.context, args.rounds)
-        ones = costs[1]["forward"]
-        for k in ks:
-            t, ratios = costs[k]["forward"], [a / b for a, b in zip(costs[k]["forward"], ones)]
-            q1, _, q3 = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else (ratios[0],) * 3
-            ms = {part: statistics.median(costs[k][part]) * 1e3 for part in ("forward", "products", "head")}
-            rows.append({"model": shown, "k": k, "T_ms": round(ms["forward"], 3), "T_min_ms": round(min(t) * 1e3, 3),
-                         "T_max_ms": round(max(t) * 1e3, 3), "ratio": round(statistics.median(ratios), 3),
-                         "ratio_q1": round(q1, 3), "ratio_q3": round(q3, 3), "products_ms": round(ms["products"], 3),
-                         "head_ms": round(ms["head"], 3), "rest_ms": round(ms["forward"] - ms["products"], 3)})
-        print(f"{printable(shown)}: T(1) {rows[-len(ks)]['T_ms']} ms, "
-              + ", ".join(f"T({k})/T(1) {r['ratio']}" for k, r in zip(ks, rows[-len(ks):]) if k in (5, 9, 17, 32)),
-              file=sys.stderr)
-        del model
-    end = measure.cpu_snapshot()
-    others = measure.others_load(start, end)
-    facts.update(minutes=round((end[0] - start[0]) / 60, 1),
-                 others_load="unknown" if others is None else f"{others:.2f} cores")
-    header = (f"{facts['date']}, {facts['minutes']} min; {facts['cpu']}, {facts['cores']} cores; NumPy {facts['numpy']}, "
-              f"{facts['blas']}; load average before {facts['load_before']}, other processes used {facts['others_load']} "
-              f"during the run. T(k): a forward of k new tokens after {args.context} cached, {args.rounds} rounds, "
-              "every k and part taking turns; medians over the rounds (T with its min-max; T(k)/T(1) the median of the "
-              "rounds' own ratios, with their quartiles); products: its weight products alone, head: the LM head's "
-              "alone, rest: T minus the products.")
-    print(f"\n{header}\n{tables.text(rows, COST_COLUMNS)}")
-    titles = ["model", "k", "T(k) ms", "min", "max", "T(k)/T(1)", "q1", "q3", "products ms", "of which LM head ms",
-              "rest ms"]
-    files.write_together(args.out, {
-        "cost.md": lambda path: files.write_text(path, f"# `{facts['command']}`\n\n{header}\n\n"
-                                                         + tables.markdown(rows, COST_COLUMNS, titles) + "\n"),
-        "cost.csv": lambda path: tables.write_csv(path, rows, COST_COLUMNS),
-        "cost.json": lambda path: files.write_text(path, json.dumps({"facts": facts, "rows": rows}, indent=1))})
-    print(f"wrote {printable(args.out)}/{', '.join(COST_OUTPUTS)}", file=sys.stderr)
 
 
 def note_earlier_results(out):

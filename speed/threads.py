@@ -17,7 +17,10 @@ single-threaded, so none of its threads is ever woken to spin.
 A model that streams less than SHARE_MIN_BYTES of weights per token (the
 learned demo pair) runs everything in the calling thread, the BLAS
 single-threaded: its products are too small for any hand-over to pay
-(PERFORMANCE.md, "Small models").
+(PERFORMANCE.md, "Small models"). Its forwards leave the BLAS single-threaded
+after them: putting the program's setting back would have OpenBLAS start its
+threads, only for the next forward to end them again, a thread started and
+joined around every forward of a model whose forward takes a millisecond.
 
 threads_for(n_rows) sets the BLAS's threads at run time (threadpoolctl) for
 each forward, so the setting holds whatever the program imported first: an
@@ -54,27 +57,50 @@ def blas_shares_rows():
     return _blas_shares_rows
 
 
-@contextlib.contextmanager
 def threads_for(n_rows, share=True):
     """The BLAS's threads while products of x with n_rows rows run, the program's own setting after.
 
     One row: the BLAS shares each matrix-vector product out itself, if its
     threads can be parked (blas_thread_stoppers). Otherwise, and for more rows:
     the BLAS runs single-threaded and blocked.product shares the blocks out on
-    this module's threads. share=False (a small model): the BLAS single-threaded
-    and no product handed to this module's threads either. Forwards from
-    several threads take turns: the setting belongs to the whole process.
+    this module's threads. share=False (a small model): single_threaded().
+    Forwards from several threads take turns: the setting belongs to the whole process.
     """
+    return _shared_out(n_rows) if share else single_threaded()
+
+
+@contextlib.contextmanager
+def single_threaded():
+    """A small model's forward: the BLAS single-threaded, idle BLAS threads parked, no product handed to this
+    module's threads; and the BLAS left single-threaded after (the module's docstring says why)."""
     global _blas, _blas_shares_rows, _shares
     with _setting:
         if _blas is None:
             _blas = ThreadpoolController()
-        one_row = n_rows == 1 and N_THREADS > 1 and share and bool(blas_thread_stoppers())
+        for lib in _blas.select(user_api="blas").lib_controllers:
+            if lib.get_num_threads() != 1:
+                lib.set_num_threads(1)
+        park_idle_blas_threads()  # threads a big model's single-token products left spinning
+        before = (_blas_shares_rows, _shares)
+        _blas_shares_rows, _shares = False, False
+        try:
+            yield
+        finally:
+            _blas_shares_rows, _shares = before
+
+
+@contextlib.contextmanager
+def _shared_out(n_rows):
+    global _blas, _blas_shares_rows, _shares
+    with _setting:
+        if _blas is None:
+            _blas = ThreadpoolController()
+        one_row = n_rows == 1 and N_THREADS > 1 and bool(blas_thread_stoppers())
         before = (_blas_shares_rows, _shares)
         with _blas.limit(limits=N_THREADS if one_row else 1, user_api="blas"):
             if not one_row:
                 park_idle_blas_threads()
-            _blas_shares_rows, _shares = one_row, share
+            _blas_shares_rows, _shares = one_row, True
             try:
                 yield
             finally:

@@ -353,3 +353,18 @@ def test_the_cost_bench_times_every_k_of_each_model_taking_turns(tiny_dirs, tmp_
     assert "python bench.py cost" in md and measure.cpu_name() in md and "3 rounds" in md
     r = run_bench("cost", tiny_dirs["oracle"], "--ks", 0, "--out", tmp_path / "out")
     assert r.returncode != 0 and "Traceback" not in r.stderr and r.stderr.strip().splitlines()[-1].startswith("error:")
+
+
+def test_the_rounds_bench_accounts_for_every_pass_from_prediction_to_measurement(demo_dirs, tmp_path):
+    # bench.py rounds: the suite's prediction, then one assumption replaced at a time, down to the measured speedup
+    models_dir = os.path.dirname(demo_dirs["draft"])
+    r = run_bench("rounds", "--rounds", 1, "-n", 6, "--models-dir", models_dir, "--out", tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    result = json.loads((tmp_path / "out" / "rounds.json").read_text())
+    steps = {row["step"].split(" ", 1)[0]: row for row in result["rows"]}
+    assert list(steps)[:5] == ["1.", "2.", "3.", "4.", "5."]
+    assert float(steps["5."]["speedup"]) == round(result["facts"]["speedups_by_round"][0], 2) > 0
+    for n in ("3.", "4.", "5."):  # the passes, then the prompts', then the wall: each side only grows
+        assert float(steps[n]["greedy"]) > 0 and float(steps[n]["speculative"]) > 0
+    assert float(steps["3."]["greedy"]) <= float(steps["4."]["greedy"]) <= float(steps["5."]["greedy"])
+    assert "python bench.py rounds" in (tmp_path / "out" / "rounds.md").read_text()

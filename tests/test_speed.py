@@ -266,6 +266,22 @@ def test_a_small_model_runs_on_the_calling_thread_alone(tiny_dirs, monkeypatch):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)  # float32 sums in another order
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counts the process's threads in /proc")
+def test_a_small_models_forwards_leave_the_blas_single_threaded_and_start_no_thread(tiny_dirs):
+    # Putting the program's setting back after every forward would have OpenBLAS start its threads
+    # again, and the next forward end them: a thread started and joined around every forward.
+    model = load_fast(tiny_dirs["oracle"])
+    assert not model.shares
+    with threadpoolctl.threadpool_limits(limits=max(2, threads.N_THREADS), user_api="blas"):  # the program's own
+        model.forward([1, 2])
+        assert {i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"} == {1}
+        n_threads = len(os.listdir("/proc/self/task"))
+        for _ in range(5):
+            model.forward([3])
+            model.forward([4, 5, 6])
+        assert len(os.listdir("/proc/self/task")) == n_threads
+
+
 def openblas_with_its_own_threads():
     return any(i["internal_api"] == "openblas" and i.get("threading_layer") == "pthreads"
                for i in threadpoolctl.threadpool_info())
