@@ -368,3 +368,15 @@ def test_the_rounds_bench_accounts_for_every_pass_from_prediction_to_measurement
         assert float(steps[n]["greedy"]) > 0 and float(steps[n]["speculative"]) > 0
     assert float(steps["3."]["greedy"]) <= float(steps["4."]["greedy"]) <= float(steps["5."]["greedy"])
     assert "python bench.py rounds" in (tmp_path / "out" / "rounds.md").read_text()
+
+
+def test_before_after_takes_a_model_directory_and_other_ks(tiny_dirs, tmp_path):
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "before_after.py"), ROOT, ROOT, "--models-dir",
+                        tmp_path, "--rounds", "1", "--models", tiny_dirs["oracle"], "--ks", "1", "3"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    name = os.path.basename(tiny_dirs["oracle"])
+    assert [line.split()[0:2] for line in r.stdout.splitlines()[3:]] == [[name, "T(1)"], [name, "T(3)/T(1)"], [name, "ms"]]
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "before_after.py"), ROOT, ROOT, "--models-dir",
+                        tmp_path, "--models", "gpt5"], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "Traceback" not in r.stderr and "gpt5" in r.stderr

@@ -11,6 +11,11 @@ imports only its own code, and times forwards of 1 and 8 tokens after 128 cached
 turns (as bench.py's cost curve does). The figures are medians over the rounds, beside
 their spread and the median of the rounds' after/before ratios.
 
+Other models and k: --models takes a model directory too (the learned oracle, say), and
+--ks the forwards to time (default 1 8; each k over 1 gives T(k)/T(1) and ms per token):
+
+    python tools/before_after.py /tmp/before . --models-dir /tmp/bm --models models/demo-oracle --ks 1 5 17
+
 The two sides may also be one checkout under two Pythons (and so two NumPys and BLASes):
 
     python tools/before_after.py . . --models-dir /tmp/bm \
@@ -28,9 +33,19 @@ import time
 CONTEXT = 128
 KS = (1, 8)
 REPEATS = {"gpt2": 41, "gpt2-xl": 9}  # timings per k in each process: a gpt2-xl forward takes 0.3 s
+REPEATS_OTHER = 41  # a model given by its directory
 
 
-def measure(checkout, models_dir, names):
+def model_dir(models_dir, name):
+    """A size's random checkpoint in models_dir (random-gpt2, as bench.py makes them), or a model's own directory."""
+    return name if os.path.isdir(name) else os.path.join(models_dir, "random-" + name)
+
+
+def label(name):
+    return os.path.basename(os.path.normpath(name)) if os.path.isdir(name) else name
+
+
+def measure(checkout, models_dir, names, ks=KS):
     """In a fresh process: {name: {k: median ms}} with `checkout`'s own model code."""
     sys.path.insert(0, checkout)
     import numpy as np
@@ -42,8 +57,8 @@ def measure(checkout, models_dir, names):
         load = gpt2.GPT2.from_pretrained
     result = {}
     for name in names:
-        model, cache = load(os.path.join(models_dir, "random-" + name)), KVCache()
-        context = min(CONTEXT, model.n_positions - max(KS))  # a tiny test model's window may be shorter
+        model, cache = load(model_dir(models_dir, name)), KVCache()
+        context = min(CONTEXT, model.n_positions - max(ks))  # a tiny test model's window may be shorter
         model.forward(np.arange(context) % model.vocab_size, cache, n_logits=1)
 
         def seconds(k):
@@ -52,13 +67,13 @@ def measure(checkout, models_dir, names):
             cache.truncate(context)
             return time.perf_counter() - start
 
-        for k in KS:  # warm-up: page the weights in
+        for k in ks:  # warm-up: page the weights in
             seconds(k)
-        times = {k: [] for k in KS}
-        for _ in range(REPEATS[name]):
-            for k in KS:
+        times = {k: [] for k in ks}
+        for _ in range(REPEATS.get(name, REPEATS_OTHER)):
+            for k in ks:
                 times[k].append(seconds(k))
-        result[name] = {str(k): statistics.median(t) * 1e3 for k, t in times.items()}
+        result[label(name)] = {str(k): statistics.median(t) * 1e3 for k, t in times.items()}
     return result
 
 
@@ -67,8 +82,9 @@ def figures(ms):
     out = {}
     for name, t in ms.items():
         out[f"{name} T(1) ms"] = t["1"]
-        out[f"{name} T(8)/T(1)"] = t["8"] / t["1"]
-        out[f"{name} ms per token at 8"] = t["8"] / 8
+        for k in (int(k) for k in t if k != "1"):
+            out[f"{name} T({k})/T(1)"] = t[str(k)] / t["1"]
+            out[f"{name} ms per token at {k}"] = t[str(k)] / k
     return out
 
 
@@ -86,14 +102,23 @@ def main():
     parser.add_argument("after", help="a checkout of the code after it")
     parser.add_argument("--models-dir", required=True, help="bench.py's --models-dir, holding random-gpt2 and random-gpt2-xl")
     parser.add_argument("--rounds", type=int, default=12)
-    parser.add_argument("--models", nargs="+", default=["gpt2", "gpt2-xl"], choices=sorted(REPEATS))
+    parser.add_argument("--models", nargs="+", default=["gpt2", "gpt2-xl"],
+                        help="gpt2, gpt2-xl (random-NAME in --models-dir) or model directories (default: gpt2 gpt2-xl)")
+    parser.add_argument("--ks", nargs="+", type=int, default=list(KS), help="forwards of k new tokens to time, "
+                                                                              "1 among them (default: 1 8)")
     for side in ("before", "after"):
         parser.add_argument(f"--python-{side}", default=sys.executable,
                             help=f"the Python that runs the {side} side (default: this one)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    for name in args.models:
+        if name not in REPEATS and not os.path.isdir(name):
+            parser.error(f"--models: {name!r} is neither gpt2, gpt2-xl nor a model directory")
+    if 1 not in args.ks or not all(1 <= k <= 64 for k in args.ks):
+        parser.error("--ks must include 1 and be from 1 to 64")
+    args.models = [os.path.abspath(name) if os.path.isdir(name) else name for name in args.models]
     if args.child:
-        print(json.dumps(measure(os.path.abspath(args.before), args.models_dir, args.models)))
+        print(json.dumps(measure(os.path.abspath(args.before), args.models_dir, args.models, sorted(set(args.ks)))))
         return
     runs = {"before": [], "after": []}
     for round_ in range(args.rounds):
@@ -102,7 +127,8 @@ def main():
             checkout = os.path.abspath(getattr(args, side))
             python = getattr(args, f"python_{side}")
             r = subprocess.run([python, os.path.abspath(__file__), checkout, checkout, "--child",
-                                "--models-dir", args.models_dir, "--models", *args.models],
+                                "--models-dir", args.models_dir, "--models", *args.models,
+                                "--ks", *map(str, args.ks)],
                                cwd=checkout, capture_output=True, text=True)
             if r.returncode != 0:
                 sys.exit(f"error: the {side} checkout failed: {r.stderr.strip().splitlines()[-1:]}")
@@ -110,12 +136,13 @@ def main():
         print(f"round {round_ + 1} of {args.rounds} done", file=sys.stderr)
     for side in ("before", "after"):
         print(f"{side}: {getattr(args, side)} under {version(getattr(args, f'python_{side}'))}")
-    print(f"{'figure':28s} {'before':>8s} {'after':>8s} {'change':>7s}  after/before (median of rounds)  spread before | after")
+    width = max(28, *(len(key) for key in runs["before"][0]))
+    print(f"{'figure':{width}s} {'before':>8s} {'after':>8s} {'change':>7s}  after/before (median of rounds)  spread before | after")
     for key in runs["before"][0]:
         b, a = ([r[key] for r in runs[side]] for side in ("before", "after"))
         paired = statistics.median(y / x for x, y in zip(b, a))
         mb, ma = statistics.median(b), statistics.median(a)
-        print(f"{key:28s} {mb:8.2f} {ma:8.2f} {100 * (ma / mb - 1):+6.1f}%  {paired:.3f}"
+        print(f"{key:{width}s} {mb:8.2f} {ma:8.2f} {100 * (ma / mb - 1):+6.1f}%  {paired:.3f}"
               f"  {min(b):.2f}-{max(b):.2f} | {min(a):.2f}-{max(a):.2f}")
 
 
