@@ -116,16 +116,23 @@ class Table:
         return np.asarray(self.head, dtype=dtype).T
 
 
+LINEARS = {"attn": ("c_attn", "c_proj"), "mlp": ("c_fc", "c_proj")}  # each block's linear weights
+
+
 def in_panels(params):
     """A model's params (gpt2.nest's tree) with every linear weight a Panels and wte a Table; other arrays as
     they are. Weights already in panels stay (a model made of another's layers, beyond/self_speculative.py)."""
     def linear(node):
         w = node["weight"]
-        return node if isinstance(w, Panels) else {**node, "weight": Panels(to_panels(np.asarray(w, dtype=np.float32)), w.shape[1])}
+        return {**node, "weight": Panels(to_panels(np.asarray(w, dtype=np.float32)), w.shape[1])}
 
-    layers = [{**layer, "attn": {**layer["attn"], **{name: linear(layer["attn"][name]) for name in ("c_attn", "c_proj")}},
-               "mlp": {**layer["mlp"], **{name: linear(layer["mlp"][name]) for name in ("c_fc", "c_proj")}}}
-              for layer in params["h"]]
+    def layer_in_panels(layer):  # the same dict when it is in panels already: a model cut from another shares its layers
+        if all(isinstance(layer[part][name]["weight"], Panels) for part, names in LINEARS.items() for name in names):
+            return layer
+        return {**layer, **{part: {**layer[part], **{name: linear(layer[part][name]) for name in names}}
+                            for part, names in LINEARS.items()}}
+
+    layers = [layer_in_panels(layer) for layer in params["h"]]
     wte = params.get("wte")
     if wte is not None and not isinstance(wte, Table):
         wte = Table(Panels(to_panels(np.asarray(wte, dtype=np.float32).T), wte.shape[0]))
