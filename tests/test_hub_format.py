@@ -13,7 +13,8 @@ import pytest
 from weights.checkpoint import open_safetensors, random_checkpoint
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHIPPED = [os.path.join(ROOT, "assets", "learned-pair", role, "model.safetensors") for role in ("oracle", "draft")]
+SHIPPED = [os.path.join(ROOT, "assets", "learned-pair", role, "model.safetensors")
+           for role in ("oracle", "draft", "heads/eagle", "heads/medusa", "heads/exit")]
 
 
 def header_metadata(path):
@@ -23,7 +24,7 @@ def header_metadata(path):
         return json.loads(f.read(n)).get("__metadata__")
 
 
-@pytest.mark.parametrize("path", SHIPPED, ids=["oracle", "draft"])
+@pytest.mark.parametrize("path", SHIPPED, ids=["oracle", "draft", "eagle head", "medusa heads", "exit adapter"])
 def test_the_shipped_models_carry_the_hubs_format(path):
     assert header_metadata(path) == {"format": "pt"}
     _, metadata, _ = open_safetensors(path)  # and the project's own reader still takes them

@@ -3,7 +3,9 @@
 build_pair() writes models/demo-draft and models/demo-oracle from
 assets/learned-pair/ (no network): two GPT-2 checkpoints in float16 trained on
 the Python 3.11 documentation (tools/train_pair.py says how, and reproduces
-them), and their tokenizer, GPT-2's own BPE cut to its first 8,191 tokens.
+them), and their tokenizer, GPT-2's own BPE cut to its first 8,191 tokens;
+beside the oracle, the drafting heads trained on its own states
+(tools/train_heads.py: demo-oracle/heads/eagle, medusa and exit, weights/heads.py).
 Every shipped file is checked against assets/learned-pair/SHA256SUMS before it
 is written, and a model directory is rewritten whenever it is not exactly the
 shipped pair (an older demo pair, a half-written one, an edited file).
@@ -19,6 +21,7 @@ import stat
 from errors import printable
 from weights import files, reading
 from weights.checkpoint import CheckpointError
+from weights.heads import HEADS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ASSETS = os.path.join(ROOT, "assets", "learned-pair")
@@ -26,7 +29,9 @@ DEMO_NAMES = ("demo-draft", "demo-oracle")
 ROLES = {"demo-draft": "draft", "demo-oracle": "oracle"}
 MODEL_FILES = ("config.json", "model.safetensors")  # each role's, in assets/learned-pair/ROLE/
 TOKENIZER_FILES = ("vocab.json", "merges.txt")       # shared, in assets/learned-pair/, copied into each model directory
-# What the project writes in a demo model's directory: its files and speed/accelerate.py's converted copy.
+# The oracle's heads (weights/heads.HEADS) are in assets/learned-pair/heads/KIND/, copied to demo-oracle/heads/KIND/.
+# What the project writes in a demo model's directory: its files and speed/accelerate.py's converted copy;
+# in demo-oracle, the heads/ directory and one directory a head in it, each holding MODEL_FILES.
 OWN_FILES = {*MODEL_FILES, *TOKENIZER_FILES, "model.blocked.safetensors"}
 
 
@@ -69,7 +74,8 @@ def same_file(path, digest):
 def sources(name):
     """{file name in the model directory: its source under assets/learned-pair} for demo-draft or demo-oracle."""
     role = ROLES[name]
-    return {**{f: os.path.join(role, f) for f in MODEL_FILES}, **{f: f for f in TOKENIZER_FILES}}
+    heads = {f"heads/{kind}/{f}": f"heads/{kind}/{f}" for kind in HEADS for f in MODEL_FILES} if role == "oracle" else {}
+    return {**{f: os.path.join(role, f) for f in MODEL_FILES}, **{f: f for f in TOKENIZER_FILES}, **heads}
 
 
 def check_assets(sums):
@@ -114,6 +120,7 @@ def write_model(model_dir, name):
     try:
         for f, source in sources(name).items():
             try:
+                os.makedirs(os.path.dirname(os.path.join(tmp, f)), exist_ok=True)  # heads/KIND/: inside our own new directory
                 with reading.open_regular(os.path.join(ASSETS, source)) as src, files.open_new(os.path.join(tmp, f)) as dest:
                     shutil.copyfileobj(src, dest)
             except OSError as e:  # a full disk: the file that failed is the destination, named as the user knows it
@@ -140,9 +147,26 @@ def why_not_ours(model_dir):
         return None
     if not stat.S_ISDIR(mode):
         return f"{shown} is {reading.kind_of(mode)}, not a demo model this program wrote: {refuse}"
-    for entry in os.scandir(model_dir):
-        if entry.name not in OWN_FILES and not files.TEMP.search(entry.name):
-            return f"{shown} holds {printable(entry.name, newlines=False)}, which this program did not write: {refuse}"
-        if not entry.is_file(follow_symlinks=False):
-            return f"{printable(entry.path, newlines=False)} is not a file this program wrote: {refuse}"
+    problem = stranger_in(model_dir, OWN_FILES, refuse, dirs=("heads",))
+    heads = os.path.join(model_dir, "heads")
+    if problem is None and os.path.isdir(heads):  # a real directory: stranger_in refused a link there
+        problem = stranger_in(heads, (), refuse, dirs=HEADS)
+        for kind in HEADS:
+            if problem is None and os.path.isdir(os.path.join(heads, kind)):
+                problem = stranger_in(os.path.join(heads, kind), MODEL_FILES, refuse)
+    return problem
+
+
+def stranger_in(directory, own_files, refuse, dirs=()):
+    """Why `directory` holds what this program did not write, or None: every entry must be a regular file
+    named in own_files (or one of their temporary files), or a real directory named in dirs."""
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            if entry.name in dirs and entry.is_dir(follow_symlinks=False):
+                continue
+            if entry.name not in own_files and not files.TEMP.search(entry.name):
+                return (f"{printable(directory, newlines=False)} holds {printable(entry.name, newlines=False)}, "
+                        f"which this program did not write: {refuse}")
+            if not entry.is_file(follow_symlinks=False):
+                return f"{printable(entry.path, newlines=False)} is not a file this program wrote: {refuse}"
     return None

@@ -14,7 +14,7 @@ import numpy as np
 from weights import checkpoint, reading
 from weights.checkpoint import CheckpointError
 
-KINDS = ("eagle", "medusa", "exit")  # the heads there are, each read by its module in beyond/
+HEADS = ("eagle", "medusa", "exit")  # the kinds of head there are, each read by its module in beyond/
 MAX_MEDUSA_HEADS = 8
 
 
@@ -73,8 +73,8 @@ def load_config(path, kind, oracle):
 
 def load(oracle_dir, kind, oracle):
     """(config, {name: float32 array}) of the `kind` head trained for `oracle`, read from oracle_dir/heads/kind."""
-    if kind not in KINDS:
-        raise CheckpointError(f"no head of kind {kind!r}; the kinds are {', '.join(KINDS)}")
+    if kind not in HEADS:
+        raise CheckpointError(f"no head of kind {kind!r}; the kinds are {', '.join(HEADS)}")
     directory = head_dir(oracle_dir, kind)
     if not os.path.isdir(directory):
         raise CheckpointError(f"{reading.shown(oracle_dir)} has no {kind} head (heads/{kind}); "

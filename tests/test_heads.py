@@ -1,0 +1,100 @@
+"""The oracle's trained heads (weights/heads.py, tools/train_heads.py): shipped beside the learned pair, written
+into demo-oracle/heads/ with it, read shape-checked; and on held-out text they draft what they were trained to."""
+
+import os
+
+import numpy as np
+import pytest
+
+from app import methods
+from beyond.eagle import eagle_generate
+from beyond.early_exit import early_exit_generate
+from beyond.self_speculative import self_speculative_generate
+from conftest import make_model_dir
+from decoding import Stats
+from speculative import greedy_generate, speculative_generate
+from speed.accelerate import load_fast
+from test_demo import held_out
+from weights import demo_pair, files, heads
+from weights.checkpoint import CheckpointError
+from weights.tokenizer import encode, load_tokenizer
+
+
+@pytest.fixture(scope="module")
+def learned(demo_dirs):
+    draft, oracle = (load_fast(demo_dirs[k]) for k in ("draft", "oracle"))
+    read = {kind: methods.HEAD_CLASSES[kind](*read_head(demo_dirs["oracle"], kind, oracle), oracle)
+            for kind in heads.HEADS}
+    return draft, oracle, load_tokenizer(demo_dirs["oracle"]), read
+
+
+def read_head(oracle_dir, kind, oracle):  # -> (params, config), as the registry builds a head
+    from gpt2 import nest
+    config, tensors = heads.load(oracle_dir, kind, oracle)
+    assert all(t.dtype == np.float32 for t in tensors.values())
+    return nest(tensors), config
+
+
+def test_every_head_is_written_beside_the_demo_oracle_and_checked(demo_dirs):
+    sums = demo_pair.shipped_sums()
+    for kind in heads.HEADS:
+        for name in ("config.json", "model.safetensors"):
+            assert demo_pair.same_file(os.path.join(demo_dirs["oracle"], "heads", kind, name), sums[f"heads/{kind}/{name}"])
+    assert not os.path.exists(os.path.join(demo_dirs["draft"], "heads"))  # the draft has none
+
+
+def test_a_head_for_another_oracle_is_refused(demo_dirs, tmp_path):
+    other = load_fast(make_model_dir(tmp_path / "other", n_embd=32))  # another width
+    with pytest.raises(CheckpointError, match="n_embd"):
+        heads.load(demo_dirs["oracle"], "eagle", other)
+    with pytest.raises(CheckpointError, match="has no medusa head"):
+        heads.load(str(tmp_path / "other"), "medusa", other)
+
+
+@pytest.mark.parametrize("stranger", ["file", "link", "kind"])
+def test_a_strangers_entry_among_the_heads_is_refused_and_kept(tmp_path, stranger):
+    models = tmp_path / "models"
+    demo_pair.build_pair(str(models))
+    eagle = models / "demo-oracle" / "heads" / "eagle"
+    if stranger == "file":
+        victim = eagle / "notes.txt"
+        victim.write_text("mine")
+    elif stranger == "link":
+        target = tmp_path / "elsewhere"
+        target.write_text("mine")
+        (eagle / "model.safetensors").unlink()
+        os.symlink(target, eagle / "model.safetensors")
+        victim = target
+    else:
+        victim = models / "demo-oracle" / "heads" / "mine" / "config.json"
+        victim.parent.mkdir()
+        victim.write_text("mine")
+    with pytest.raises(files.WriteError, match="this program did not write|not a file this program wrote"):
+        demo_pair.write_model(str(models / "demo-oracle"), "demo-oracle")
+    assert victim.read_text() == "mine"
+
+
+def acceptance(generate, oracle, enc, n_new=40):
+    """The acceptance rate of generate(ids, stats) over two held-out prompts of each kind, its text checked
+    against greedy decoding's."""
+    stats = Stats()
+    for kind, prompt in held_out(n_per_kind=2):
+        ids = encode(enc, prompt)[:48]
+        assert list(generate(ids, stats)) == list(greedy_generate(oracle, ids, n_new)), kind
+    return stats.acceptance_rate
+
+
+def test_the_trained_exit_is_kept_more_often_than_the_untrained_one(learned):
+    _, oracle, enc, read = learned
+    layer = read["exit"].exit_layer
+    trained = acceptance(lambda ids, s: early_exit_generate(read["exit"], oracle, ids, 40, stats=s), oracle, enc)
+    untrained = acceptance(lambda ids, s: self_speculative_generate(oracle, ids, 40, n_layers_draft=layer, stats=s),
+                           oracle, enc)
+    assert trained > untrained + 0.05, (trained, untrained)
+
+
+def test_the_eagle_head_is_kept_about_as_often_as_the_distilled_draft(learned):
+    draft, oracle, enc, read = learned
+    eagle = acceptance(lambda ids, s: eagle_generate(read["eagle"], oracle, ids, 40, stats=s), oracle, enc)
+    separate = acceptance(lambda ids, s: speculative_generate(draft, oracle, ids, 40, stats=s), oracle, enc)
+    assert eagle > separate - 0.03, (eagle, separate)  # a chain of guesses: each step reads the last guess
