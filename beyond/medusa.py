@@ -130,6 +130,7 @@ def medusa_generate(heads, oracle, ids, n_new, widths=(3, 2, 2), stats=None):
                         details=MedusaDetails([node.parent for node in nodes], path, [node.p for node in nodes],
                                               n_draft=len(widths), depth=depth, widths=list(widths)),
                         reason=f"Medusa heads 1-{depth}: a tree of their top candidates, {len(nodes)} nodes, checked "
-                               "in one tree-masked oracle pass")
+                               "in one tree-masked oracle pass" if depth else
+                               "one token left to make: no heads drafted, the oracle's own token only")
         tokens += new_tokens
         yield from new_tokens
