@@ -127,7 +127,7 @@ def missing_head(method, oracle):
     return None
 
 
-MEDUSA_WIDTHS = (3, 2, 2, 2, 2, 2, 2, 2)  # candidates head k adds under every node of level k - 1: a tree of 3, 6, 12 ...
+MEDUSA_WIDTHS = (2, 1, 1, 1, 1, 1, 1, 1)  # head k's candidates under every node of level k - 1: two branches (PERFORMANCE.md)
 
 
 def medusa(c):

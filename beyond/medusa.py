@@ -91,7 +91,7 @@ def tree_pass(oracle, cache, root, nodes, stats):  # -> (features [1 + n, n_embd
                         positions=positions, mask=mask)
 
 
-def medusa_generate(heads, oracle, ids, n_new, widths=(3, 2, 2), stats=None):
+def medusa_generate(heads, oracle, ids, n_new, widths=(2, 1, 1), stats=None):
     """Greedy decoding with Medusa's tree of candidates: yields exactly greedy_generate(oracle, ids, n_new)'s tokens.
 
     widths: how many candidates each head adds under every node of the level above (its length is the
