@@ -190,10 +190,11 @@ def head_run(model, k):
     return run
 
 
-def wide_costs(model, ks, context, rounds):
+def wide_costs(model, ks, context, rounds, seed=0):
     """{k: {"forward", "products", "head": the seconds of each round}}: a forward of k new tokens after
     `context` cached ones, its weight products alone (products_run) and the LM head's alone (head_run),
-    every k and every part taking turns in each round, as the cost curve does."""
+    every k and every part taking turns in each round, in an order shuffled anew each round: a run
+    can be slower right after another (PERFORMANCE.md), and no k may always be the one that pays."""
     cache = KVCache()
     model.forward(np.arange(context) % model.vocab_size, cache, n_logits=1)
     runs = {}
@@ -204,8 +205,10 @@ def wide_costs(model, ks, context, rounds):
     for run in runs.values():  # warm-up: page the weights in, make the panels' and caches' first pass
         run()
     seconds = {key: [] for key in runs}
+    order, rng = list(runs), np.random.default_rng(seed)
     for _ in range(rounds):
-        for key, run in runs.items():
+        for i in rng.permutation(len(order)):
+            key, run = order[i], runs[order[i]]
             start = time.perf_counter()
             run()
             seconds[key].append(time.perf_counter() - start)
