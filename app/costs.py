@@ -24,7 +24,6 @@ from errors import printable
 from speed import measure, predict, threads
 from speed.measure import SHAPES
 from weights import files
-from weights.models import DEFAULT_MODELS_DIR
 
 MAX_CONTEXT = 1024 - 64  # GPT-2's window, less the largest k
 COST_OUTPUTS = ("cost.md", "cost.csv", "cost.json")
@@ -43,15 +42,11 @@ def cost_main(argv):
     parser.add_argument("--ks", nargs="+", type=int, default=list(range(1, 33)), help="k values (default: 1 to 32)")
     parser.add_argument("--rounds", type=int, default=21, help="rounds, 1 to 1000 (default: 21)")
     parser.add_argument("--context", type=int, default=128, help="cached tokens before each forward (default: 128)")
-    parser.add_argument("--models-dir", default=DEFAULT_MODELS_DIR, help="where named models live (default: models/)")
-    parser.add_argument("--out", default="bench_results", help="directory for cost.md, cost.csv, cost.json "
-                                                               "(default: bench_results/)")
+    parser.add_models_and_results(COST_OUTPUTS)
     args = parser.parse_args(argv)
     if not 1 <= args.rounds <= 1000 or not all(1 <= k <= 64 for k in args.ks) or not 1 <= args.context <= MAX_CONTEXT:
         parser.error(f"--rounds must be from 1 to 1000, --ks from 1 to 64, --context from 1 to {MAX_CONTEXT}")
-    problem = files.why_not_writable_in(args.out, COST_OUTPUTS)
-    if problem:
-        parser.error(f"--out {problem}")
+    parser.check_results(args.out, COST_OUTPUTS)
     ks = sorted(set(args.ks) | {1})
     start = measure.cpu_snapshot()
     facts = {"command": " ".join(["python bench.py cost", *argv]), "date": time.strftime("%Y-%m-%d %H:%M %Z"),
@@ -197,15 +192,11 @@ def rounds_main(argv):
     parser.add_argument("-n", "--new-tokens", type=int, default=64, help="tokens per run, 1 to 512 (default: 64)")
     parser.add_argument("--n-draft", type=int, default=4, help="speculative's draft length, 1 to 16 (default: 4)")
     parser.add_argument("--rounds", type=int, default=5, help="rounds of every run taking turns, 1 to 50 (default: 5)")
-    parser.add_argument("--models-dir", default=DEFAULT_MODELS_DIR, help="where named models live (default: models/)")
-    parser.add_argument("--out", default="bench_results", help="directory for rounds.md, rounds.json "
-                                                               "(default: bench_results/)")
+    parser.add_models_and_results(ROUNDS_OUTPUTS)
     args = parser.parse_args(argv)
     if not 1 <= args.new_tokens <= 512 or not 1 <= args.n_draft <= 16 or not 1 <= args.rounds <= 50:
         parser.error("--new-tokens must be from 1 to 512, --n-draft from 1 to 16, --rounds from 1 to 50")
-    problem = files.why_not_writable_in(args.out, ROUNDS_OUTPUTS)
-    if problem:
-        parser.error(f"--out {problem}")
+    parser.check_results(args.out, ROUNDS_OUTPUTS)
     names = {"draft": args.draft, "oracle": args.oracle}
     loaded = runner.prepare(lambda role: runner.load_model(names[role], args.models_dir), "speculative", "", 1, names)
     draft, oracle = loaded.draft, loaded.oracle

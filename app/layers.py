@@ -29,11 +29,11 @@ from kvcache import KVCache
 from speculative import greedy_generate, speculative_generate
 from speed import measure, predict
 from weights import files
-from weights.models import DEFAULT_MODELS_DIR
 
 K = 4           # drafts per round
 CONTEXT = 128   # cached tokens before each timed pass
 XL_LAYERS = (6, 12, 18, 24, 30, 36, 42)
+OUTPUTS = ("layers.md", "layers.json")
 LEARNED_COLUMNS = ["L", "acceptance", "tokens_per_round", "alpha", "speedup", "speedup_unshared"]
 XL_COLUMNS = ["L", "fraction", "c", "verify_ratio", "alpha_at_fraction", "predicted_speedup"]  # alpha: part 1's
 
@@ -125,15 +125,11 @@ def main(argv):
     parser.add_argument("-n", "--new-tokens", type=int, default=48, help="tokens per prompt, 1 to 256 (default: 48)")
     parser.add_argument("--no-xl", action="store_true", help="skip part 2 (it writes a 6.2 GB random gpt2-xl the first "
                                                              "time, into --models-dir)")
-    parser.add_argument("--models-dir", default=DEFAULT_MODELS_DIR, help="where named models live (default: models/)")
-    parser.add_argument("--out", default="bench_results", help="directory for layers.md and layers.json "
-                                                               "(default: bench_results/)")
+    parser.add_models_and_results(OUTPUTS)
     args = parser.parse_args(argv)
     if not 1 <= args.new_tokens <= 256:
         parser.error("--new-tokens must be from 1 to 256")
-    problem = files.why_not_a_folder_to_write(args.out)
-    if problem:
-        parser.error(f"--out {problem}")
+    parser.check_results(args.out, OUTPUTS)
     loaded = runner.prepare(lambda role: runner.load_model(args.oracle, args.models_dir), "self-speculative", "", 1)
     oracle = loaded.oracle
     prompts = [runner.prompt_ids(loaded.enc, p["prompt"]) for p in read_prompts(PROMPTS)]

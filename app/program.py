@@ -26,6 +26,19 @@ class Parser(argparse.ArgumentParser):
     def error(self, message):  # argparse's own: usage + message; ours: one line
         fail(f"{message} (see {self.prog} --help)", code=2)
 
+    def add_models_and_results(self, outputs):
+        """--models-dir, and --out: the directory a benchmark writes its files `outputs` into."""
+        from weights.models import DEFAULT_MODELS_DIR  # imported here: most programs need no weights/ to parse flags
+        self.add_argument("--models-dir", default=DEFAULT_MODELS_DIR, help="where named models live (default: models/)")
+        self.add_argument("--out", default="bench_results", help=f"directory for {', '.join(outputs)} (default: bench_results/)")
+
+    def check_results(self, out, outputs):
+        """Refuse --out before any work unless every file of the set can be written there (weights/files.py)."""
+        from weights import files
+        problem = files.why_not_writable_in(out, outputs)
+        if problem:
+            self.error(f"--out {problem}")
+
 
 def fail(message, code=1):
     """One line on stderr, every control character in it escaped (a server's or a file's text may hold any), and exit."""

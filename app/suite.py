@@ -47,7 +47,6 @@ from processors import Processor
 from speed import measure, predict
 from weights import files, reading
 from weights.demo_pair import ASSETS
-from weights.models import DEFAULT_MODELS_DIR
 
 PROMPTS = os.path.join(ASSETS, "prompts.json")
 KINDS = ("prose", "code", "lists", "repeat")
@@ -223,15 +222,11 @@ def main(argv):
     parser.add_argument("--methods", nargs="+", metavar="METHOD", choices=[m.name for m in suite_methods()],
                         help="only these methods (default: every verifying method: "
                              + ", ".join(m.name for m in suite_methods()) + ")")
-    parser.add_argument("--models-dir", default=DEFAULT_MODELS_DIR, help="where named models live (default: models/)")
-    parser.add_argument("--out", default="bench_results", help="directory for suite.csv, suite.md, suite.html "
-                                                               "(default: bench_results/)")
+    parser.add_models_and_results(OUTPUTS)
     args = parser.parse_args(argv)
     if not 1 <= args.new_tokens <= 512 or not 1 <= args.rounds <= 20 or not 0 <= args.temperature <= 1000:
         parser.error("--new-tokens must be from 1 to 512, --rounds from 1 to 20, --temperature from 0 to 1000")
-    problem = files.why_not_writable_in(args.out, OUTPUTS)  # every file of the set, before the work
-    if problem:
-        parser.error(f"--out {problem}")
+    parser.check_results(args.out, OUTPUTS)
     prompts = read_prompts(args.prompts)
     names = {"draft": args.draft, "oracle": args.oracle}
     loaded = runner.prepare(lambda role: runner.load_model(names[role], args.models_dir), "speculative", "", 1, names)
