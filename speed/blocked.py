@@ -111,25 +111,34 @@ class Rows:
         return np.asarray(self[:], dtype=dtype)
 
 
-class Weight:
+class Transposed:
+    """M.T for a matrix M kept in a layout of its own (`of`): .T gives M back, and its size and
+    np.asarray read through it. A weight W is one (W.T is kept); so is the token embedding (speed/panels.py)."""
+
+    def __init__(self, of):
+        self.of = of
+        self.shape = of.shape[::-1]
+
+    @property
+    def T(self):
+        return self.of
+
+    @property
+    def nbytes(self):  # what streaming it costs, padding included
+        return self.of.nbytes
+
+    def __array__(self, dtype=None, copy=None):  # np.asarray(M.T): the plain matrix
+        return np.asarray(self.of, dtype=dtype).T
+
+
+class Weight(Transposed):
     """W [n_in, n_out] for `x @ W`: the transpose of a Rows (W.T kept in blocks of rows)."""
 
     __array_ufunc__ = None  # NumPy then leaves `ndarray @ Weight` to __rmatmul__ below
 
     def __init__(self, rows):
+        super().__init__(rows)
         self.rows = rows
-        self.shape = rows.shape[::-1]
 
     def __rmatmul__(self, x):  # x [n_seq, n_in] @ W -> [n_seq, n_out]
         return product(x, self.rows.blocks)[:, :self.shape[1]]
-
-    @property
-    def T(self):
-        return self.rows
-
-    @property
-    def nbytes(self):
-        return self.rows.nbytes
-
-    def __array__(self, dtype=None, copy=None):
-        return np.asarray(self.rows, dtype=dtype).T

@@ -25,7 +25,7 @@ embedding lookup) are read back out of them.
 
 import numpy as np
 
-from speed.blocked import SMALL_MN, SMALL_MNK
+from speed.blocked import SMALL_MN, SMALL_MNK, Transposed
 
 VERIFY_ROWS = 16  # the widest verification a panel takes in one call (15 drafts and the last token)
 WIDTHS = (64, 32, 16)
@@ -92,28 +92,17 @@ class Panels:
         return np.asarray(self.panels.transpose(1, 0, 2).reshape(self.shape[0], -1)[:, :self.shape[1]], dtype=dtype)
 
 
-class Table:
+class Table(Transposed):
     """The token embedding wte [vocab_size, n_embd]: rows to look up, and the LM head's `x @ wte.T` in panels."""
 
     def __init__(self, head):
+        super().__init__(head)
         self.head = head  # Panels of wte.T [n_embd, vocab_size]
-        self.shape = head.shape[::-1]
 
     def __getitem__(self, ids):  # wte[ids] -> [len(ids), n_embd]: column id of wte.T, out of its panel
         ids = np.arange(self.shape[0])[ids]  # any index NumPy takes, checked against vocab_size
         width = self.head.panels.shape[2]
         return np.ascontiguousarray(self.head.panels[ids // width, :, ids % width])
-
-    @property
-    def T(self):
-        return self.head
-
-    @property
-    def nbytes(self):
-        return self.head.nbytes
-
-    def __array__(self, dtype=None, copy=None):
-        return np.asarray(self.head, dtype=dtype).T
 
 
 LINEARS = {"attn": ("c_attn", "c_proj"), "mlp": ("c_fc", "c_proj")}  # each block's linear weights
