@@ -8,11 +8,12 @@ import pytest
 
 from beyond.eagle import EagleHead, eagle_generate, eagle_sample
 from decoding import GenerationError, Stats
+from kvcache import KVCache
 from processors import Processor, make_processor
-from sps import autoregressive_sample
+from sps import acceptance_probability, autoregressive_sample, residual
 from speculative import greedy_generate
 from test_greedy import SEEDS, assert_same_greedy, prompt
-from test_sps import chi_square_rejects, exact_distribution, small  # noqa: F401 (small: the fixture of tiny models)
+from test_sps import V, chi_square_rejects, exact_distribution, small  # noqa: F401 (small: the fixture of tiny models)
 
 
 def random_head(oracle, seed=0, scale=0.3):
@@ -85,3 +86,46 @@ def test_temperature_zero_is_greedy(oracle):
     ids = prompt(oracle, 6, 1)
     got = list(eagle_sample(head, oracle, ids, 16, n_draft=3, rng=np.random.default_rng(0), processor=greedy))
     assert_same_greedy(list(greedy_generate(oracle, ids, 16)), got, oracle, ids)
+
+
+def round_joint(head, q_model, ids, processor, accept=acceptance_probability):
+    """P(the round's first token, the next one) by enumeration, for a round of two drafts after `ids`
+    (its newest token not yet fed): the head's real p after each first draft, the oracle's q; when the
+    round stops at its first token, the next comes from the next round, q(. | x1) (the one-step identity)."""
+    features = q_model.hidden_states(ids[:-1])  # f_t of every token the oracle has been fed
+    def head_step(tokens, feats, cache):  # the head's next guess, its distribution p
+        guess = head.forward(tokens, feats, cache)[-1:]
+        return guess, processor(q_model.logits(guess)[0])
+    _, p1 = head_step(ids[1:], features, KVCache())
+    q1 = processor(q_model.forward(ids)[-1])
+    a1 = np.array([accept(q1, p1, x) if p1[x] > 0 else 0.0 for x in range(V)])
+    rejected = float(np.sum(p1 * (1 - a1)))
+    joint = np.zeros((V, V))
+    for x1 in range(V):
+        cache = KVCache()
+        guess, _ = head_step(ids[1:], features, cache)
+        _, p2 = head_step([x1], guess, cache)  # the head reads its own guess after drafting x1
+        q2 = processor(q_model.forward(list(ids) + [x1])[-1])
+        a2 = np.array([accept(q2, p2, x) if p2[x] > 0 else 0.0 for x in range(V)])
+        kept_then = p2 * a2 + float(np.sum(p2 * (1 - a2))) * residual(q2, p2)  # the second draft's step
+        joint[x1] = p1[x1] * a1[x1] * kept_then + rejected * residual(q1, p1)[x1] * q2
+    target = np.stack([q1[x] * processor(q_model.forward(list(ids) + [x])[-1]) for x in range(V)])  # q(x1) q(x2 | x1)
+    return joint, target
+
+
+@pytest.mark.parametrize("processor", [Processor(), make_processor("multinomial", temperature=0.6),
+                                       make_processor("topk", 3)], ids=str)
+@pytest.mark.parametrize("ids", [[1, 4], [3, 0, 5]], ids=str)
+def test_a_round_emits_the_oracles_distribution_exactly(small, processor, ids):
+    _, q_model = small
+    joint, target = round_joint(random_head(q_model, seed=5, scale=0.5), q_model, ids, processor)
+    np.testing.assert_allclose(joint, target, atol=1e-6)
+    assert joint.sum() == pytest.approx(1, abs=1e-5)
+
+
+def test_the_enumeration_catches_a_rule_that_keeps_every_draft(small):
+    """Negative control: accepting every draft emits the head's p, not the oracle's q."""
+    _, q_model = small
+    joint, target = round_joint(random_head(q_model, seed=5, scale=0.5), q_model, [1, 4], Processor(),
+                                accept=lambda q, p, x: 1.0)
+    assert np.abs(joint - target).max() > 1e-2
