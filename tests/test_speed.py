@@ -128,7 +128,12 @@ def test_a_small_model_keeps_its_weights_in_panels_and_a_big_one_its_blocked_cop
     big = load_fast(tiny_dirs["oracle"])
     assert big.shares and isinstance(big.params["wte"], blocked.Rows)
     ids = [5, 1, 4, 1, 5, 9, 2, 6]
-    np.testing.assert_allclose(small.forward(ids), big.forward(ids), rtol=1e-5, atol=1e-5)
+    # Two layouts sum in two orders, each a few float32 roundings from the float64 GPT-2 at the logits'
+    # scale (this model's logits reach about 9; no BLAS promises the same bits across its kernels).
+    want = reference_logits(tiny_dirs["oracle"], ids)
+    for model in (small, big):
+        np.testing.assert_allclose(model.forward(ids), want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+    assert (small.forward(ids).argmax(-1) == big.forward(ids).argmax(-1)).all()  # the same greedy tokens
 
 
 def test_an_error_in_a_share_reaches_the_caller_and_the_threads_keep_working(shared_over):
