@@ -200,8 +200,10 @@ def reason_line(details):
     # Token verification keeps all tau drafts with chance prod min(1, q/p); the block's w_tau is at least that,
     # and more where a later q/p > 1 made up for an earlier q/p < 1: say so.
     token_chance = float(np.prod([min(1.0, s["ratio"]) for s in steps[:tau]]))
-    if tau and steps[tau - 1]["w"] > token_chance + 1e-6:
-        short = ", ".join(f"{i} (q/p={s['ratio']:.2g})" for i, s in enumerate(steps[:tau], 1) if s["ratio"] < 1)
+    made_up = [i for i, s in enumerate(steps[:tau], 1)  # a shortfall that a later kept draft's q/p > 1 made up for
+               if s["ratio"] < 1 and any(later["ratio"] > 1 for later in steps[i:tau])]
+    if tau and made_up and steps[tau - 1]["w"] > token_chance + 1e-6:
+        short = ", ".join(f"{i} (q/p={steps[i - 1]['ratio']:.2g})" for i in made_up)
         parts.append(f"w_{tau}={steps[tau - 1]['w']:.2g} where token verification keeps all {tau} with chance "
                      f"{token_chance:.2g}: a later q/p > 1 made up for draft {short}")
     if last["from"] == "bonus":

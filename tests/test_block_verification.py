@@ -390,3 +390,13 @@ def test_exactly_n_new_tokens(related, oracle, n_new):
 def test_context_limit_and_bad_arguments(small):
     assert_the_context_limit_and_bad_arguments(block_sample, small, (
         {"n_draft": 0}, {"temperature": -1}, {"top_k": 0}, {"processor": Processor(), "temperature": 0.5}))
+
+
+def test_the_reason_names_only_the_shortfalls_a_later_draft_made_up_for():
+    # q/p = 0.5, 2, 0.7, all three kept: w = 0.5, 1, 0.7 against token verification's 0.5 * 1 * 0.7 = 0.35.
+    # Draft 2's q/p > 1 made up for draft 1; nothing after draft 3 made up for its 0.7.
+    steps = [{"token": t, "p": 0.4, "q": 0.4 * ratio, "ratio": ratio, "w": w, "h": w, "r": r, "passed": passed,
+              "kept": True} for t, ratio, w, r, passed in ((1, 0.5, 0.5, None, None), (2, 2.0, 1.0, None, None),
+                                                           (3, 0.7, 0.7, 0.1, True))]
+    line = reason_line(bv.BlockDetails(steps, 3, {"token": 4, "from": "bonus", "prob": 0.3, "w": 0.7}))
+    assert "made up for draft 1 (q/p=0.5)" in line and "3 (q/p=0.7)" not in line, line
