@@ -163,7 +163,7 @@ def token_verification(q, p, drafted, rng, n_draft, explain):
 def accept_or_resample(q, p, drafted, rng):  # q [k + 1, V], p k x [V], k drafts -> (new tokens, the r of each test)
     """Steps 3 and 4: accept x̃_t with probability min(1, q/p); at the first rejection, draw from the
     residual (q - p)+ instead, and stop; if all k were accepted, q[k] is already computed: one bonus
-    token from it. Any drafter's p works here (beyond/eagle.py's head uses it too)."""
+    token from it. Any drafter's p works here (beyond/eagle.py's head uses token_verification too)."""
     new_tokens, rs = [], []
     for t in range(len(drafted)):
         r = rng.random()  # r ~ U[0, 1]

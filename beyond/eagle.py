@@ -39,7 +39,7 @@ from gpt2 import block, causal_mask
 from kvcache import KVCache
 from processors import as_processor
 from speculative import accept, rollback
-from sps import accept_or_resample, explain_round, sample
+from sps import sample, token_verification
 
 
 class EagleHead:
@@ -63,24 +63,24 @@ class EagleHead:
         return x
 
 
-def draft_chain(head, head_cache, tokens, features, k, stats, choose):
-    """Step 1: k tokens, each chosen by choose(logits) from the head's guess of the next feature.
+def draft_chain(head, head_cache, tokens, features, k, stats, dist, choose):
+    """Step 1: k tokens, each chosen by choose(dist(logits)) from the head's guess of the next feature.
 
     features[t] is the oracle's true f_t for every token it has been fed (all but the newest);
-    the head's pair t is (f_t, tokens[t + 1]). Returns the drafts and the logits each came from."""
+    the head's pair t is (f_t, tokens[t + 1]). Returns the drafts and the dist each was chosen from."""
     start = time.perf_counter()
     first = head_cache.n_tokens()  # pairs 0..first-1 are in the head's cache already
     with head.oracle.rows(len(tokens) - 1 - first):  # the model's thread setting, as its forward() would make it
         guess = head.forward(tokens[first + 1:], features[first:], head_cache)[-1:]  # [1, n_embd]
-    drafted, logits = [], []
+    drafted, dists = [], []
     with head.oracle.rows(1):
         for i in range(k):
-            logits.append(head.oracle.logits(guess)[0])  # the oracle's own ln_f and LM head: [vocab_size]
-            drafted.append(choose(logits[-1]))
+            dists.append(dist(head.oracle.logits(guess)[0]))  # the oracle's own ln_f and LM head: [vocab_size]
+            drafted.append(choose(dists[-1]))
             if i + 1 < k:
                 guess = head.forward([drafted[-1]], guess, head_cache)
     stats.add_pass("draft", time.perf_counter() - start)
-    return drafted, logits
+    return drafted, dists
 
 
 def check(head, oracle, ids, n_new, n_draft):
@@ -95,12 +95,12 @@ def eagle_generate(head, oracle, ids, n_new, n_draft=4, stats=None):
     The checks run at the call, before any token."""
     check(head, oracle, ids, n_new, n_draft)
 
-    def verify(drafted, draft_logits, logits):  # speculative.py's step 3: the agreeing prefix + one
+    def verify(drafted, dists, logits):  # speculative.py's step 3: the agreeing prefix + one
         n_accepted, new_tokens, oracle_choice = accept(drafted, logits)
         return new_tokens, oracle_choice, Line(n_draft, len(drafted))
 
     return eagle_rounds(head, oracle, list(ids), n_new, n_draft, Stats() if stats is None else stats,
-                        choose=lambda logits: int(np.argmax(logits)), verify=verify)
+                        dist=lambda logits: logits, choose=lambda logits: int(np.argmax(logits)), verify=verify)
 
 
 def eagle_sample(head, oracle, ids, n_new, n_draft=4, rng=None, processor=None, stats=None, **flags):
@@ -113,37 +113,36 @@ def eagle_sample(head, oracle, ids, n_new, n_draft=4, rng=None, processor=None, 
 
     stats = Stats() if stats is None else stats
 
-    def verify(drafted, draft_logits, logits):  # sps.py's steps 3 and 4, the head's p beside the oracle's q
-        p = [processor(lg) for lg in draft_logits]  # the same processor: the p each draft was drawn from
-        q = processor(logits)  # [k + 1, vocab_size]
-        new_tokens, rs = accept_or_resample(q, p, drafted, rng)
-        traced = stats.trace is not None  # the record costs a pass over the vocabulary: only when kept
-        return new_tokens, None, explain_round(p, q, drafted, rs, new_tokens, n_draft) if traced else None
+    def verify(drafted, p, logits):  # sps.py's steps 3 and 4, the head's p (each draft's) beside the oracle's q
+        new_tokens, _, details, _ = token_verification(processor(logits), p, drafted, rng, n_draft,
+                                                       explain=stats.trace is not None)
+        return new_tokens, None, details
 
     return eagle_rounds(head, oracle, list(ids), n_new, n_draft, stats,
-                        choose=lambda logits: sample(processor(logits), rng), verify=verify)
+                        dist=processor, choose=lambda p: sample(p, rng), verify=verify)
 
 
-def eagle_rounds(head, oracle, tokens, n_new, n_draft, stats, choose, verify):
-    """The rounds of both decoders, once checked: choose(logits) picks a draft, verify(drafted, the
-    drafts' logits, the oracle's logits) -> (new tokens, the oracle's greedy choices or None, details)."""
+def eagle_rounds(head, oracle, tokens, n_new, n_draft, stats, dist, choose, verify):
+    """The rounds of both decoders, once checked: choose(dist(logits)) picks a token (dist: the logits
+    themselves, or sampling's p), verify(drafted, the drafts' dists, the oracle's logits) -> (new tokens,
+    the oracle's greedy choices or None, details)."""
     end = len(tokens) + n_new
     if n_new == 0:
         return
     oracle_cache, head_cache = KVCache(), KVCache()
     # The prompt: the oracle's features for it, and its first token (no draft: nothing to read yet).
     features, logits = timed_states(oracle, oracle_cache, tokens, stats, "oracle", n_logits=1)
-    tokens.append(choose(logits[-1]))
+    tokens.append(choose(dist(logits[-1])))
     stats.add_round(tokens[-1:], context=end - n_new, cached={"draft": 0, "oracle": oracle_cache.n_tokens()},
                     reason="the prompt's pass: the oracle's features of the prompt, and its token after it; "
                            "no draft yet, the head reads those features from the next round")
     yield tokens[-1]
     while len(tokens) < end:
         k = min(n_draft, end - len(tokens) - 1)  # the oracle adds one more: no overshoot
-        drafted, draft_logits = draft_chain(head, head_cache, tokens, features, k, stats, choose) if k else ([], [])
+        drafted, dists = draft_chain(head, head_cache, tokens, features, k, stats, dist, choose) if k else ([], [])
         # 2. One oracle pass over [newest token, d_1 .. d_k]: its logits after each, and their true features.
         fresh, logits = timed_states(oracle, oracle_cache, (tokens + drafted)[oracle_cache.n_tokens():], stats, "oracle")
-        new_tokens, oracle_choice, details = verify(drafted, draft_logits, logits)
+        new_tokens, oracle_choice, details = verify(drafted, dists, logits)
         n_accepted = len(new_tokens) - 1
         features = np.concatenate([features, fresh[:n_accepted + 1]])  # true features of the kept rows
         context = len(tokens)
