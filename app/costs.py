@@ -29,6 +29,8 @@ MAX_CONTEXT = 1024 - 64  # GPT-2's window, less the largest k
 COST_OUTPUTS = ("cost.md", "cost.csv", "cost.json")
 COST_COLUMNS = ["model", "k", "T_ms", "T_min_ms", "T_max_ms", "ratio", "ratio_q1", "ratio_q3", "products_ms", "head_ms",
                 "rest_ms"]
+
+
 def cost_main(argv):
     """python bench.py cost: T(k)/T(1) of named models, k = 1..32, the median of rounds taking turns."""
     parser = program.Parser(
@@ -96,8 +98,6 @@ def cost_main(argv):
         "cost.csv": lambda path: tables.write_csv(path, rows, COST_COLUMNS),
         "cost.json": lambda path: files.write_text(path, json.dumps({"facts": facts, "rows": rows}, indent=1))})
     print(f"wrote {printable(args.out)}/{', '.join(COST_OUTPUTS)}", file=sys.stderr)
-
-
 
 
 # ---------------------------------------------------------------------------
@@ -236,12 +236,7 @@ def rounds_table(by_round, t_draft, t_oracle, n_draft):
         return statistics.median(values)
 
     acc = [{m: account(runs[m]) for m in runs} for runs in by_round]
-    all_stats = [s for runs in by_round for _, s, _, _ in runs["speculative"]]
-    accepted = sum(s.accepted for s in all_stats)
-    rejections, drafted, n_rounds = (sum(getattr(s, f) for s in all_stats) for f in ("rejections", "drafted", "rounds"))
-    alpha = accepted / (accepted + rejections) if accepted + rejections else 0.0
-    gamma = drafted / n_rounds
-    check = np.interp(gamma + 1, list(t_oracle), list(t_oracle.values())) / t_oracle[1]
+    alpha, gamma, check = suite.realised([s for runs in by_round for _, s, _, _ in runs["speculative"]], t_oracle)
     c = t_draft / t_oracle[1]
     expected = predict.expected_tokens_per_round(alpha, gamma)
     # the passes as they ran: a draft pass, a verification and a greedy step, in seconds, mean over everything
@@ -279,7 +274,7 @@ def rounds_table(by_round, t_draft, t_oracle, n_draft):
          "greedy": f"{acc[0]['greedy']['n oracle']}, 0",
          "speculative": f"{acc[0]['speculative']['n oracle']}, {acc[0]['speculative']['n draft']}", "speedup": ""},
     ]
-    facts = {"alpha": alpha, "gamma": gamma, "c": c, "check": float(check), "greedy_step_ms": step * 1e3,
+    facts = {"alpha": alpha, "gamma": gamma, "c": c, "check": check, "greedy_step_ms": step * 1e3,
              "draft_pass_ms": draft_pass * 1e3, "verification_ms": verify * 1e3,
              "speedups_by_round": [a["greedy"]["wall"] / a["speculative"]["wall"] for a in acc]}
     return rows, facts

@@ -173,14 +173,22 @@ def kind_row(method, kind, prompts, ids, seconds, stats, outputs, oracle, rounds
                                              for i in chosen for r in range(rounds)), 2), "output": output}
 
 
+def realised(all_stats, t_oracle):
+    """(alpha, gamma, T(gamma + 1)/T(1)) of a method's runs: the chance a draft is kept until the first rejection
+    (each rejection ends a round), the mean draft length, and what checking gamma + 1 tokens cost, interpolated in
+    the oracle's measured costs t_oracle {k: seconds}."""
+    accepted, rejections = sum(s.accepted for s in all_stats), sum(s.rejections for s in all_stats)
+    drafted, n_rounds = sum(s.drafted for s in all_stats), sum(s.rounds for s in all_stats)
+    alpha = accepted / (accepted + rejections) if accepted + rejections else 0.0
+    gamma = drafted / n_rounds if n_rounds else 0.0
+    return alpha, gamma, float(np.interp(gamma + 1, list(t_oracle), list(t_oracle.values())) / t_oracle[1])
+
+
 def prediction_row(method, prompts, seconds, stats, t_draft, t_oracle, rounds):
     """c, alpha, gamma over all the method's runs, Leviathan's speedup from them, and the one measured."""
     all_stats = [s for (name, _), runs in stats.items() if name == method.name for s in runs]
-    drafted, accepted = sum(s.drafted for s in all_stats), sum(s.accepted for s in all_stats)
-    n_rounds = sum(s.rounds for s in all_stats)
-    rejections = sum(s.rejections for s in all_stats)
-    alpha = accepted / (accepted + rejections) if accepted + rejections else 0.0  # each rejection ends a round
-    gamma = drafted / n_rounds if n_rounds else 0.0
+    alpha, gamma, check = realised(all_stats, t_oracle)
+    drafted = sum(s.drafted for s in all_stats)
     draft_seconds = sum(s.draft_time for s in all_stats)
     # a drafted token's cost in oracle passes: its model's, or for drafts without a model their own drafting time
     c = (t_draft / t_oracle[1]) if method.draft_model and sum(s.draft_passes for s in all_stats) else \
@@ -188,7 +196,6 @@ def prediction_row(method, prompts, seconds, stats, t_draft, t_oracle, rounds):
     measured = statistics.median(
         sum(seconds[method.baseline, i, r] for i in range(len(prompts))) /
         sum(seconds[method.name, i, r] for i in range(len(prompts))) for r in range(rounds))
-    check = np.interp(gamma + 1, list(t_oracle), list(t_oracle.values())) / t_oracle[1]
     paper = predict.predicted_speedup(alpha, gamma, c)
     with_check = predict.predicted_speedup(alpha, gamma, c, verify_ratio=check)
     return {"method": method.name, "c": round(c, 3), "alpha": round(alpha, 3), "gamma": round(gamma, 2),
