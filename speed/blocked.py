@@ -136,9 +136,5 @@ class Weight(Transposed):
 
     __array_ufunc__ = None  # NumPy then leaves `ndarray @ Weight` to __rmatmul__ below
 
-    def __init__(self, rows):
-        super().__init__(rows)
-        self.rows = rows
-
     def __rmatmul__(self, x):  # x [n_seq, n_in] @ W -> [n_seq, n_out]
-        return product(x, self.rows.blocks)[:, :self.shape[1]]
+        return product(x, self.T.blocks)[:, :self.shape[1]]  # self.T: the Rows of W.T

@@ -95,14 +95,11 @@ class Panels:
 class Table(Transposed):
     """The token embedding wte [vocab_size, n_embd]: rows to look up, and the LM head's `x @ wte.T` in panels."""
 
-    def __init__(self, head):
-        super().__init__(head)
-        self.head = head  # Panels of wte.T [n_embd, vocab_size]
-
     def __getitem__(self, ids):  # wte[ids] -> [len(ids), n_embd]: column id of wte.T, out of its panel
         ids = np.arange(self.shape[0])[ids]  # any index NumPy takes, checked against vocab_size
-        width = self.head.panels.shape[2]
-        return np.ascontiguousarray(self.head.panels[ids // width, :, ids % width])
+        panels = self.T.panels  # self.T: the Panels of wte.T [n_embd, vocab_size]
+        width = panels.shape[2]
+        return np.ascontiguousarray(panels[ids // width, :, ids % width])
 
 
 LINEARS = {"attn": ("c_attn", "c_proj"), "mlp": ("c_fc", "c_proj")}  # each block's linear weights
