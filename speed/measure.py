@@ -226,7 +226,7 @@ def cpu_name():
     name = name or platform.processor() or platform.machine() or "unknown"
     try:
         with open("/sys/devices/system/cpu/cpu0/cache/index3/size") as f:
-            name += f", L3 {f.read().strip()}"
+            name += f", L3 {f.read(32).strip()}"  # a size such as "32768K": a short read is all it takes
     except OSError:
         pass
     return name
