@@ -12,6 +12,9 @@ buffers stay, only the length shrinks, and the next append overwrites them.
 Layout: per layer one key buffer and one value buffer of shape
 [n_head, capacity, head_dim], so `buffer[:, :n]` is already the per-head
 [n_head, n, head_dim] operand of attention with no transpose or copy.
+The key buffer is a transposed view of memory laid out [n_head, head_dim,
+capacity]: attention multiplies by K^T, and K^T read along its rows is the
+fast product (PERFORMANCE.md). Indexing it is the same as for the values.
 The capacity doubles when it runs out, so appends are amortized O(1).
 """
 
@@ -60,8 +63,8 @@ class KVCache:
         """
         start, n_new = self.length, k.shape[1]
         if layer == len(self.keys):  # first forward through this layer
-            self.keys.append(np.empty((k.shape[0], 0, k.shape[2]), dtype=np.float32))
-            self.values.append(np.empty_like(self.keys[-1]))
+            self.keys.append(buffer(k.shape[0], 0, k.shape[2], transposed=True))
+            self.values.append(buffer(k.shape[0], 0, k.shape[2]))
         if start + n_new > self.keys[layer].shape[1]:
             self._grow(layer, start + n_new)
         self.keys[layer][:, start:start + n_new] = k
@@ -76,7 +79,14 @@ class KVCache:
         # Doubling keeps the total copying linear in the number of tokens.
         n_head, capacity, head_dim = self.keys[layer].shape
         new_capacity = max(needed, 2 * capacity, 16)
-        for buffers in (self.keys, self.values):
-            grown = np.empty((n_head, new_capacity, head_dim), dtype=np.float32)
+        for buffers, transposed in ((self.keys, True), (self.values, False)):
+            grown = buffer(n_head, new_capacity, head_dim, transposed)
             grown[:, :self.length] = buffers[layer][:, :self.length]
             buffers[layer] = grown
+
+
+def buffer(n_head, capacity, head_dim, transposed=False):  # -> [n_head, capacity, head_dim] float32
+    """An empty cache buffer; transposed: a view of memory laid out [n_head, head_dim, capacity] (the keys)."""
+    if transposed:
+        return np.empty((n_head, head_dim, capacity), dtype=np.float32).transpose(0, 2, 1)
+    return np.empty((n_head, capacity, head_dim), dtype=np.float32)

@@ -48,7 +48,7 @@ from errors import printable
 from app.runner import Settings, generator
 from decoding import Stats
 from processors import Processor
-from speed import measure
+from speed import measure, second_core
 from speed.measure import SHAPES, SyntheticDraft
 from speed.predict import predicted_seconds, predicted_speedup
 from speed.threads import N_THREADS, parking
@@ -336,10 +336,11 @@ def machine(args, argv):
     start = measure.cpu_snapshot()
     command = " ".join(["python bench.py", *map(str, argv)])
     results = {"machine": {"cores": N_THREADS, "numpy": np.__version__, "blas": measure.blas_description(),
-                           "threads": parking()},
+                           "threads": parking(), "small models": second_core.status()},
                "run": {"command": command, "date": time.strftime("%Y-%m-%d %H:%M %Z"), "context": args.context,
                        "load_before": measure.load_average()}}
     print(f"threads: {parking()}")
+    print(f"small models: {second_core.status()}")
     log("1. memory bandwidth")
     probe_data = measure.probe_array()
     bandwidth = measure.memory_bandwidth(probe_data)

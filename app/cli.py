@@ -127,8 +127,8 @@ def parse_args(argv):
 
 def speed_line():
     """How speed/ runs the products (--verbose); imported here, so that a --plain run imports nothing of speed/."""
-    from speed import threads
-    return threads.parking()
+    from speed import second_core, threads
+    return f"{threads.parking()}; small models: {second_core.status()}"
 
 
 def settings_from(args):

@@ -21,7 +21,7 @@ import numpy as np
 from app import program, runner, suite, tables
 from decoding import Stats
 from errors import printable
-from speed import measure, predict, threads
+from speed import measure, predict, second_core, threads
 from speed.measure import SHAPES
 from weights import files
 
@@ -53,7 +53,8 @@ def cost_main(argv):
     start = measure.cpu_snapshot()
     facts = {"command": " ".join(["python bench.py cost", *argv]), "date": time.strftime("%Y-%m-%d %H:%M %Z"),
              "cpu": measure.cpu_name(), "cores": threads.N_THREADS, "numpy": np.__version__, "blas": measure.blas_description(),
-             "load_before": measure.load_average(), "rounds": args.rounds, "context": args.context}
+             "load_before": measure.load_average(), "rounds": args.rounds, "context": args.context,
+             "cores_used": second_core.status()}
     rows = []
     for name in args.models:
         if name in SHAPES:
@@ -85,7 +86,7 @@ def cost_main(argv):
                  others_load="unknown" if others is None else f"{others:.2f} cores")
     header = (f"{facts['date']}, {facts['minutes']} min; {facts['cpu']}, {facts['cores']} cores; NumPy {facts['numpy']}, "
               f"{facts['blas']}; load average before {facts['load_before']}, other processes used {facts['others_load']} "
-              f"during the run. T(k): a forward of k new tokens after {args.context} cached, {args.rounds} rounds, "
+              f"during the run; {facts['cores_used']}. T(k): a forward of k new tokens after {args.context} cached, {args.rounds} rounds, "
               "every k and part taking turns; medians over the rounds (T with its min-max; T(k)/T(1) the median of the "
               "rounds' own ratios, with their quartiles); products: its weight products alone, head: the LM head's "
               "alone, rest: T minus the products.")

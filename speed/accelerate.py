@@ -28,7 +28,7 @@ import numpy as np
 from errors import printable
 from gpt2 import GPT2, nest
 from speed.blocked import BLOCK, Rows, blocked_shape, to_blocks
-from speed import panels, threads
+from speed import panels, second_core, threads
 from weights import checkpoint, files, models
 
 BLOCKED_FILE = "model.blocked.safetensors"
@@ -43,7 +43,7 @@ class FastGPT2(GPT2):
         super().__init__(params, config, name=name, directory=directory)
         self.shares = weight_bytes(self) >= threads.SHARE_MIN_BYTES
         if not self.shares:
-            self.params = panels.in_panels(self.params)
+            self.params = panels.in_panels(self.params, kind=second_core.SplitPanels)
 
     def forward(self, ids, *args, **kwargs):
         with threads.threads_for(np.size(ids), self.shares):

@@ -22,6 +22,7 @@ import numpy as np
 import threadpoolctl
 
 from kvcache import KVCache
+from speed import second_core
 from speed.accelerate import load_fast, weight_bytes
 from speed.threads import N_THREADS, threads_for
 from weights import checkpoint
@@ -374,7 +375,20 @@ def cpu_snapshot():
         busy = (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")  # all but idle and iowait
     except (OSError, ValueError):
         busy = None
-    return time.time(), busy, own.user + own.system + own.children_user + own.children_system
+    return time.time(), busy, own.user + own.system + own.children_user + own.children_system + helper_seconds()
+
+
+def helper_seconds():
+    """CPU seconds used by second_core's helper process, part of this run's own work (Linux's /proc); else 0."""
+    pid = second_core.helper_pid()
+    if pid is None:
+        return 0.0
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read(4096).rsplit(")", 1)[1].split()  # after "pid (name)": state, ppid, ...
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 def blas_description():

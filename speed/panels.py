@@ -63,12 +63,17 @@ def product(x, panels):  # [n_seq, n_in] @ panels [n_panels, n_in, width] -> [n_
     if n_seq == 1:  # as two rows, the second zero: the small gemm kernel, not gemv
         x = np.concatenate([x, np.zeros_like(x)])
     out = np.empty((len(x), n_panels * width), dtype=np.float32)
-    step = rows_per_call(width, n_in)
-    for start in range(0, len(x), step):  # [rows, n_in] @ [n_panels, n_in, width] -> [n_panels, rows, width]
-        rows = slice(start, start + step)
-        part = out[rows]
-        np.matmul(x[rows], panels, out=part.reshape(len(part), n_panels, width).transpose(1, 0, 2))
+    product_into(x, panels, out.reshape(len(x), n_panels, width).transpose(1, 0, 2))
     return out[:n_seq]
+
+
+def product_into(x, panels, by_panel):  # [n_seq, n_in] @ [n_panels, n_in, width] -> by_panel [n_panels, n_seq, width]
+    """x @ panels[j] into by_panel[j] for every panel j, as few small-matrix calls as the kernel's limits allow.
+    by_panel is a view of the output (product's, or second_core's shares of it)."""
+    step = rows_per_call(panels.shape[2], panels.shape[1])
+    for start in range(0, len(x), step):
+        rows = slice(start, start + step)
+        np.matmul(x[rows], panels, out=by_panel[:, rows])
 
 
 class Panels:
@@ -105,12 +110,13 @@ class Table(Transposed):
 LINEARS = {"attn": ("c_attn", "c_proj"), "mlp": ("c_fc", "c_proj")}  # each block's linear weights
 
 
-def in_panels(params):
-    """A model's params (gpt2.nest's tree) with every linear weight a Panels and wte a Table; other arrays as
-    they are. Weights already in panels stay (a model made of another's layers, beyond/self_speculative.py)."""
+def in_panels(params, kind=Panels):
+    """A model's params (gpt2.nest's tree) with every linear weight a Panels (or `kind`, a subclass: second_core's)
+    and wte a Table; other arrays as they are. Weights already in panels stay (a model made of another's layers,
+    beyond/self_speculative.py)."""
     def linear(node):
         w = node["weight"]
-        return {**node, "weight": Panels(to_panels(np.asarray(w, dtype=np.float32)), w.shape[1])}
+        return {**node, "weight": kind(to_panels(np.asarray(w, dtype=np.float32)), w.shape[1])}
 
     def layer_in_panels(layer):  # the same dict when it is in panels already: a model cut from another shares its layers
         if all(isinstance(layer[part][name]["weight"], Panels) for part, names in LINEARS.items() for name in names):
@@ -121,5 +127,5 @@ def in_panels(params):
     layers = [layer_in_panels(layer) for layer in params["h"]]
     wte = params.get("wte")
     if wte is not None and not isinstance(wte, Table):
-        wte = Table(Panels(to_panels(np.asarray(wte, dtype=np.float32).T), wte.shape[0]))
+        wte = Table(kind(to_panels(np.asarray(wte, dtype=np.float32).T), wte.shape[0]))
     return {**params, "h": layers, **({"wte": wte} if wte is not None else {})}
