@@ -9,13 +9,10 @@ rejects draft tokens, their keys and values must go. `truncate(n)` keeps the
 first n positions, which is all a rejection needs, and costs nothing: the
 buffers stay, only the length shrinks, and the next append overwrites them.
 
-Layout: per layer one key buffer and one value buffer of shape
-[n_head, capacity, head_dim], so `buffer[:, :n]` is already the per-head
-[n_head, n, head_dim] operand of attention with no transpose or copy.
-The key buffer is a transposed view of memory laid out [n_head, head_dim,
-capacity]: attention multiplies by K^T, and K^T read along its rows is the
-fast product (PERFORMANCE.md). Indexing it is the same as for the values.
-The capacity doubles when it runs out, so appends are amortized O(1).
+Layout: per layer a key and a value buffer [n_head, capacity, head_dim]:
+`buffer[:, :n]` is attention's per-head [n_head, n, head_dim] operand, no copy.
+The keys' memory is laid out [n_head, head_dim, capacity], so that attention's
+K^T is read along rows (faster); capacity doubles, so appends are amortized O(1).
 """
 
 import numpy as np

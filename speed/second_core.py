@@ -2,10 +2,9 @@
 
 Checking k tokens multiplies k rows by every weight. For a small model that is compute-bound on
 one core (PERFORMANCE.md, "Small models"), and a second core halves it only if handing work over
-costs far less than the work: a product takes 30-100 microseconds. Python threads cannot do that:
-a sleeping thread takes tens of microseconds to wake, and two threads take turns at one
-interpreter lock. So the second core is a process of its own, spinning on shared memory while
-there is work:
+costs far less than a product. Python threads cannot do that: a sleeping thread is slow to wake,
+and two threads take turns at one interpreter lock. So the second core is a process of its own,
+spinning on shared memory while there is work:
 
     this process                                  the helper process
     x -> mailbox, then job += 1 ----------------> sees job change, reads x
@@ -13,8 +12,9 @@ there is work:
     waits until done == job <-------------------- done = job
     copies the helper's columns out
 
-A hand-over takes about a microsecond. Each side multiplies whole panels with panels.product_into,
-as one core would, so the output is the same, bit for bit.
+A hand-over is a few reads and writes of shared memory (PERFORMANCE.md has what it costs). Each side
+multiplies whole panels with panels.product_into, in the calls one core would make, so the output is
+the same, bit for bit.
 
 The helper keeps a copy of its half of each weight, sent through the mailbox before that weight's
 first product and dropped when the weight is. After IDLE_SECONDS without work it sleeps on a pipe
@@ -24,6 +24,7 @@ closes the pipe.
 It runs only where it is sound and pays: Linux on x86-64 (whose stores are seen by the other core
 in the order they were made, so the mailbox needs no lock), two cores or more, and two rows or
 more. One row is a matrix-vector product bound by memory, not by arithmetic: T(1) stays as it was.
+Nor does a product of under MIN_WORK multiply-adds go (a tiny model's): the hand-over would cost more.
 Everywhere else, or with SPECULATIVE_GPT2_ONE_CORE=1 in the environment (read at every product),
 the products run on the calling thread alone. If the helper dies, this process computes its half,
 says so once on stderr, and goes on with one core.
@@ -53,6 +54,7 @@ ONE_CORE_SETTING = "SPECULATIVE_GPT2_ONE_CORE"
 MAILBOX_ROWS = 128           # rows per hand-over at most (more than panels.rows_per_call ever gives): more go in several
 MAILBOX_X = 128 * 4096       # floats of x: MAILBOX_ROWS rows of n_in up to 4096
 MAILBOX_OUT = 128 * 16384    # floats of the helper's columns: MAILBOX_ROWS rows of up to 16384
+MIN_WORK = 1_000_000         # multiply-adds of a product worth sharing (17 rows by 288 x 288 is 1.4 million)
 IDLE_SECONDS = 0.05          # the helper spins this long after its last job, then sleeps
 WAIT_SECONDS = 10.0          # a helper this late on one job is taken for hung
 # The mailbox's header, int64 words. This process writes a job's fields, then JOB; the helper
@@ -69,7 +71,7 @@ _starting = threading.Lock()
 
 
 def supported():
-    """Whether this machine can have the helper: Linux on x86-64 with two cores or more."""
+    """Whether the helper can run here: Linux on x86-64, with two cores or more."""
     return (sys.platform.startswith("linux") and platform.machine() in ("x86_64", "AMD64")
             and hasattr(os, "memfd_create") and len(os.sched_getaffinity(0)) > 1 and bool(sys.executable))
 
@@ -81,7 +83,7 @@ def helper_for(n_rows, weights):
     """
     global _helper
     n_panels, n_in, width = weights.panels.shape
-    if (n_rows < 2 or n_panels < 2 or _broken or os.environ.get(ONE_CORE_SETTING, "") not in ("", "0")
+    if (n_rows < 2 or n_panels < 2 or n_rows * n_in * n_panels * width < MIN_WORK or _broken or os.environ.get(ONE_CORE_SETTING, "") not in ("", "0")
             or n_in * MAILBOX_ROWS > MAILBOX_X or n_panels // 2 * width * MAILBOX_ROWS > MAILBOX_OUT):
         return None
     if _helper is None:

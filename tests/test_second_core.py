@@ -27,10 +27,12 @@ needs_helper = pytest.mark.skipif(not second_core.supported(), reason="the helpe
 
 @pytest.fixture
 def fresh(monkeypatch):
-    """A module with no helper and nothing broken, before and after: each test starts its own."""
+    """A module with no helper and nothing broken, before and after: each test starts its own. Every
+    product of two rows or more is shared, however small (MIN_WORK 0), unless a test says otherwise."""
     monkeypatch.delenv(second_core.ONE_CORE_SETTING, raising=False)
     stop_helper()
     monkeypatch.setattr(second_core, "_broken", False)
+    monkeypatch.setattr(second_core, "MIN_WORK", 0)
     yield
     stop_helper()
 
@@ -44,7 +46,7 @@ def started(weights):
     """The helper, once ready to take a product of `weights`."""
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        helper = second_core.helper_for(2, weights)
+        helper = second_core.helper_for(second_core.MAILBOX_ROWS, weights)
         if helper is not None:
             return helper
         time.sleep(0.01)
@@ -100,6 +102,8 @@ def test_one_row_and_the_setting_keep_products_on_this_core(fresh, monkeypatch):
     jobs = helper.job
     x = np.ones((1, 288), dtype=np.float32)
     x @ w  # one row: a matrix-vector product, bound by memory
+    monkeypatch.setattr(second_core, "MIN_WORK", 2 * 288 * 1152 + 1)
+    np.ones((2, 288), dtype=np.float32) @ w  # less work than a hand-over is worth
     monkeypatch.setenv(second_core.ONE_CORE_SETTING, "1")  # read at every product, not once at import
     np.ones((17, 288), dtype=np.float32) @ w
     assert helper.job == jobs
@@ -153,7 +157,7 @@ CHILD = textwrap.dedent("""
     from speed import panels, second_core
     w = second_core.SplitPanels(panels.to_panels(np.ones((288, 1152), np.float32)), 1152)
     deadline = time.monotonic() + 30
-    while second_core.helper_for(2, w) is None and time.monotonic() < deadline:
+    while second_core.helper_for(second_core.MAILBOX_ROWS, w) is None and time.monotonic() < deadline:
         time.sleep(0.01)
     np.ones((17, 288), np.float32) @ w
     print(second_core.helper_pid(), flush=True)
