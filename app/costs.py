@@ -38,7 +38,9 @@ def cost_main(argv):
         "cached ones, T(k), over T(1), for each model; its weight products alone and its LM head alone beside it.",
         epilog="Every k and every part take turns in each round; the figures are medians over the rounds, T(k) with "
                "its min-max, T(k)/T(1) the median of the rounds' own ratios with their quartiles. gpt2 ... gpt2-xl: "
-               "real weights when --models-dir holds them, else random weights of the real shape (as bench.py).")
+               "real weights when --models-dir holds them, else random weights of the real shape (as bench.py). A small "
+               "model's products of two rows or more run half on a second core (speed/second_core.py); "
+               f"{second_core.ONE_CORE_SETTING}=1 in the environment keeps them on one, to compare.")
     parser.add_argument("models", nargs="*", default=["demo-oracle", "demo-draft"],
                         help="models: names or directories (default: the learned pair, demo-oracle demo-draft)")
     parser.add_argument("--ks", nargs="+", type=int, default=list(range(1, 33)), help="k values (default: 1 to 32)")

@@ -37,7 +37,8 @@ BLOCKED_FILE = "model.blocked.safetensors"
 class FastGPT2(GPT2):
     """gpt2.GPT2 with its weights in the blocked layout: each forward sets the BLAS's threads for its rows.
     A model streaming under threads.SHARE_MIN_BYTES per token runs on the calling thread alone, its
-    weights copied into panels (speed/panels.py): at most that many bytes, made once at load."""
+    weights copied into panels (speed/panels.py): at most that many bytes, made once at load; its
+    products of several rows run half on a helper process (speed/second_core.py)."""
 
     def __init__(self, params, config, name="gpt2", directory=None):
         super().__init__(params, config, name=name, directory=directory)

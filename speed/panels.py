@@ -21,6 +21,9 @@ than the small gemm kernel.
 
 The LM head multiplies by wte.T: a Table keeps wte.T in panels, and its rows (wte[ids], the
 embedding lookup) are read back out of them.
+
+Several rows by panels is arithmetic more than memory: second_core.py gives half of the panels of
+such a product to a helper process, whose calls are product_into's, so the output is the same.
 """
 
 import numpy as np

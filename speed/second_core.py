@@ -51,7 +51,7 @@ from errors import printable  # noqa: E402
 from speed import panels  # noqa: E402
 
 ONE_CORE_SETTING = "SPECULATIVE_GPT2_ONE_CORE"
-MAILBOX_ROWS = 128           # rows per hand-over at most (more than panels.rows_per_call ever gives): more go in several
+MAILBOX_ROWS = 128           # rows per hand-over at most, above panels.rows_per_call: more go in several
 MAILBOX_X = 128 * 4096       # floats of x: MAILBOX_ROWS rows of n_in up to 4096
 MAILBOX_OUT = 128 * 16384    # floats of the helper's columns: MAILBOX_ROWS rows of up to 16384
 MIN_WORK = 1_000_000         # multiply-adds of a product worth sharing (17 rows by 288 x 288 is 1.4 million)
@@ -82,20 +82,34 @@ def helper_for(n_rows, weights):
     The first call starts it; until it is ready, products run on one core instead of waiting.
     """
     global _helper
-    n_panels, n_in, width = weights.panels.shape
-    if (n_rows < 2 or n_panels < 2 or n_rows * n_in * n_panels * width < MIN_WORK or _broken or os.environ.get(ONE_CORE_SETTING, "") not in ("", "0")
-            or n_in * MAILBOX_ROWS > MAILBOX_X or n_panels // 2 * width * MAILBOX_ROWS > MAILBOX_OUT):
+    if _broken or one_core_asked() or not worth_sharing(n_rows, weights):
         return None
     if _helper is None:
         with _starting:
             if _helper is None and not _broken and supported():
                 _helper = Helper.start()
-    return _helper if _helper is not None and _helper.ready() else None
+    helper = _helper
+    if helper is None or not helper.ready():
+        if helper is not None and helper.process.poll() is not None:  # it ended before it was ready
+            helper.fail("the second core's helper process did not start")
+        return None
+    return helper
+
+
+def worth_sharing(n_rows, weights):
+    """Two rows or more, two panels or more, MIN_WORK multiply-adds or more, and room in the mailbox."""
+    n_panels, n_in, width = weights.panels.shape
+    return (n_rows >= 2 and n_panels >= 2 and n_rows * n_in * n_panels * width >= MIN_WORK
+            and n_in * MAILBOX_ROWS <= MAILBOX_X and n_panels // 2 * width * MAILBOX_ROWS <= MAILBOX_OUT)
+
+
+def one_core_asked():
+    return os.environ.get(ONE_CORE_SETTING, "") not in ("", "0")
 
 
 def status():
     """One line for --verbose and the benchmark: who multiplies a verification's rows."""
-    if os.environ.get(ONE_CORE_SETTING, "") not in ("", "0"):
+    if one_core_asked():
         return f"one core: {ONE_CORE_SETTING} is set"
     if _broken:
         return "one core: the second core's helper process failed"
@@ -119,7 +133,7 @@ class SplitPanels(panels.Panels):
         weakref.finalize(self, _forgotten.append, self.key)
 
     def __rmatmul__(self, x):  # x [n_seq, n_in] @ W -> [n_seq, n_out]
-        helper = helper_for(len(x), self)
+        helper = helper_for(len(x), self) if len(x) > 1 else None  # one row: straight to panels, nothing asked
         if helper is None:
             return super().__rmatmul__(x)
         out = helper.product(x, self)
@@ -299,7 +313,7 @@ def mailbox_bytes():
 
 
 def mailbox_views(box):
-    """The mailbox's header [HEADER] of int64 words, x [MAILBOX_X] and out [MAILBOX_OUT] float32, views of the shared memory."""
+    """Views of the shared memory: the header [HEADER] of int64 words, x [MAILBOX_X] and out [MAILBOX_OUT] float32."""
     header = memoryview(box).cast("q")[:HEADER]  # its items are Python ints: quicker to read in a spin than NumPy's
     x = np.frombuffer(box, dtype=np.float32, count=MAILBOX_X, offset=8 * HEADER)
     out = np.frombuffer(box, dtype=np.float32, count=MAILBOX_OUT, offset=8 * HEADER + 4 * MAILBOX_X)
@@ -335,7 +349,7 @@ def serve(mailbox_fd, wake_fd, parent):
             if spins % 16384 == 0:  # a few milliseconds of spinning: still wanted?
                 if os.getppid() != parent:
                     return
-                if time.monotonic() - last_work > IDLE_SECONDS and not sleep(header, wake_fd, done):
+                if time.monotonic() - last_work > IDLE_SECONDS and not sleep_until_woken(header, wake_fd, done):
                     return
             continue
         command = header[COMMAND]
@@ -366,7 +380,7 @@ def do(command, header, x, out, halves):
         halves.pop(key, None)
 
 
-def sleep(header, wake_fd, done):
+def sleep_until_woken(header, wake_fd, done):
     """Sleep until a byte comes down the pipe: True, or False when the pipe closes (the parent has ended)."""
     header[ASLEEP] = 1
     try:

@@ -16,8 +16,9 @@ single-threaded, so none of its threads is ever woken to spin.
 
 A model that streams less than SHARE_MIN_BYTES of weights per token (the
 learned demo pair) runs everything in the calling thread, the BLAS
-single-threaded: its products are too small for any hand-over to pay
-(PERFORMANCE.md, "Small models"). Its forwards leave the BLAS single-threaded
+single-threaded: its products are too small for a hand-over between threads
+to pay (PERFORMANCE.md, "Small models"); second_core.py hands half of its
+wide ones to a process of its own instead. Its forwards leave the BLAS single-threaded
 after them: putting the program's setting back would have OpenBLAS start its
 threads, only for the next forward to end them again, a thread started and
 joined around every forward of a model whose forward takes a millisecond.

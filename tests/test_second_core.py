@@ -21,7 +21,6 @@ from speed.accelerate import load_fast
 from kvcache import KVCache
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PAIR = os.path.join(ROOT, "assets", "learned-pair")
 needs_helper = pytest.mark.skipif(not second_core.supported(), reason="the helper runs on Linux x86-64 with 2 cores")
 
 
@@ -68,7 +67,9 @@ def one_core(x, weights, monkeypatch):
 
 
 @needs_helper
-@pytest.mark.parametrize("shape", [(288, 288), (288, 1152), (1152, 288), (288, 8192), (40, 200), (16, 128)])
+# Every shape of the learned pair (oracle 288 wide, draft 128), a width that is no multiple of a panel, and a tiny one.
+@pytest.mark.parametrize("shape", [(288, 864), (288, 288), (288, 1152), (1152, 288), (288, 8192), (128, 384),
+                                   (128, 128), (128, 512), (512, 128), (128, 8192), (40, 200), (16, 128)])
 @pytest.mark.parametrize("n_rows", [2, 5, 17, 19, 64, 65, 129, 150])
 def test_split_products_equal_one_core_bit_for_bit(fresh, monkeypatch, shape, n_rows):
     w = split(shape)
@@ -82,8 +83,8 @@ def test_split_products_equal_one_core_bit_for_bit(fresh, monkeypatch, shape, n_
 
 
 @needs_helper
-def test_a_verification_on_the_learned_oracle_is_bit_for_bit_the_one_core_forward(fresh, monkeypatch):
-    oracle = load_fast(os.path.join(PAIR, "oracle"))
+def test_a_verification_on_the_learned_oracle_is_bit_for_bit_the_one_core_forward(fresh, monkeypatch, demo_dirs):
+    oracle = load_fast(demo_dirs["oracle"])
     started(oracle.params["h"][0]["mlp"]["c_fc"]["weight"])
     ids = np.random.default_rng(1).integers(0, oracle.vocab_size, 40)
     caches = {setting: KVCache() for setting in ("", "1")}
