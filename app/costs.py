@@ -88,7 +88,8 @@ def cost_main(argv):
                  others_load="unknown" if others is None else f"{others:.2f} cores")
     header = (f"{facts['date']}, {facts['minutes']} min; {facts['cpu']}, {facts['cores']} cores; NumPy {facts['numpy']}, "
               f"{facts['blas']}; load average before {facts['load_before']}, other processes used {facts['others_load']} "
-              f"during the run; {facts['cores_used']}. T(k): a forward of k new tokens after {args.context} cached, {args.rounds} rounds, "
+              f"during the run; {facts['cores_used']}. T(k): a forward of k new tokens after {args.context} cached, "
+              f"{args.rounds} rounds, "
               "every k and part taking turns; medians over the rounds (T with its min-max; T(k)/T(1) the median of the "
               "rounds' own ratios, with their quartiles); products: its weight products alone, head: the LM head's "
               "alone, rest: T minus the products.")
