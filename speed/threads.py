@@ -74,11 +74,9 @@ def threads_for(n_rows, share=True):
 def single_threaded():
     """A small model's forward: the BLAS single-threaded, idle BLAS threads parked, no product handed to this
     module's threads; and the BLAS left single-threaded after (the module's docstring says why)."""
-    global _blas, _blas_shares_rows, _shares
+    global _blas_shares_rows, _shares
     with _setting:
-        if _blas is None:
-            _blas = ThreadpoolController()
-        for lib in _blas.select(user_api="blas").lib_controllers:
+        for lib in blas().select(user_api="blas").lib_controllers:
             if lib.get_num_threads() != 1:
                 lib.set_num_threads(1)
         park_idle_blas_threads()  # threads a big model's single-token products left spinning
@@ -92,13 +90,11 @@ def single_threaded():
 
 @contextlib.contextmanager
 def _shared_out(n_rows):
-    global _blas, _blas_shares_rows, _shares
+    global _blas_shares_rows, _shares
     with _setting:
-        if _blas is None:
-            _blas = ThreadpoolController()
         one_row = n_rows == 1 and N_THREADS > 1 and bool(blas_thread_stoppers())
         before = (_blas_shares_rows, _shares)
-        with _blas.limit(limits=N_THREADS if one_row else 1, user_api="blas"):
+        with blas().limit(limits=N_THREADS if one_row else 1, user_api="blas"):
             if not one_row:
                 park_idle_blas_threads()
             _blas_shares_rows, _shares = one_row, True
@@ -106,6 +102,14 @@ def _shared_out(n_rows):
                 yield
             finally:
                 _blas_shares_rows, _shares = before
+
+
+def blas():
+    """threadpoolctl's handle on the BLAS, made on first use (it inspects every loaded library once)."""
+    global _blas
+    if _blas is None:
+        _blas = ThreadpoolController()
+    return _blas
 
 
 def park_idle_blas_threads():
@@ -132,7 +136,7 @@ def blas_thread_stoppers():
     if _stop_blas_threads is None:
         found = []
         if sys.platform.startswith("linux"):
-            controller = _blas or ThreadpoolController()
+            controller = blas()
             for lib in controller.select(internal_api="openblas").lib_controllers:
                 if getattr(lib, "threading_layer", None) == "pthreads":
                     stop = getattr(ctypes.CDLL(lib.filepath), "blas_thread_shutdown_", None)
