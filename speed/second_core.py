@@ -188,7 +188,8 @@ class Helper:
             raise TypeError(f"x is {x.dtype}: the model computes in float32")
         n_panels, n_in, width = weights.panels.shape
         mine = (n_panels + 1) // 2  # this process multiplies panels[:mine], the helper panels[mine:]
-        step = MAILBOX_ROWS // panels.rows_per_call(width, n_in) * panels.rows_per_call(width, n_in)
+        per_call = panels.rows_per_call(width, n_in)
+        step = MAILBOX_ROWS // per_call * per_call  # whole calls of product_into per hand-over
         out = np.empty((len(x), n_panels * width), dtype=np.float32)
         by_panel = out.reshape(len(x), n_panels, width).transpose(1, 0, 2)  # [n_panels, n_seq, width], a view of out
         with self.lock:
@@ -249,9 +250,9 @@ class Helper:
             if spins % 4096 == 0:  # about a millisecond: is it asleep, alive, on time?
                 self.wake_if_asleep()
                 since = since or time.monotonic()
-                if self.process.poll() is not None or time.monotonic() - since > WAIT_SECONDS:
-                    self.fail("the second core's helper process ended" if self.process.poll() is not None
-                              else "the second core's helper process stopped answering")
+                ended = self.process.poll() is not None
+                if ended or time.monotonic() - since > WAIT_SECONDS:
+                    self.fail(f"the second core's helper process {'ended' if ended else 'stopped answering'}")
                     return False
         if h[FAILED]:
             self.fail("the second core's helper process failed")
