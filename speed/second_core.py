@@ -21,13 +21,23 @@ first product and dropped when the weight is. After IDLE_SECONDS without work it
 (this process writes a byte to wake it); it ends with this process, or when this process's end
 closes the pipe.
 
-It runs only where it is sound and pays: Linux on x86-64 (whose stores are seen by the other core
-in the order they were made, so the mailbox needs no lock), two cores or more, and two rows or
-more. One row is a matrix-vector product bound by memory, not by arithmetic: T(1) stays as it was.
-Nor does a product of under MIN_WORK multiply-adds go (a tiny model's): the hand-over would cost more.
-Everywhere else, or with SPECULATIVE_GPT2_ONE_CORE=1 in the environment (read at every product),
-the products run on the calling thread alone. If the helper dies, this process computes its half,
+It is off unless asked for (--second-core, the session's /second-core on, or
+SPECULATIVE_GPT2_SECOND_CORE=1): both processes spin while a generation runs, so the helper holds a
+core for the whole run, and when anything else wants that core (a browser, a second run) the two
+take turns with it and a run is slower than on one core (PERFORMANCE.md, "A second core"). On a
+quiet machine it makes a small model's checks of many tokens cheaper.
+
+Asked for, it runs only where it is sound and pays: Linux on x86-64 (whose stores are seen by the
+other core in the order they were made, so the mailbox needs no lock), two cores or more, and two
+rows or more. One row is a matrix-vector product bound by memory, not by arithmetic: T(1) stays as
+it was. Nor does a product of under MIN_WORK multiply-adds go (a tiny model's): the hand-over would
+cost more. SPECULATIVE_GPT2_ONE_CORE=1 keeps every product on one core even when the helper is asked
+for. Both settings are read at every product. If the helper dies, this process computes its half,
 says so once on stderr, and goes on with one core.
+
+The same bits: a SplitPanels product of several rows always runs with the BLAS single-threaded
+(threads.blas_single_threaded), here and in the helper, on one core or two, inside a forward or not:
+a two-threaded BLAS rounds some products differently, so "one core's output" means this.
 """
 
 import atexit
@@ -35,6 +45,7 @@ import itertools
 import mmap
 import os
 import platform
+import select
 import signal
 import subprocess
 import sys
@@ -47,16 +58,19 @@ import numpy as np
 if __name__ == "__main__":  # run as the helper process: its imports start at the project's root, not at speed/
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-from errors import printable  # noqa: E402
-from speed import panels  # noqa: E402
+from errors import UserError, printable  # noqa: E402
+from speed import panels, threads  # noqa: E402
 
-ONE_CORE_SETTING = "SPECULATIVE_GPT2_ONE_CORE"
+SECOND_CORE_SETTING = "SPECULATIVE_GPT2_SECOND_CORE"  # on: use the helper (off by default)
+ONE_CORE_SETTING = "SPECULATIVE_GPT2_ONE_CORE"        # on: never use it, whatever else asks
+ON, OFF = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
 MAILBOX_ROWS = 128           # rows per hand-over at most, above panels.rows_per_call: more go in several
 MAILBOX_X = 128 * 4096       # floats of x: MAILBOX_ROWS rows of n_in up to 4096
 MAILBOX_OUT = 128 * 16384    # floats of the helper's columns: MAILBOX_ROWS rows of up to 16384
 MIN_WORK = 1_000_000         # multiply-adds of a product worth sharing (17 rows by 288 x 288 is 1.4 million)
 IDLE_SECONDS = 0.05          # the helper spins this long after its last job, then sleeps
 WAIT_SECONDS = 10.0          # a helper this late on one job is taken for hung
+PARENT_CHECK_SECONDS = 0.5   # a sleeping helper looks this often whether its parent is still there
 # The mailbox's header, int64 words. This process writes a job's fields, then JOB; the helper
 # writes its answer, then DONE.
 JOB, DONE, ASLEEP, READY, FAILED, COMMAND, KEY, ROWS, N_IN, START, STOP, N_PANELS, WIDTH = range(13)
@@ -65,6 +79,7 @@ MULTIPLY, KEEP, FORGET, QUIT = range(1, 5)  # COMMAND's values
 
 _helper = None           # the running Helper, started on first use
 _broken = False          # True once a helper failed: one core from then on, said once
+_asked = None            # use() from a flag or the session: True or False; None: the environment says
 _forgotten = []          # keys of weights dropped since the last job: the helper drops its copies too
 _keys = itertools.count(1)
 _starting = threading.Lock()
@@ -76,13 +91,40 @@ def supported():
             and hasattr(os, "memfd_create") and len(os.sched_getaffinity(0)) > 1 and bool(sys.executable))
 
 
+class SettingError(UserError):
+    """A value of SPECULATIVE_GPT2_SECOND_CORE or SPECULATIVE_GPT2_ONE_CORE that is neither on nor off."""
+
+
+def use(on):
+    """Ask for the helper (True), or not (False), whatever the environment says: --second-core, /second-core."""
+    global _asked
+    _asked = bool(on)
+
+
+def setting(name):
+    """An on/off setting of the environment: 1/true/yes/on is True; 0/false/no/off or empty or unset is False."""
+    value = os.environ.get(name, "")
+    if value.strip().lower() in ON:
+        return True
+    if value.strip().lower() in OFF:
+        return False
+    raise SettingError(f"{name}={printable(value, newlines=False)}: use 1, true, yes or on to turn it on; 0, false, "
+                       "no, off or empty to turn it off")
+
+
+def asked():
+    """Whether products of several rows should go to the helper: asked for, and not kept on one core."""
+    wanted = _asked if _asked is not None else setting(SECOND_CORE_SETTING)
+    return wanted and not setting(ONE_CORE_SETTING)
+
+
 def helper_for(n_rows, weights):
     """The helper if a product of n_rows rows by `weights` (a SplitPanels) should be shared with it, else None.
 
     The first call starts it; until it is ready, products run on one core instead of waiting.
     """
     global _helper
-    if _broken or one_core_asked() or not worth_sharing(n_rows, weights):
+    if _broken or not asked() or not worth_sharing(n_rows, weights):
         return None
     if _helper is None:
         with _starting:
@@ -103,14 +145,12 @@ def worth_sharing(n_rows, weights):
             and n_in * MAILBOX_ROWS <= MAILBOX_X and n_panels // 2 * width * MAILBOX_ROWS <= MAILBOX_OUT)
 
 
-def one_core_asked():
-    return os.environ.get(ONE_CORE_SETTING, "") not in ("", "0")
-
-
 def status():
     """One line for --verbose and the benchmark: who multiplies a verification's rows."""
-    if one_core_asked():
-        return f"one core: {ONE_CORE_SETTING} is set"
+    if setting(ONE_CORE_SETTING):
+        return f"one core: {ONE_CORE_SETTING} is on"
+    if not asked():
+        return f"one core (a second core is off unless asked for: --second-core or {SECOND_CORE_SETTING}=1)"
     if _broken:
         return "one core: the second core's helper process failed"
     if not supported():
@@ -133,10 +173,11 @@ class SplitPanels(panels.Panels):
         weakref.finalize(self, _forgotten.append, self.key)
 
     def __rmatmul__(self, x):  # x [n_seq, n_in] @ W -> [n_seq, n_out]
-        helper = helper_for(len(x), self) if len(x) > 1 else None  # one row: straight to panels, nothing asked
-        if helper is None:
+        if len(x) == 1:  # one row: straight to panels, nothing asked
             return super().__rmatmul__(x)
-        out = helper.product(x, self)
+        with threads.blas_single_threaded():  # the helper's BLAS is: the same calls, the same bits
+            helper = helper_for(len(x), self)
+            out = super().__rmatmul__(x) if helper is None else helper.product(x, self)
         return out if out.shape[1] == self.shape[1] else out[:, :self.shape[1]]
 
 
@@ -239,6 +280,10 @@ class Helper:
         fence()  # every field, and x, in the mailbox before the number that says they are there
         self.job += 1
         h[JOB] = self.job
+        # JOB stored, then ASLEEP loaded; the helper stores ASLEEP, then loads JOB (sleep_until_woken).
+        # x86 may let a load pass an earlier store, and then each side would miss the other's: a full
+        # fence on each side, between its store and its load, makes at least one see the other's.
+        fence()
         self.wake_if_asleep()
         return self.job
 
@@ -247,8 +292,8 @@ class Helper:
         h, spins, since = self.header, 0, None
         while h[DONE] != job:
             spins += 1
-            if spins % 4096 == 0:  # about a millisecond: is it asleep, alive, on time?
-                self.wake_if_asleep()
+            if spins % 4096 == 0:  # about a millisecond: is it alive, on time? (Waking it again is only a
+                self.wake_if_asleep()  # backstop: post()'s fences already see that it is woken.)
                 since = since or time.monotonic()
                 ended = self.process.poll() is not None
                 if ended or time.monotonic() - since > WAIT_SECONDS:
@@ -321,8 +366,12 @@ def mailbox_views(box):
     return header, x, out
 
 
-def forget_helper():  # in a forked child: the parent's helper answers the parent only
+def forget_helper():
+    """In a forked child: the parent's helper answers the parent only. The child closes its copy of the
+    wake pipe's end, or a sleeping helper would wait for a byte from it after the parent has gone."""
     global _helper, _starting
+    if _helper is not None and _helper.wake_w is not None:
+        os.close(_helper.wake_w)
     _helper, _starting = None, threading.Lock()
 
 
@@ -350,7 +399,7 @@ def serve(mailbox_fd, wake_fd, parent):
             if spins % 16384 == 0:  # a few milliseconds of spinning: still wanted?
                 if os.getppid() != parent:
                     return
-                if time.monotonic() - last_work > IDLE_SECONDS and not sleep_until_woken(header, wake_fd, done):
+                if time.monotonic() - last_work > IDLE_SECONDS and not sleep_until_woken(header, wake_fd, done, parent):
                     return
             continue
         command = header[COMMAND]
@@ -381,11 +430,17 @@ def do(command, header, x, out, halves):
         halves.pop(key, None)
 
 
-def sleep_until_woken(header, wake_fd, done):
-    """Sleep until a byte comes down the pipe: True, or False when the pipe closes (the parent has ended)."""
+def sleep_until_woken(header, wake_fd, done, parent):
+    """Sleep until a byte comes down the pipe: True, or False when the pipe closes or the parent has gone
+    (a killed parent's pipe can stay open in a process it forked, so the parent is looked for too)."""
     header[ASLEEP] = 1
+    fence()  # ASLEEP stored before JOB is loaded: the other half of post()'s fence
     try:
-        while int(header[JOB]) == done:  # a job posted as ASLEEP was set is seen here, or its wake-up read
+        while int(header[JOB]) == done:  # a job posted before ASLEEP was seen is seen here; one after, woken
+            if not select.select([wake_fd], [], [], PARENT_CHECK_SECONDS)[0]:
+                if os.getppid() != parent:
+                    return False
+                continue
             if not os.read(wake_fd, 4096):
                 return False
     finally:

@@ -47,6 +47,7 @@ _blas = None  # threadpoolctl's handle on the BLAS, made on first use
 _stop_blas_threads = None  # OpenBLAS's own function that ends its thread pool, found on first use
 _blas_shares_rows = False  # True while the BLAS's own threads share out matrix-vector products
 _shares = True  # False while a small model's forward runs: no product is handed to other threads
+_one_thread = False  # True while this module holds the BLAS at one thread (single_threaded, several rows)
 _pool = None  # this module's worker threads, started on first use
 _tasks = queue.SimpleQueue()  # (part, share, done) for the workers
 _starting = threading.Lock()  # one caller at a time starts workers
@@ -74,34 +75,50 @@ def threads_for(n_rows, share=True):
 def single_threaded():
     """A small model's forward: the BLAS single-threaded, idle BLAS threads parked, no product handed to this
     module's threads; and the BLAS left single-threaded after (the module's docstring says why)."""
-    global _blas_shares_rows, _shares
+    global _blas_shares_rows, _shares, _one_thread
     with _setting:
         for lib in blas().select(user_api="blas").lib_controllers:
             if lib.get_num_threads() != 1:
                 lib.set_num_threads(1)
         park_idle_blas_threads()  # threads a big model's single-token products left spinning
-        before = (_blas_shares_rows, _shares)
-        _blas_shares_rows, _shares = False, False
+        before = (_blas_shares_rows, _shares, _one_thread)
+        _blas_shares_rows, _shares, _one_thread = False, False, True
         try:
             yield
         finally:
-            _blas_shares_rows, _shares = before
+            _blas_shares_rows, _shares, _one_thread = before
+
+
+@contextlib.contextmanager
+def blas_single_threaded():
+    """The BLAS at one thread for what runs inside, and as it was after: nothing to do inside a forward that
+    holds it there already (a small model's, a verification's); elsewhere (a product called on its own) it is set."""
+    global _one_thread
+    if _one_thread:
+        yield
+        return
+    with _setting, blas().limit(limits=1, user_api="blas"):
+        _one_thread = True
+        try:
+            yield
+        finally:
+            _one_thread = False
 
 
 @contextlib.contextmanager
 def _shared_out(n_rows):
-    global _blas_shares_rows, _shares
+    global _blas_shares_rows, _shares, _one_thread
     with _setting:
         one_row = n_rows == 1 and N_THREADS > 1 and bool(blas_thread_stoppers())
-        before = (_blas_shares_rows, _shares)
+        before = (_blas_shares_rows, _shares, _one_thread)
         with blas().limit(limits=N_THREADS if one_row else 1, user_api="blas"):
             if not one_row:
                 park_idle_blas_threads()
-            _blas_shares_rows, _shares = one_row, True
+            _blas_shares_rows, _shares, _one_thread = one_row, True, not one_row
             try:
                 yield
             finally:
-                _blas_shares_rows, _shares = before
+                _blas_shares_rows, _shares, _one_thread = before
 
 
 def blas():

@@ -1,8 +1,12 @@
 """speed/second_core.py: half of each product of a small model on a helper process, the same output bit for bit.
 
-Each test compares against the same product on one core (SPECULATIVE_GPT2_ONE_CORE=1), and checks
-that the helper really took its half (its job count moved). Where the helper cannot run (not Linux
-on x86-64, one core), the products must run on one core, which the last test checks.
+The helper is off unless asked for; these tests ask for it (SPECULATIVE_GPT2_SECOND_CORE=1). Each
+compares against the same product on one core (SPECULATIVE_GPT2_ONE_CORE=1), and checks that the
+helper really took its half (its job count moved). Products are called here outside any forward,
+with the BLAS as the test run left it: the same bits must come out whatever its threads
+(.ci/run runs this file alone under OPENBLAS_NUM_THREADS unset, 1 and 2, and three kernels). Where
+the helper cannot run (not Linux on x86-64, one core), the products must run on one core, which the
+last test checks.
 """
 
 import gc
@@ -28,7 +32,7 @@ needs_helper = pytest.mark.skipif(not second_core.supported(), reason="the helpe
 def fresh(monkeypatch):
     """A module with no helper and nothing broken, before and after: each test starts its own. Every
     product of two rows or more is shared, however small (MIN_WORK 0), unless a test says otherwise."""
-    monkeypatch.delenv(second_core.ONE_CORE_SETTING, raising=False)
+    ask_for_the_helper(monkeypatch)
     stop_helper()
     monkeypatch.setattr(second_core, "_broken", False)
     monkeypatch.setattr(second_core, "MIN_WORK", 0)
@@ -40,10 +44,16 @@ def fresh(monkeypatch):
 def running(monkeypatch):
     """As `fresh`, but a helper left by an earlier test of this kind is kept: starting one per case would
     cost more than the cases."""
-    monkeypatch.delenv(second_core.ONE_CORE_SETTING, raising=False)
+    ask_for_the_helper(monkeypatch)
     monkeypatch.setattr(second_core, "MIN_WORK", 0)
     if second_core._broken:
         monkeypatch.setattr(second_core, "_broken", False)
+
+
+def ask_for_the_helper(monkeypatch):
+    monkeypatch.delenv(second_core.ONE_CORE_SETTING, raising=False)
+    monkeypatch.setenv(second_core.SECOND_CORE_SETTING, "1")
+    monkeypatch.setattr(second_core, "_asked", None)
 
 
 def stop_helper():
@@ -180,12 +190,62 @@ CHILD = textwrap.dedent("""
 @needs_helper
 @pytest.mark.parametrize("idle", [0.0, 0.5])  # killed while the helper spins, and after it has gone to sleep
 def test_the_helper_ends_when_its_parent_is_killed(idle):
-    child = subprocess.run([sys.executable, "-c", CHILD, ROOT, str(idle)], capture_output=True, text=True, timeout=60)
+    child = subprocess.run([sys.executable, "-c", CHILD, ROOT, str(idle)], capture_output=True, text=True, timeout=60,
+                           env=asking())
     pid = int(child.stdout.split()[0])
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and os.path.exists(f"/proc/{pid}") and "Z" not in state(pid):
         time.sleep(0.05)
     assert not os.path.exists(f"/proc/{pid}") or "Z" in state(pid), f"helper {pid} outlived its parent"
+
+
+def asking():
+    """The environment of a process of this test's that asks for the helper."""
+    env = {**os.environ, second_core.SECOND_CORE_SETTING: "1"}
+    env.pop(second_core.ONE_CORE_SETTING, None)
+    return env
+
+
+FORKS_THEN_DIES = textwrap.dedent("""
+    import os, sys, time
+    import numpy as np
+    sys.path.insert(0, sys.argv[1])
+    from speed import panels, second_core
+    w = second_core.SplitPanels(panels.to_panels(np.ones((288, 1152), np.float32)), 1152)
+    deadline = time.monotonic() + 30
+    while second_core.helper_for(second_core.MAILBOX_ROWS, w) is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    np.ones((17, 288), np.float32) @ w
+    if sys.argv[2] == "holding the pipe":  # a copy of the wake pipe's end that no fork hook knows of
+        os.dup(second_core._helper.wake_w)
+    helper = second_core.helper_pid()
+    time.sleep(3 * second_core.IDLE_SECONDS)  # the helper has gone to sleep on its pipe
+    child = os.fork()
+    if child == 0:  # a child that outlives its parent by far
+        time.sleep(60)
+        os._exit(0)
+    print(helper, child, flush=True)
+    os.kill(os.getpid(), 9)
+""")
+
+
+@needs_helper
+@pytest.mark.parametrize("child", ["plain", "holding the pipe"])
+def test_the_helper_of_a_parent_killed_after_it_forked_is_gone_within_two_seconds(child):
+    # The parent forks a child that goes on living, then is killed while its helper sleeps: the child
+    # must not keep the helper alive (its copy of the pipe closed at the fork; the parent looked for).
+    parent = subprocess.Popen([sys.executable, "-c", FORKS_THEN_DIES, ROOT, child], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True, env=asking())
+    helper, grandchild = (int(pid) for pid in parent.stdout.readline().split())
+    try:
+        parent.wait(timeout=60)
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline and os.path.exists(f"/proc/{helper}") and "Z" not in state(helper):
+            time.sleep(0.05)
+        assert not os.path.exists(f"/proc/{helper}") or "Z" in state(helper), f"helper {helper} outlived its parent"
+    finally:
+        os.kill(grandchild, signal.SIGKILL)
+        parent.stdout.close()
 
 
 def state(pid):
@@ -223,8 +283,44 @@ FORKED = textwrap.dedent("""
 @needs_helper
 def test_a_forked_child_does_not_use_its_parents_helper():
     # In a process of its own: forking the test run, with its threads, could deadlock the child.
-    child = subprocess.run([sys.executable, "-c", FORKED, ROOT], capture_output=True, text=True, timeout=60)
+    child = subprocess.run([sys.executable, "-c", FORKED, ROOT], capture_output=True, text=True, timeout=60, env=asking())
     assert child.returncode == 0 and child.stdout.strip() == "ok", child.stderr
+
+
+def test_the_helper_is_off_unless_asked_for(fresh, monkeypatch):
+    monkeypatch.delenv(second_core.SECOND_CORE_SETTING)
+    w = split((288, 1152))
+    x = np.random.default_rng(7).standard_normal((17, 288)).astype(np.float32)
+    got = x @ w
+    assert second_core._helper is None and second_core.status().startswith("one core")
+    second_core.use(True)  # --second-core: asked for, whatever the environment says
+    assert second_core.asked()
+    monkeypatch.setenv(second_core.SECOND_CORE_SETTING, "on")
+    second_core.use(False)
+    assert not second_core.asked()
+    np.testing.assert_array_equal(got, one_core(x, w, monkeypatch))
+
+
+@pytest.mark.parametrize("value, on", [("1", True), ("true", True), ("YES", True), ("on", True), (" On ", True),
+                                       ("", False), ("0", False), ("false", False), ("no", False), ("OFF", False)])
+def test_the_settings_mean_what_they_say(monkeypatch, value, on):
+    monkeypatch.setattr(second_core, "_asked", None)
+    monkeypatch.setenv(second_core.SECOND_CORE_SETTING, value)
+    monkeypatch.delenv(second_core.ONE_CORE_SETTING, raising=False)
+    assert second_core.asked() is on
+    monkeypatch.setenv(second_core.SECOND_CORE_SETTING, "1")
+    monkeypatch.setenv(second_core.ONE_CORE_SETTING, value)  # on: one core, whatever else asks
+    assert second_core.asked() is not on
+
+
+@pytest.mark.parametrize("value", ["00", "2", "maybe", "yes please", "\x1b[31mred"])
+def test_a_setting_that_is_neither_on_nor_off_is_one_clear_line(monkeypatch, value):
+    monkeypatch.setattr(second_core, "_asked", None)
+    monkeypatch.setenv(second_core.SECOND_CORE_SETTING, value)
+    with pytest.raises(second_core.SettingError) as e:
+        second_core.asked()
+    message = str(e.value)
+    assert second_core.SECOND_CORE_SETTING in message and "\n" not in message and "\x1b" not in message
 
 
 def test_without_a_helper_products_run_on_one_core(fresh, monkeypatch):
