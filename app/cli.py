@@ -25,6 +25,9 @@ def main(argv=None):
     settings = settings_from(args)
     models_dir = args.models_dir or DEFAULT_MODELS_DIR
     display.as_utf8(sys.stdout, errors="replace")
+    if args.second_core:
+        from speed import second_core  # here: a --plain run imports nothing of speed/
+        second_core.use(True)
     if args.verbose:
         print(f"speed: {'plain NumPy (--plain)' if args.plain else speed_line()}", file=sys.stderr)
     if args.interactive:
@@ -89,6 +92,10 @@ def parse_args(argv):
                         help="the models exactly as gpt2.GPT2.from_pretrained gives them, NumPy's own @, nothing of "
                              "speed/ run: the same tokens, slower verification; for stepping through the code in a "
                              "debugger (READING.md, 'Stepping through the code')")
+    parser.add_argument("--second-core", action="store_true",
+                        help="a small model's checks of several tokens run half on a helper process (speed/second_core.py): "
+                             "faster on a quiet machine, slower when other programs want the cores; off by default "
+                             "(also SPECULATIVE_GPT2_SECOND_CORE=1)")
     parser.add_argument("--verbose", action="store_true", help="also say how the products are run (threads, layout)")
     args = parser.parse_args(argv)
     method = methods.METHODS[args.method]
@@ -114,6 +121,8 @@ def parse_args(argv):
     if (args.trace or args.html is not None) and not method.verifies and not args.interactive:
         flag = "--trace" if args.trace else "--html"
         parser.error(f"{flag} shows verification rounds; --method {args.method} has none")
+    if args.second_core and args.plain:
+        parser.error("--second-core speeds up the fast models; --plain runs NumPy's own products")
     if args.interactive and args.prompt:
         parser.error("--interactive reads its prompts from the session: give no prompt")
     if args.html is not None:

@@ -38,16 +38,20 @@ def cost_main(argv):
         "cached ones, T(k), over T(1), for each model; its weight products alone and its LM head alone beside it.",
         epilog="Every k and every part take turns in each round; the figures are medians over the rounds, T(k) with "
                "its min-max, T(k)/T(1) the median of the rounds' own ratios with their quartiles. gpt2 ... gpt2-xl: "
-               "real weights when --models-dir holds them, else random weights of the real shape (as bench.py). A small "
-               "model's products of two rows or more run half on a second core (speed/second_core.py); "
-               f"{second_core.ONE_CORE_SETTING}=1 in the environment keeps them on one, to compare.")
+               "real weights when --models-dir holds them, else random weights of the real shape (as bench.py). "
+               "--second-core runs a small model's products of two rows or more half on a second core "
+               "(speed/second_core.py), to compare with the default, one core; each figure says which ran.")
     parser.add_argument("models", nargs="*", default=["demo-oracle", "demo-draft"],
                         help="models: names or directories (default: the learned pair, demo-oracle demo-draft)")
     parser.add_argument("--ks", nargs="+", type=int, default=list(range(1, 33)), help="k values (default: 1 to 32)")
     parser.add_argument("--rounds", type=int, default=21, help="rounds, 1 to 1000 (default: 21)")
     parser.add_argument("--context", type=int, default=128, help="cached tokens before each forward (default: 128)")
+    parser.add_argument("--second-core", action="store_true", help="a small model's products of two rows or more half "
+                        "on a helper process (speed/second_core.py; off by default: one core)")
     parser.add_models_and_results(COST_OUTPUTS)
     args = parser.parse_args(argv)
+    if args.second_core:
+        second_core.use(True)
     if not 1 <= args.rounds <= 1000 or not all(1 <= k <= 64 for k in args.ks) or not 1 <= args.context <= MAX_CONTEXT:
         parser.error(f"--rounds must be from 1 to 1000, --ks from 1 to 64, --context from 1 to {MAX_CONTEXT}")
     parser.check_results(args.out, COST_OUTPUTS)
@@ -55,8 +59,7 @@ def cost_main(argv):
     start = measure.cpu_snapshot()
     facts = {"command": " ".join(["python bench.py cost", *argv]), "date": time.strftime("%Y-%m-%d %H:%M %Z"),
              "cpu": measure.cpu_name(), "cores": threads.N_THREADS, "numpy": np.__version__, "blas": measure.blas_description(),
-             "load_before": measure.load_average(), "rounds": args.rounds, "context": args.context,
-             "cores_used": second_core.status()}
+             "load_before": measure.load_average(), "rounds": args.rounds, "context": args.context}
     rows = []
     for name in args.models:
         if name in SHAPES:
@@ -79,12 +82,12 @@ def cost_main(argv):
                          "ratio_q1": round(q1, 3), "ratio_q3": round(q3, 3), "products_ms": round(ms["products"], 3),
                          "head_ms": round(ms["head"], 3), "rest_ms": round(ms["forward"] - ms["products"], 3)})
         print(f"{printable(shown)}: T(1) {rows[-len(ks)]['T_ms']} ms, "
-              + ", ".join(f"T({k})/T(1) {r['ratio']}" for k, r in zip(ks, rows[-len(ks):]) if k in (5, 9, 17, 32)),
-              file=sys.stderr)
+              + ", ".join(f"T({k})/T(1) {r['ratio']}" for k, r in zip(ks, rows[-len(ks):]) if k in (5, 9, 17, 32))
+              + f"; {second_core.status()}", file=sys.stderr)
         del model
     end = measure.cpu_snapshot()
     others = measure.others_load(start, end)
-    facts.update(minutes=round((end[0] - start[0]) / 60, 1),
+    facts.update(minutes=round((end[0] - start[0]) / 60, 1), cores_used=second_core.status(),
                  others_load="unknown" if others is None else f"{others:.2f} cores")
     header = (f"{facts['date']}, {facts['minutes']} min; {facts['cpu']}, {facts['cores']} cores; NumPy {facts['numpy']}, "
               f"{facts['blas']}; load average before {facts['load_before']}, other processes used {facts['others_load']} "
@@ -196,8 +199,12 @@ def rounds_main(argv):
     parser.add_argument("-n", "--new-tokens", type=int, default=64, help="tokens per run, 1 to 512 (default: 64)")
     parser.add_argument("--n-draft", type=int, default=4, help="speculative's draft length, 1 to 16 (default: 4)")
     parser.add_argument("--rounds", type=int, default=5, help="rounds of every run taking turns, 1 to 50 (default: 5)")
+    parser.add_argument("--second-core", action="store_true", help="a small model's products of two rows or more half "
+                        "on a helper process (speed/second_core.py; off by default: one core)")
     parser.add_models_and_results(ROUNDS_OUTPUTS)
     args = parser.parse_args(argv)
+    if args.second_core:
+        second_core.use(True)
     if not 1 <= args.new_tokens <= 512 or not 1 <= args.n_draft <= 16 or not 1 <= args.rounds <= 50:
         parser.error("--new-tokens must be from 1 to 512, --n-draft from 1 to 16, --rounds from 1 to 50")
     parser.check_results(args.out, ROUNDS_OUTPUTS)
@@ -219,9 +226,10 @@ def rounds_main(argv):
     rows, facts = rounds_table(by_round, t_draft, t_oracle, args.n_draft)
     facts.update(command=" ".join(["python bench.py rounds", *argv]), date=time.strftime("%Y-%m-%d %H:%M %Z"),
                  cpu=measure.cpu_name(), load=measure.load_average(), prompts=len(prompts), context=context,
-                 n_new=args.new_tokens, rounds=args.rounds, T_draft_ms=round(t_draft * 1e3, 3),
+                 n_new=args.new_tokens, rounds=args.rounds, T_draft_ms=round(t_draft * 1e3, 3), cores_used=second_core.status(),
                  T_oracle_ms={k: round(t * 1e3, 3) for k, t in t_oracle.items()})
-    header = (f"{facts['date']}; {facts['cpu']}; load average {facts['load']}. {len(prompts)} held-out prompts, "
+    header = (f"{facts['date']}; {facts['cpu']}; load average {facts['load']}; {facts['cores_used']}. "
+              f"{len(prompts)} held-out prompts, "
               f"{args.new_tokens} new tokens, n_draft {args.n_draft}, {args.rounds} rounds taking turns (greedy, then "
               f"speculative, prompt by prompt); seconds summed over the prompts, medians over the rounds. The suite's "
               f"cost probe (best of 7 after {context} cached tokens): T_draft(1) {facts['T_draft_ms']} ms, "

@@ -18,6 +18,7 @@ from app.program import UsageError
 from errors import UserError, printable
 from ngram import STORAGES, NGramDrafter
 from processors import PROCESSORS, Processor, parse_processor
+from speed import second_core
 from weights import files
 
 try:
@@ -178,7 +179,7 @@ class Session:
                  f"reset_in_between {on_off(s.reset_in_between)}; beams {s.n_beams}; "
                  f"draft layers {s.draft_layers or 'half'} (self-speculative)")
         self.say(f"trace {on_off(self.trace)}, html {self.html or 'off'}, cache {on_off(s.cache)}, compare {on_off(self.compare)}, "
-                 f"plain {on_off(self.plain)}")
+                 f"plain {on_off(self.plain)}, second_core {on_off(second_core.asked())}")
 
     def set_method(self, name):
         if name not in methods.METHODS and name != "target":
@@ -283,6 +284,11 @@ class Session:
         else:
             self.say(f"{name} {on_off(new)}")
 
+    def set_second_core(self, value=None):
+        new = flag(value, not second_core.asked())
+        second_core.use(new)
+        self.say(f"second_core {on_off(new)}: {second_core.status()}")
+
     def set_html(self, path=None):
         if path is None:
             raise UsageError("/html takes a file name (the page of each generation) or off")
@@ -365,6 +371,8 @@ def command_table(s):
                     "/compare [on|off]", ""),
         "plain": (lambda v=None: s.set_flag("plain", v), "the models as gpt2.GPT2.from_pretrained gives them, NumPy's own "
                   "@, nothing of speed/ (the same tokens, slower; for a debugger)", "/plain [on|off]", ""),
+        "second_core": (s.set_second_core, "a small model's checks of several tokens half on a helper process: faster on "
+                        "a quiet machine, slower beside other work (speed/second_core.py)", "/second_core [on|off]", ""),
         "ablation": (s.run_ablations, "run the ablation set on the last prompt, write a CSV", "/ablation [FILE.csv]",
                      "scripts/run_ablation.ps1"),
     }
@@ -374,7 +382,7 @@ SHOWN_AS = {"max_new_tokens": "length", "n_draft": "gamma", "n_draft_min": "egag
             "ema": "egag_ema", "n_beams": "beams"}
 COMPLETIONS = {"method": list(methods.METHODS) + ["target"], "processor": list(PROCESSORS), "set_ngramstorage": list(STORAGES),
                **{name: ["on", "off"] for name in ("egag", "ngram", "reset_in_between", "trace", "debug", "cache", "compare",
-                                                   "plain")},
+                                                   "plain", "second_core")},
                "html": ["off"], "draft": ["demo-draft", "gpt2"], "oracle": ["demo-oracle", "gpt2-large", "gpt2-xl"]}
 
 

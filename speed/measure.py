@@ -98,12 +98,13 @@ def memory_bandwidth(data, repeats=5):
 # 2. The verification-cost curve
 # ---------------------------------------------------------------------------
 
-def timings(runs, repeats):
-    """{name: the seconds of each call of run, fastest first} for runs = {name: run}.
+def turns(runs, repeats):
+    """{name: the seconds of each call of run, in the order they ran} for runs = {name: run}.
 
     The runs take turns, `repeats` rounds of one call each, rather than all
     repeats of one run and then the next: a bandwidth probe and the forward it
-    bounds then get the same chances at a quiet moment of the shared host.
+    bounds then get the same chances at a quiet moment of the shared host, and
+    the i-th calls of two runs, made one right after the other, make a pair.
     """
     seconds = {name: [] for name in runs}
     for _ in range(repeats):
@@ -111,7 +112,12 @@ def timings(runs, repeats):
             start = time.perf_counter()
             run()
             seconds[name].append(time.perf_counter() - start)
-    return {name: sorted(s) for name, s in seconds.items()}
+    return seconds
+
+
+def timings(runs, repeats):
+    """{name: the seconds of each call of run, fastest first}, the runs taking turns (turns)."""
+    return {name: sorted(s) for name, s in turns(runs, repeats).items()}
 
 
 def best_seconds(runs, repeats):
