@@ -302,6 +302,7 @@ def test_the_real_text_suite_runs_on_the_learned_pair_and_writes_its_tables(demo
     assert "python bench.py suite --methods speculative suffix" in (tmp_path / "out" / "suite.md").read_text()
 
 
+@pytest.mark.slow
 def test_the_layers_bench_runs_every_depth_of_the_learned_oracle(demo_dirs, tmp_path):
     models_dir = os.path.dirname(demo_dirs["oracle"])
     r = run_bench("layers", "--no-xl", "-n", 4, "--models-dir", models_dir, "--out", tmp_path / "out")

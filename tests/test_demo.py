@@ -213,6 +213,7 @@ def sps_case(pair):
     return draft, oracle, ids, processor, exact_two_tokens(oracle, ids, processor)
 
 
+@pytest.mark.slow
 def test_sps_on_the_learned_pair_samples_the_oracles_distribution(sps_case):
     draft, oracle, ids, processor, dist = sps_case
     rng, stats = np.random.default_rng(2024), Stats()
@@ -223,6 +224,7 @@ def test_sps_on_the_learned_pair_samples_the_oracles_distribution(sps_case):
     assert 0 < stats.accepted < stats.drafted  # both kept and rejected drafts occurred
 
 
+@pytest.mark.slow
 def test_the_same_test_tells_the_draft_from_the_oracle(sps_case):
     # Negative control: the draft's own samples, where the pair disagrees, fail the same test.
     draft, oracle, ids, processor, dist = sps_case

@@ -57,6 +57,7 @@ def test_a_head_for_another_oracle_is_refused(oracle, draft):
     (4, make_processor("topk", 3)),
     (3, make_processor("nucleus", 0.8, temperature=1.3)),
 ], ids=str)
+@pytest.mark.slow
 def test_sampled_text_has_the_oracles_distribution(small, n_draft, processor):
     _, q_model = small
     head = random_head(q_model, seed=5, scale=0.5)
@@ -69,6 +70,7 @@ def test_sampled_text_has_the_oracles_distribution(small, n_draft, processor):
     assert 0 < stats.accepted < stats.drafted  # both branches of the acceptance test were taken
 
 
+@pytest.mark.slow
 def test_the_chi_square_test_catches_a_sampler_that_keeps_every_draft(small, monkeypatch):
     """Negative control: accepting every draft gives the head's distribution, which the test rejects."""
     import sps

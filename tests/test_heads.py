@@ -84,6 +84,7 @@ def acceptance(generate, oracle, enc, n_new=40):
     return stats.acceptance_rate
 
 
+@pytest.mark.slow
 def test_the_trained_exit_is_kept_more_often_than_the_untrained_one(learned):
     _, oracle, enc, read = learned
     layer = read["exit"].exit_layer
@@ -93,6 +94,7 @@ def test_the_trained_exit_is_kept_more_often_than_the_untrained_one(learned):
     assert trained > untrained + 0.05, (trained, untrained)
 
 
+@pytest.mark.slow
 def test_the_eagle_head_is_kept_about_as_often_as_the_distilled_draft(learned):
     draft, oracle, enc, read = learned
     eagle = acceptance(lambda ids, s: eagle_generate(read["eagle"], oracle, ids, 40, stats=s), oracle, enc)

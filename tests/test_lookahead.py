@@ -57,6 +57,7 @@ def learned(demo_dirs):
 
 
 @pytest.mark.parametrize("shape", [{}, dict(W=3, N=3, G=2), dict(W=8, N=5, G=8)], ids=str)
+@pytest.mark.slow
 def test_lookahead_equals_greedy_on_the_learned_pair_held_out_prompts(learned, shape):
     oracle, prompts = learned
     stats = Stats()

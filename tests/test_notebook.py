@@ -70,6 +70,7 @@ def test_the_prose_states_no_figure_and_nothing_of_the_random_pair():
         assert OUTDATED.search(cell.source) is None, cell.source[:60]
 
 
+@pytest.mark.slow
 def test_the_walkthrough_runs_top_to_bottom_and_draws_every_plot(demo_dirs, monkeypatch):
     nb = nbformat.read(NOTEBOOK, as_version=4)
     monkeypatch.setenv("NOTEBOOK_MODELS_DIR", os.path.dirname(demo_dirs["draft"]))  # the session's pair: nothing built

@@ -203,11 +203,13 @@ def assert_the_context_limit_and_bad_arguments(generate, small, bad_settings):
     (3, 3, make_processor("topknucleus", 4, 0.9, temperature=1.2)),
     (2, 3, make_processor("topknucleus", 3, 0.6)),
 ], ids=str)
+@pytest.mark.slow
 def test_speculative_sample_has_the_targets_distribution(small, K, n_new, processor):
     # Both branches of step 3 must be taken: 0 < accepted < drafted.
     assert_the_oracles_distribution(speculative_sample, small, N_SAMPLES, processor, n_new=n_new, n_draft=K)
 
 
+@pytest.mark.slow
 def test_the_chi_square_test_can_tell_draft_from_target(small):
     # Negative control: the draft's own samples must fail the same test.
     p_model, q_model = small
