@@ -79,16 +79,18 @@ class Stats:
     def tokens_per_round(self):
         return self.n_generated / self.rounds if self.rounds else 0.0
 
-    def add_round(self, new_tokens, drafted=(), n_accepted=0, **record):
+    def add_round(self, new_tokens, drafted=(), n_accepted=0, rejections=None, **record):
         """Count one round that added new_tokens, of which the first n_accepted were drafts.
 
+        rejections: how many of its lines of drafts ended at a draft the oracle did not keep (a batch's
+        round has a line per row); default: one line, so 1 if a draft was not kept, else 0.
         With tracing on (trace is a list), also keep the round as a Round; record
         holds its other fields (context, oracle, cached, details, reason).
         """
         self.rounds += 1
         self.drafted += len(drafted)
         self.accepted += n_accepted
-        self.rejections += n_accepted < len(drafted)
+        self.rejections += int(n_accepted < len(drafted)) if rejections is None else rejections
         self.from_draft += [True] * n_accepted + [False] * (len(new_tokens) - n_accepted)
         if self.trace is not None and record:
             self.trace.append(Round(drafted=list(drafted), accepted=n_accepted, new=list(new_tokens), **record))

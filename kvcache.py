@@ -82,8 +82,78 @@ class KVCache:
             buffers[layer] = grown
 
 
-def buffer(n_head, capacity, head_dim, transposed=False):  # -> [n_head, capacity, head_dim] float32
-    """An empty cache buffer; transposed: a view of memory laid out [n_head, head_dim, capacity] (the keys)."""
+def buffer(n_head, capacity, head_dim, transposed=False, n_rows=None):  # -> [(n_rows,) n_head, capacity, head_dim]
+    """An empty cache buffer, float32; transposed: a view of memory laid out [..., head_dim, capacity] (the keys).
+    n_rows: a batch's buffer, one such buffer per row (BatchKVCache), zeros: attention reads a row's
+    positions past its end too (masked), and memory left as it was could hold a NaN, which no mask hides."""
+    lead, new = ((), np.empty) if n_rows is None else ((n_rows,), np.zeros)
     if transposed:
-        return np.empty((n_head, head_dim, capacity), dtype=np.float32).transpose(0, 2, 1)
-    return np.empty((n_head, capacity, head_dim), dtype=np.float32)
+        return new((*lead, n_head, head_dim, capacity), dtype=np.float32).swapaxes(-1, -2)
+    return new((*lead, n_head, capacity, head_dim), dtype=np.float32)
+
+
+class BatchKVCache:
+    """The cache of a batch of sequences (batch.py): one buffer per layer [n_rows, n_head, capacity, head_dim],
+    and a length per row.
+
+    After a speculative round each row keeps its own number of drafts, so the rows hold different
+    numbers of positions: row b holds lengths[b]. What lies past a row's length is left over (padding,
+    rejected drafts): the mask hides it (gpt2.batch_mask) and the row's next tokens overwrite it, so
+    cutting rows to different lengths costs no more than KVCache.truncate.
+    """
+
+    def __init__(self, n_rows):
+        self.keys = []    # one [n_rows, n_head, capacity, head_dim] buffer per layer
+        self.values = []  # same shapes as keys
+        self.lengths = np.zeros(n_rows, dtype=np.int64)  # positions each row holds
+
+    def n_tokens(self):  # -> [n_rows]
+        return self.lengths.copy()
+
+    def truncate(self, n):
+        """Keep the first n[b] positions of row b (an int: the same for every row), drop the rest."""
+        n = np.broadcast_to(np.asarray(n, dtype=np.int64), self.lengths.shape)
+        if np.any(n < 0) or np.any(n > self.lengths):
+            raise ValueError(f"cannot truncate rows of {self.lengths.tolist()} positions to {n.tolist()}")
+        self.lengths = n.copy()
+
+    def select(self, rows):
+        """Keep only the given rows, in that order (the others have finished)."""
+        self.keys = [k[rows] for k in self.keys]
+        self.values = [v[rows] for v in self.values]
+        self.lengths = self.lengths[rows]
+
+    def append(self, layer, k, v):
+        """Store each row's n_new new keys and values of one layer after that row's own cached ones.
+
+        k, v: [n_rows, n_head, n_new, head_dim]; row b's go to positions lengths[b] ... lengths[b] + n_new - 1.
+        Returns all of that layer's keys and values up to the longest row's end: two
+        [n_rows, n_head, max(lengths) + n_new, head_dim] views, each row's tail past its own end left over.
+        The model calls this once per layer, then commit(n_new) once.
+        """
+        n_rows, n_head, n_new, head_dim = k.shape
+        end = int(self.lengths.max()) + n_new
+        if layer == len(self.keys):  # first forward through this layer
+            self.keys.append(buffer(n_head, 0, head_dim, transposed=True, n_rows=n_rows))
+            self.values.append(buffer(n_head, 0, head_dim, n_rows=n_rows))
+        if end > self.keys[layer].shape[2]:
+            self._grow(layer, end)
+        # Row b's new positions; indexing [row, :, position] puts the two index arrays' axes first,
+        # so the new keys go in as [n_rows, n_new, n_head, head_dim].
+        rows, positions = np.arange(n_rows)[:, None], self.lengths[:, None] + np.arange(n_new)  # [n_rows, n_new]
+        self.keys[layer][rows, :, positions] = k.transpose(0, 2, 1, 3)
+        self.values[layer][rows, :, positions] = v.transpose(0, 2, 1, 3)
+        return self.keys[layer][:, :, :end], self.values[layer][:, :, :end]
+
+    def commit(self, n_new):
+        """Count the n_new positions (an int, or one per row) every layer has just appended."""
+        self.lengths = self.lengths + n_new
+
+    def _grow(self, layer, needed):
+        # Doubling keeps the total copying linear in the number of tokens.
+        n_rows, n_head, capacity, head_dim = self.keys[layer].shape
+        new_capacity = max(needed, 2 * capacity, 16)
+        for buffers, transposed in ((self.keys, True), (self.values, False)):
+            grown = buffer(n_head, new_capacity, head_dim, transposed, n_rows=n_rows)
+            grown[:, :, :capacity] = buffers[layer]
+            buffers[layer] = grown

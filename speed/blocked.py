@@ -136,5 +136,6 @@ class Weight(Transposed):
 
     __array_ufunc__ = None  # NumPy then leaves `ndarray @ Weight` to __rmatmul__ below
 
-    def __rmatmul__(self, x):  # x [n_seq, n_in] @ W -> [n_seq, n_out]
-        return product(x, self.T.blocks)[:, :self.shape[1]]  # self.T: the Rows of W.T
+    def __rmatmul__(self, x):  # x [n_seq, n_in] @ W -> [n_seq, n_out]; a batch's [n_rows, n_seq, n_in] as its rows
+        out = product(x.reshape(-1, x.shape[-1]), self.T.blocks)[:, :self.shape[1]]  # self.T: the Rows of W.T
+        return out.reshape(*x.shape[:-1], self.shape[1])

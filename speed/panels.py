@@ -88,7 +88,9 @@ class Panels:
         self.panels = panels  # [n_panels, n_in, width]; columns past n_out are zero padding
         self.shape = (panels.shape[1], n_out)
 
-    def __rmatmul__(self, x):  # x [n_seq, n_in] @ W -> [n_seq, n_out]
+    def __rmatmul__(self, x):  # x [n_seq, n_in] @ W -> [n_seq, n_out]; a batch's [n_rows, n_seq, n_in] as its rows
+        if x.ndim > 2:
+            return (x.reshape(-1, x.shape[-1]) @ self).reshape(*x.shape[:-1], self.shape[1])
         out = product(x, self.panels)
         return out if out.shape[1] == self.shape[1] else out[:, :self.shape[1]]
 

@@ -172,7 +172,9 @@ class SplitPanels(panels.Panels):
         self.key = next(_keys)  # the helper's name for its copy of panels[half:]
         weakref.finalize(self, _forgotten.append, self.key)
 
-    def __rmatmul__(self, x):  # x [n_seq, n_in] @ W -> [n_seq, n_out]
+    def __rmatmul__(self, x):  # x [n_seq, n_in] @ W -> [n_seq, n_out]; a batch's [n_rows, n_seq, n_in] as its rows
+        if x.ndim > 2:
+            return (x.reshape(-1, x.shape[-1]) @ self).reshape(*x.shape[:-1], self.shape[1])
         if len(x) == 1:  # one row: straight to panels, nothing asked
             return super().__rmatmul__(x)
         with threads.blas_single_threaded():  # the helper's BLAS is: the same calls, the same bits
