@@ -20,6 +20,9 @@ from weights import files
 from weights.models import DEFAULT_MODELS_DIR, LOOKUP_ORDER
 
 
+BATCH_METHODS = ("greedy", "speculative", "sps")  # what --prompts runs (app/batch_run.py)
+
+
 def main(argv=None):
     args = parse_args(argv)
     settings = settings_from(args)
@@ -35,6 +38,14 @@ def main(argv=None):
         return session.Session(args.draft, args.oracle, models_dir, settings, trace=args.trace, html=args.html,
                                compare=args.compare, color=args.color, plain=args.plain).loop()
     names = {"draft": args.draft, "oracle": args.oracle}
+    if args.prompts is not None:  # many prompts, one batch (batch.py)
+        from app import batch_run
+        prompts = batch_run.read_prompt_lines(args.prompts)  # before the models load: a bad file is one line at once
+        # The models and their tokenizer; each prompt's room is checked by the batch, with its number.
+        loaded = runner.prepare(lambda role: runner.load_model(names[role], models_dir, plain=args.plain), args.method,
+                                "", 0, names)
+        view = runner.View(sys.stdout, sys.stderr, trace=args.trace)
+        return batch_run.run(settings, loaded, prompts, view)
     loaded = runner.prepare(lambda role: runner.load_model(names[role], models_dir, plain=args.plain), args.method,
                             args.prompt, args.max_new_tokens, names)
     view = runner.View(sys.stdout, sys.stderr, color=display.use_color(args.color, sys.stdout), trace=args.trace,
@@ -51,6 +62,9 @@ def parse_args(argv):
                                                  "mirror); the demo pair is written offline (python demo.py). Text goes "
                                                  "to stdout, statistics to stderr.", 100))
     parser.add_argument("prompt", nargs="?", default="", help='the text to continue (default "": start from <|endoftext|>)')
+    parser.add_argument("--prompts", metavar="FILE", default=None,
+                        help="a file of prompts, one a line, decoded together as one batch (batch.py); the "
+                             "continuations are printed in the file's order. Methods: " + ", ".join(BATCH_METHODS))
     parser.add_argument("--draft", default="gpt2", help="draft model: a name or a checkpoint directory, as below (default: gpt2)")
     parser.add_argument("--oracle", default="gpt2-large",
                         help="oracle model: a name or a checkpoint directory, as below (default: gpt2-large)")
@@ -123,6 +137,17 @@ def parse_args(argv):
         parser.error(f"{flag} shows verification rounds; --method {args.method} has none")
     if args.second_core and args.plain:
         parser.error("--second-core speeds up the fast models; --plain runs NumPy's own products")
+    if args.prompts is not None:
+        if not args.prompts:
+            parser.error("--prompts needs a file name (one prompt a line)")
+        if args.prompt or args.interactive:
+            parser.error("--prompts reads its prompts from the file: give no prompt and no --interactive")
+        if args.method not in BATCH_METHODS:
+            parser.error(f"--method {args.method} decodes one prompt at a time; --prompts runs "
+                         f"{', '.join(BATCH_METHODS)}")
+        for flag, value in (("--html", args.html), ("--compare", args.compare)):
+            if value:
+                parser.error(f"{flag} shows one prompt's run; with --prompts, use --trace")
     if args.interactive and args.prompt:
         parser.error("--interactive reads its prompts from the session: give no prompt")
     if args.html is not None:

@@ -1,0 +1,92 @@
+"""python speculative.py --prompts FILE: every prompt of the file decoded as one batch (batch.py).
+
+    python speculative.py --prompts prompts.txt --draft demo-draft --oracle demo-oracle [--method greedy|sps] [--trace]
+
+One prompt a line. The continuations go to stdout in the file's order, each after a line naming it;
+the statistics to stderr; --trace prints each round's rows: what each drafted and kept.
+"""
+
+import time
+
+import numpy as np
+
+import batch
+from app import display, runner
+from decoding import GenerationError, Stats
+from errors import UserError, printable
+from weights import reading
+
+def greedy(settings, draft, oracle, batch_ids, stats):
+    return batch.greedy_generate_batch(oracle, batch_ids, settings.max_new_tokens, stats=stats)
+
+
+def speculative(settings, draft, oracle, batch_ids, stats):
+    return batch.speculative_generate_batch(draft, oracle, batch_ids, settings.max_new_tokens, n_draft=settings.k,
+                                            stats=stats)
+
+
+def sps(settings, draft, oracle, batch_ids, stats):
+    return batch.speculative_sample_batch(draft, oracle, batch_ids, settings.max_new_tokens, n_draft=settings.k,
+                                          rng=np.random.default_rng(settings.seed), processor=settings.processor,
+                                          stats=stats)
+
+
+BATCHED = {"greedy": greedy, "speculative": speculative, "sps": sps}  # the methods that decode a batch
+
+
+def read_prompt_lines(path):
+    """The prompts of a file, one a line (a final newline ends the last one); an empty file or line is one line of error."""
+    try:
+        text = reading.read_text(path, "prompts")  # bounded, a regular file only: not /dev/zero, not a FIFO
+    except UnicodeDecodeError as e:
+        raise UserError(f"{printable(path)}: not UTF-8 text (byte {e.start}); save it as UTF-8") from None
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")  # as open() reads lines: universal newlines
+    if lines and lines[-1] == "":
+        lines.pop()  # the newline that ends the last line
+    if not lines:
+        raise UserError(f"{printable(path)}: no prompts in it (one a line)")
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            raise UserError(f"{printable(path)}: line {number} is empty (one prompt a line)")
+    return lines
+
+
+def run(settings, loaded, prompts, view):
+    """Decode every prompt as one batch and show each continuation in order, then the statistics."""
+    generate = BATCHED[settings.method]
+    batch_ids = [runner.prompt_ids(loaded.enc, prompt) for prompt in prompts]
+    stats = Stats(trace=[] if view.trace else None)
+    start = time.perf_counter()
+    try:
+        new = generate(settings, loaded.draft, loaded.oracle, batch_ids, stats)
+    except GenerationError as e:
+        raise GenerationError(f"{e} (the batch: {len(prompts)} prompts)") from None
+    elapsed = time.perf_counter() - start
+    token_bytes = loaded.enc.decode_single_token_bytes
+    for number, (prompt, tokens) in enumerate(zip(prompts, new), 1):
+        text = b"".join(token_bytes(t) for t in tokens).decode("utf-8", errors="replace")
+        shown = prompt + text
+        view.text.write(f"=== {number} of {len(prompts)} ===\n{printable(shown) if view.text.isatty() else shown}\n")
+    view.text.flush()
+    if view.trace:
+        print("\n".join(trace_lines(stats.trace, token_bytes)), file=view.info)
+    print(f"batch of {len(prompts)} prompts, " + display.summary(settings.method, stats, elapsed), file=view.info,
+          flush=True)
+    return new, stats, elapsed
+
+
+def trace_lines(trace, token_bytes):
+    """--trace for a batch: per round, k and per row still in the batch its drafts, how many it kept, its new tokens."""
+    def show(tokens):
+        return " ".join(display.token_text(token_bytes, t) for t in tokens)
+
+    lines = ["trace: every row drafts the same k; one oracle pass checks every row; each row keeps its own "
+             "agreeing drafts (sps: those its tests keep) and one token of the oracle's"]
+    for i, r in enumerate(trace, 1):
+        d = r.details
+        lines.append(f"round {i}: k {d.k}, {len(d.rows)} row{'s' if len(d.rows) != 1 else ''} in the batch; kept per row: "
+                     + ", ".join(f"{row['row']}: {row['kept']}/{len(row['drafted'])}" for row in d.rows))
+        for row in d.rows:
+            lines.append(f"  row {row['row']:<3} drafted {show(row['drafted']) or '(none)'}")
+            lines.append(f"          new     {show(row['new'])}")
+    return lines
