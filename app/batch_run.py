@@ -12,7 +12,7 @@ import numpy as np
 
 import batch
 from app import display, runner
-from decoding import GenerationError, Stats
+from decoding import Stats
 from errors import UserError, printable
 from weights import reading
 
@@ -57,10 +57,7 @@ def run(settings, loaded, prompts, view):
     batch_ids = [runner.prompt_ids(loaded.enc, prompt) for prompt in prompts]
     stats = Stats(trace=[] if view.trace else None)
     start = time.perf_counter()
-    try:
-        new = generate(settings, loaded.draft, loaded.oracle, batch_ids, stats)
-    except GenerationError as e:
-        raise GenerationError(f"{e} (the batch: {len(prompts)} prompts)") from None
+    new = generate(settings, loaded.draft, loaded.oracle, batch_ids, stats)  # its checks name a prompt by its line
     elapsed = time.perf_counter() - start
     token_bytes = loaded.enc.decode_single_token_bytes
     for number, (prompt, tokens) in enumerate(zip(prompts, new), 1):
