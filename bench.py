@@ -5,6 +5,7 @@
     python bench.py suite      # every method on held-out text of four kinds, on the learned pair
     python bench.py layers     # self-speculative decoding: how deep a draft pays
     python bench.py cost       # what checking k tokens costs, k = 1..32, on the learned pair or named models
+    python bench.py batch      # many prompts at once: where batched speculative decoding stops paying
     python bench.py ablation "prompt" ...   # every method on your prompts, against the oracle alone
 
 python bench.py --help says what each part measures. The program is

@@ -6,6 +6,7 @@
     python bench.py layers     # self-speculative decoding: acceptance and cost against the draft's depth (layers.py)
     python bench.py cost       # T(k)/T(1), k = 1..32, of the learned pair (or named models), rounds taking turns (costs.py)
     python bench.py rounds     # where speculative decoding's time goes on the learned pair, against its prediction (costs.py)
+    python bench.py batch      # many prompts at once: where batched speculative decoding stops paying (batch_bench.py)
     python bench.py ablation "prompt" ...   # every method on your prompts, against the oracle alone (ablation.py)
 
 1. machine:    memory bandwidth, the bound on decoding speed.
@@ -304,6 +305,9 @@ def main(argv=None):
         return costs.cost_main(argv[1:])
     if argv[:1] == ["rounds"]:
         return costs.rounds_main(argv[1:])
+    if argv[:1] == ["batch"]:
+        from app import batch_bench
+        return batch_bench.main(argv[1:])
     args = parse_args(argv)
     if args.load_probe:
         return measure.load_probe(args.load_probe)
