@@ -25,13 +25,13 @@ B * (k + 1) rows. As B grows the check's cost grows towards k + 1 times a step, 
 paying; serving engines turn it off under load. `python bench.py batch` measures where
 (PERFORMANCE.md, "Many prompts at once").
 
-Each round of speculative_generate_batch, the steps of speculative.py for every row at once:
-  1. draft:     the draft model proposes k tokens for every row, one batched pass per token;
-  2. verify:    the oracle runs once over every row's [last token, d_1 .. d_k];
-  3. accept:    each row keeps its own agreeing prefix plus the oracle's next token (speculative.accept);
-  4. roll back: each row of both caches is cut to that row's kept tokens;
-  5. leave:     rows with all their tokens leave the batch.
-READING.md, "Many prompts at once", gives each step's line.
+Each round of speculative_generate_batch, the steps of speculative.py for every row at once, and
+the line of this file where each starts (tests/test_batch.py checks them):
+  1. draft     (line 85): the draft model proposes k tokens for every row, one batched pass per token;
+  2. verify    (line 92): the oracle runs once over every row's [last token, d_1 .. d_k];
+  3. accept    (line 95): each row keeps its own agreeing prefix plus the oracle's next token;
+  4. roll back (line 101): each row of both caches is cut to that row's kept tokens;
+  5. leave     (line 105): rows with all their tokens leave the batch.
 """
 
 import time

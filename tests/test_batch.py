@@ -188,3 +188,13 @@ def test_batched_sps_at_temperature_zero_is_greedy(small):
     assert got == [list(greedy_generate(oracle, ids, 5)) for ids in rows]
     assert got == [list(autoregressive_sample(oracle, ids, 5, rng=np.random.default_rng(0),
                                               processor=make_processor("greedy"))) for ids in rows]
+
+
+def test_the_docstrings_step_lines_hold():
+    # batch.py's docstring gives the line where each step of a round starts: each is that step's comment.
+    import inspect
+    source = inspect.getsource(batch).splitlines()
+    cited = [(int(n), step) for step, n in __import__("re").findall(r"  (\d)\. \w[\w ]*\(line (\d+)\)", batch.__doc__)]
+    assert [step for _, step in cited] == ["1", "2", "3", "4", "5"]
+    for n, step in cited:
+        assert source[n - 1].strip().startswith(f"# {step}."), f"batch.py:{n} is not step {step}: {source[n - 1]!r}"
