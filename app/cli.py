@@ -28,15 +28,18 @@ def main(argv=None):
     settings = settings_from(args)
     models_dir = args.models_dir or DEFAULT_MODELS_DIR
     display.as_utf8(sys.stdout, errors="replace")
-    if args.second_core:
-        from speed import second_core  # here: a --plain run imports nothing of speed/
-        second_core.use(True)
+    second_core = False
+    if not args.plain:
+        from speed import second_core as helper  # here: a --plain run imports nothing of speed/
+        if args.second_core:
+            helper.use(True)
+        second_core = helper.asked()  # a setting that is neither on nor off: one line, now
     if args.verbose:
         print(f"speed: {'plain NumPy (--plain)' if args.plain else speed_line()}", file=sys.stderr)
     if args.interactive:
         display.as_utf8(sys.stdin, errors="surrogateescape")
         return session.Session(args.draft, args.oracle, models_dir, settings, trace=args.trace, html=args.html,
-                               compare=args.compare, color=args.color, plain=args.plain).loop()
+                               compare=args.compare, color=args.color, plain=args.plain, second_core=second_core).loop()
     names = {"draft": args.draft, "oracle": args.oracle}
     if args.prompts is not None:  # many prompts, one batch (batch.py)
         from app import batch_run

@@ -18,7 +18,6 @@ from app.program import UsageError
 from errors import UserError, printable
 from ngram import STORAGES, NGramDrafter
 from processors import PROCESSORS, Processor, parse_processor
-from speed import second_core
 from weights import files
 
 try:
@@ -31,12 +30,13 @@ ON_OFF = {"on": True, "off": False, "true": True, "false": False, "1": True, "0"
 
 class Session:
     def __init__(self, draft, oracle, models_dir, settings, trace=False, html=None, compare=False, color="auto",
-                 out=sys.stdout, plain=False):
+                 out=sys.stdout, plain=False, second_core=False):
         self.names = {"draft": draft, "oracle": oracle}
         self.models_dir, self.settings, self.out = models_dir, settings, out
         self.trace, self.html, self.compare = trace, html, compare
         self.color = display.use_color(color, out)
         self.plain = plain         # /plain: the models as gpt2.GPT2.from_pretrained gives them (--plain)
+        self.second_core = second_core  # /second_core: the helper process asked for (--second-core, or the setting)
         self.loaded = {}           # (name, plain) -> (model, directory): each model is loaded once
         self.drafter = None        # the n-gram drafter, kept between generations when reset_in_between is off
         self.rng = None            # the sampling generator: /seed restarts it
@@ -179,7 +179,7 @@ class Session:
                  f"reset_in_between {on_off(s.reset_in_between)}; beams {s.n_beams}; "
                  f"draft layers {s.draft_layers or 'half'} (self-speculative)")
         self.say(f"trace {on_off(self.trace)}, html {self.html or 'off'}, cache {on_off(s.cache)}, compare {on_off(self.compare)}, "
-                 f"plain {on_off(self.plain)}, second_core {on_off(second_core.asked())}")
+                 f"plain {on_off(self.plain)}, second_core {on_off(self.second_core)}")
 
     def set_method(self, name):
         if name not in methods.METHODS and name != "target":
@@ -285,9 +285,11 @@ class Session:
             self.say(f"{name} {on_off(new)}")
 
     def set_second_core(self, value=None):
-        new = flag(value, not second_core.asked())
-        second_core.use(new)
-        self.say(f"second_core {on_off(new)}: {second_core.status()}")
+        from speed import second_core  # imported here: a --plain session imports nothing of speed/
+        self.second_core = flag(value, not self.second_core)
+        second_core.use(self.second_core)
+        self.say(f"second_core {on_off(self.second_core)}: {second_core.status()}"
+                 + (" (with /plain off: the plain models run NumPy's own products)" if self.plain else ""))
 
     def set_html(self, path=None):
         if path is None:
