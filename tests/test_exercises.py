@@ -8,6 +8,7 @@ The wrong answers below give hints away: read them after the exercises.
 import ast
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -1290,3 +1291,63 @@ def test_lookup_replay_to_the_end_of_the_text():
 def test_lookup_replay_from_the_start_of_the_prompt():
     fails("25", replay_lookup(start=0), "a replay from the start of the prompt", "i = n_prompt")
 
+
+# --- EXERCISES.md's snippets, run as written ----------------------------------------------------
+
+SNIPPET = re.compile(r'^python -c "\n(.*?)"$', re.M | re.S)
+
+
+def snippets():
+    """{exercise number: the code of its `python -c "..."` snippet}, from EXERCISES.md's bash blocks."""
+    with open(os.path.join(ROOT, "EXERCISES.md"), encoding="utf-8") as f:
+        sections = re.split(r"^### ", f.read(), flags=re.M)[1:]
+    found = {}
+    for section in sections:
+        number = int(re.match(r"\d+", section).group(0))
+        for block in re.findall(r"^```bash\n(.*?)^```", section, re.M | re.S):
+            found.update({number: code for code in SNIPPET.findall(block)})
+    return found
+
+
+def test_the_snippets_are_found():
+    assert sorted(snippets()) == [21, 22, 23, 24, 25]
+
+
+@pytest.fixture(scope="module")
+def snippet_dir(tmp_path_factory, tiny_dirs, demo_dirs):
+    """A directory to run the snippets in, as a student's checkout after the exercises and the commands before
+    each snippet: exercises/ holds solved files (each function the project's own); assets/learned-pair/prompts.json
+    the first held-out prompt of each kind (the snippets read all 16: one of each runs the same code in a quarter
+    of the time); bench_results/ what `python bench.py --quick` (on tiny models standing in for gpt2 and gpt2-xl)
+    and `python bench.py suite` (on the learned pair, 8 tokens a prompt) write there."""
+    import json
+    base = tmp_path_factory.mktemp("snippets")
+    (base / "exercises").mkdir()
+    for exercise in checks.EXERCISES.values():
+        (base / "exercises" / f"{exercise.module}.py").write_text(
+            f"import checks\n{exercise.function} = checks.EXERCISES[{exercise.number!r}].reference()\n")
+    with open(os.path.join(ROOT, "assets", "learned-pair", "prompts.json"), encoding="utf-8") as f:
+        prompts = json.load(f)
+    (base / "assets" / "learned-pair").mkdir(parents=True)
+    (base / "assets" / "learned-pair" / "prompts.json").write_text(
+        json.dumps(list({p["kind"]: p for p in reversed(prompts)}.values())), encoding="utf-8")
+    models = base / "models"
+    shutil.copytree(tiny_dirs["related"], models / "gpt2")
+    shutil.copytree(tiny_dirs["oracle"], models / "gpt2-xl")
+    for args in (["--quick", "--models-dir", models, "--new-tokens", 8, "--context", 16],
+                 ["suite", "--methods", "speculative", "--rounds", 1, "-n", 8, "--models-dir",
+                  os.path.dirname(demo_dirs["draft"])]):
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "bench.py"), *map(str, args), "--out",
+                            base / "bench_results"], capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr
+    return base
+
+
+@pytest.mark.parametrize("number", [21, 22, 23, 24, 25])
+def test_each_snippet_runs_as_written(number, snippet_dir):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, os.path.join(ROOT, "exercises")]),
+           "PYTHONDONTWRITEBYTECODE": "1"}
+    r = subprocess.run([sys.executable, "-c", snippets()[number]], cwd=snippet_dir, env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0 and r.stdout.strip(), r.stdout + r.stderr
+    assert "Traceback" not in r.stderr, r.stderr
