@@ -2,14 +2,14 @@
 
 Text repeats itself: names, code identifiers, quoted passages, lists. An n-gram
 drafter costs microseconds instead of a model pass. NGramDrafter proposes from:
-  - prompt lookup (Hugging Face's prompt lookup decoding, not in the source
-    document; prompt_lookup=False turns it off): find the latest earlier
-    occurrence of the last n - 1 tokens (then fewer) and propose what followed;
+  - prompt lookup (not in the source document; prompt_lookup=False turns it off): what
+    followed the latest earlier occurrence of the last n - 1 tokens (then fewer), the most
+    recent evidence (transformers' PromptLookupCandidateGenerator takes the first, left to right);
   - an n-gram table, the source document's NASD, "n-gram assisted speculative
     decoding" (romsto/Speculative-Decoding, ngram_assisted/): for a context of
     the last tokens, the token that most often came next (the first seen on a tie),
     chained to make up to n_draft (the document's gamma) drafts.
-Prompt lookup is tried first (the most recent evidence), then the table.
+Prompt lookup (after Hugging Face's prompt lookup decoding) is tried first, then the table.
 
 The document's options, and what they are here:
   n-gram storage "basic"      storage="basic": contexts of n - 1 tokens, backing off to

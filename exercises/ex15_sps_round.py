@@ -17,8 +17,10 @@ Sample at temperature 1, with no top-k. What you may use:
 The checker runs your round 300 times (K = 2) on two tiny models over a
 vocabulary of 6 tokens and compares how often drafts are kept with alpha, and
 how often all K are kept (also with K = 1 and 3) with its exact probability;
-then it runs your rounds 500 times until 3 tokens are out, and compares those
-with the target's exact distribution (a chi-square test).
+then it checks the bonus tokens of 2,000 rounds (K = 1, then K = 2 with a draft
+close to the target) against q after their drafts; then it runs your rounds
+500 times until 3 tokens are out, and compares those with the target's exact
+distribution (chi-square tests).
 
 Check: pytest exercises/ -k ex15
 """

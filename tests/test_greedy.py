@@ -1,9 +1,12 @@
 """speculative_generate and threshold_generate give exactly greedy_generate's tokens."""
 
+import shutil
+
 import numpy as np
 import pytest
 
-from conftest import make_model_dir
+from conftest import make_model_dir, save_tensors
+from speed.accelerate import load_fast
 from gpt2 import GPT2
 from decoding import GenerationError, Stats
 from speculative import greedy_generate, speculative_generate
@@ -113,9 +116,51 @@ def test_exactly_n_new_tokens(draft, oracle, n_new):
         assert len(list(threshold_generate(oracle, oracle, ids, n_new, n_draft=n_draft))) == n_new
 
 
-def test_token_zero_in_prompt_and_output(oracle):
+@pytest.fixture(scope="module")
+def zero_oracle(tiny_dirs, tmp_path_factory):
+    """The oracle with token ids 0 and 152 swapped: the rows of wte, its embedding and its LM head at once. The
+    same model, relabelled: its greedy text after [0, 0, 0] is the oracle's after [152, 152, 152], which is full of
+    152, so this one's is full of token 0 (the oracle's own never holds a 0)."""
+    import os
+    from weights import checkpoint
+    tensors = checkpoint.load_safetensors(os.path.join(tiny_dirs["oracle"], "model.safetensors"))
+    wte = tensors["wte.weight"].copy()
+    wte[[0, 152]] = wte[[152, 0]]
+    path = tmp_path_factory.mktemp("zero-oracle")
+    for name in ("config.json", "vocab.json", "merges.txt"):
+        shutil.copy(os.path.join(tiny_dirs["oracle"], name), path)
+    save_tensors(os.path.join(path, "model.safetensors"), {**tensors, "wte.weight": wte})
+    return load_fast(str(path))
+
+
+def check_token_zero(model):
+    """The model as its own draft, on a text of token 0: the text is greedy decoding's, and every draft is kept,
+    the drafts of token 0 too."""
     ids = [0, 0, 0]
-    assert list(speculative_generate(oracle, oracle, ids, 10)) == list(greedy_generate(oracle, ids, 10))
+    stats = Stats()
+    got = list(speculative_generate(model, model, ids, 20, n_draft=4, stats=stats))
+    assert got == list(greedy_generate(model, ids, 20))
+    assert got.count(0) >= 3, got  # what this test is about: a text in which the drafts are token 0
+    assert stats.accepted == stats.drafted, f"{stats.drafted - stats.accepted} of {stats.drafted} drafts rejected"
+
+
+def test_token_zero_in_prompt_and_output(zero_oracle):
+    check_token_zero(zero_oracle)
+
+
+def test_token_zero_fails_the_check_above_when_the_comparison_skips_it(zero_oracle, monkeypatch):
+    # The mutation check: a comparison that treats token 0 as "no token" (`if drafted[n]`) rejects every draft of
+    # token 0. The text stays right (the oracle's own token 0 replaces each one), so only the count shows it.
+    import speculative
+
+    def skips_zero(drafted, oracle_choice):
+        n = 0
+        while n < len(drafted) and drafted[n] and drafted[n] == oracle_choice[n]:
+            n += 1
+        return n
+    monkeypatch.setattr(speculative, "accepted_prefix_length", skips_zero)
+    with pytest.raises(AssertionError, match=r"\d+ of \d+ drafts rejected"):
+        check_token_zero(zero_oracle)
 
 
 def test_caches_hold_all_but_the_newest_token_after_every_round(draft, oracle):

@@ -28,14 +28,19 @@ def tiny_pair():
     base = models_dir()
     config = {"n_layer": 2, "n_head": 4, "n_embd": 64, "n_positions": 1024, "vocab_size": 272}
     oracle_dir = checkpoint.random_checkpoint(os.path.join(base, "oracle"), config, seed=2, scale=0.3)
-    tensors = checkpoint.load_safetensors(os.path.join(oracle_dir, "model.safetensors"))
-    rng = np.random.default_rng(0)
-    draft_dir = os.path.join(base, "draft")
-    os.makedirs(draft_dir)
-    shutil.copy(os.path.join(oracle_dir, "config.json"), draft_dir)
-    checkpoint.save_safetensors(os.path.join(draft_dir, "model.safetensors"), {k: t.shape for k, t in tensors.items()},
-                                lambda k: tensors[k] + np.float32(0.015) * rng.standard_normal(tensors[k].shape, dtype=np.float32))
+    draft_dir = noisy_copy(oracle_dir, os.path.join(base, "draft"), 0.015, seed=0)
     return gpt2.GPT2.from_pretrained(draft_dir), gpt2.GPT2.from_pretrained(oracle_dir)
+
+
+def noisy_copy(source_dir, draft_dir, noise, seed):
+    """A copy of the checkpoint in source_dir with Gaussian noise of scale `noise` added to every weight."""
+    tensors = checkpoint.load_safetensors(os.path.join(source_dir, "model.safetensors"))
+    rng = np.random.default_rng(seed)
+    os.makedirs(draft_dir)
+    shutil.copy(os.path.join(source_dir, "config.json"), draft_dir)
+    checkpoint.save_safetensors(os.path.join(draft_dir, "model.safetensors"), {k: t.shape for k, t in tensors.items()},
+                                lambda k: tensors[k] + np.float32(noise) * rng.standard_normal(tensors[k].shape, dtype=np.float32))
+    return draft_dir
 
 
 SAMPLING_V = 6  # small enough to enumerate every 3-token continuation (6^3 of them), as tests/test_sps.py does
@@ -48,6 +53,15 @@ def sampling_pair():
     return tuple(gpt2.GPT2.from_pretrained(checkpoint.random_checkpoint(
         os.path.join(models_dir(), name), {**config, "n_layer": n_layer}, seed=seed, scale=0.5))
         for name, seed, n_layer in (("p", 21, 1), ("q", 22, 2)))
+
+
+@functools.lru_cache(maxsize=1)
+def close_draft():
+    """A draft close to sampling_pair's target q (a noisy copy of it): a round of it keeps all its drafts often,
+    so the bonus token comes often."""
+    sampling_pair()
+    return gpt2.GPT2.from_pretrained(noisy_copy(os.path.join(models_dir(), "q"), os.path.join(models_dir(), "p-close"),
+                                                0.02, seed=1))
 
 
 @functools.lru_cache(maxsize=1)

@@ -1,6 +1,7 @@
 """Part 1, greedy speculative decoding: exercise 3 (the accepted prefix), 4 (rolling back the KV caches)
 and 5 (the KV-cache bug)."""
 
+import functools
 import itertools
 from dataclasses import dataclass
 
@@ -9,17 +10,28 @@ import numpy as np
 from kvcache import KVCache
 
 from .models import tiny_pair
-from .running import (Exercise, StillBuggy, attempt, count, crashed, in_your_file, project, span, unchanged,
-                      wrong)
+from .running import (Exercise, StillBuggy, attempt, count, crashed, fresh, in_your_file, project, span,
+                      unchanged, wrong)
+
+
+def identical_prefix(drafted, oracle_choice):
+    """What a count with `is` for `==` gives: CPython shares the int objects of -5..256 only."""
+    n = 0
+    while n < len(drafted) and drafted[n] is oracle_choice[n]:
+        n += 1
+    return n
 
 
 def check_accepted_prefix_length(f):
     cases = [([5, 7, 9], [5, 7, 2, 4], 2), ([5, 7, 9], [5, 7, 9, 4], 3), ([5, 7, 9], [1, 7, 9, 4], 0),
-             ([5, 7, 9], [5, 1, 9, 4], 1), ([], [3], 0), ([0, 0], [0, 1, 2], 1), ([4], [4, 4], 1)]
+             ([5, 7, 9], [5, 1, 9, 4], 1), ([], [3], 0), ([0, 0], [0, 1, 2], 1), ([4], [4, 4], 1),
+             # real-size ids (GPT-2's " Python", <|endoftext|>, ...): above 256, each int is an object of its own
+             ([2393, 50256, 257], [2393, 50256, 300, 11], 2), ([464, 3290, 318], [464, 3290, 318, 257], 3),
+             ([50256, 13], [50256, 0, 13], 1)]
     for drafted, oracle_choice, expected in cases:
         call = f"accepted_prefix_length({drafted}, {oracle_choice})"
         all_match = expected == len(drafted)
-        given = (list(drafted), list(oracle_choice))
+        given = (fresh(drafted), fresh(oracle_choice))
         got = attempt(call, f, *given,
                       hint="when every draft matches, all len(drafted) of them are accepted: the count stops at the "
                            "end of drafted" if all_match else None)
@@ -28,7 +40,10 @@ def check_accepted_prefix_length(f):
         if got == expected:
             count(call, got)
             continue
-        if got == expected + 1 and not all_match or got == len(drafted) + 1:
+        if got == identical_prefix(*given) and max(drafted + oracle_choice) > 256:
+            hint = ("compare ids with ==, not `is`: `is` asks whether two ints are the same object, and CPython "
+                    "shares the objects of -5..256 only, so `is` holds on small ids and fails on real ones")
+        elif got == expected + 1 and not all_match or got == len(drafted) + 1:
             hint = ("n counts the accepted drafts only; the oracle's own token comes after them (seed 000's "
                     "n_accepted = idx + 1 counts it too: exercise 8)")
         elif all_match and expected > 0:
@@ -83,24 +98,41 @@ def check_rollback(f):
 # ---------------------------------------------------------------------------
 
 @dataclass
-class OracleCall:
-    held: int    # positions the cache held when the forward began (None: no cache)
-    fed: list    # the token ids the forward was given
-    text: list   # the text so far: the prompt and every token the generator had yielded
+class Call:
+    held: int      # positions the cache held when the forward began (None: no cache)
+    fed: list      # the token ids the forward was given
+    text: list     # the text so far: the prompt and every token the generator had yielded
+    content: list  # the tokens whose keys and values the cache held, position by position (None: no cache)
+
+    def reading(self):
+        """What the model reads in this forward: what its cache held, then what it was fed."""
+        return (self.content or []) + self.fed
+
+    def verifies(self):
+        """Whether this oracle forward checks drafts: it reads through the newest token (a round's pass, not the
+        prompt's pass that stops one short)."""
+        return len(self.reading()) >= len(self.text)
 
 
 class Spy:
-    """Stands in for the oracle: passes every call on, noting what the cache held and what was fed."""
+    """Stands in for a model: passes every call on, noting what its cache held and what was fed."""
 
     def __init__(self, model, text):
         self.model, self.text, self.calls = model, text, []
+        self.caches = {}  # id(cache) -> (cache, the tokens at its positions as this spy fed them)
 
     def __getattr__(self, name):  # vocab_size, n_positions, ...
         return getattr(self.model, name)
 
     def forward(self, ids, kvcache=None, *args, **kwargs):
         fed = [int(t) for t in np.asarray(ids).reshape(-1)]
-        self.calls.append(OracleCall(None if kvcache is None else kvcache.n_tokens(), fed, list(self.text)))
+        held = content = None
+        if kvcache is not None:
+            held = kvcache.n_tokens()
+            _, before = self.caches.get(id(kvcache), (kvcache, []))
+            content = before[:held] if held <= len(before) else None  # truncate() cut it to held
+            self.caches[id(kvcache)] = (kvcache, (content or []) + fed)
+        self.calls.append(Call(held, fed, list(self.text), content))
         return self.model.forward(ids, kvcache, *args, **kwargs)
 
 
@@ -119,6 +151,59 @@ def cache_problem(call):
     return None
 
 
+def draft_misread(call):
+    """(position, token read, token of the text) where the draft reads something else than the text, or None.
+    In a round the draft reads the text, then its own drafts: the first len(text) tokens it reads are the text."""
+    if call.held is not None and call.content is None:
+        return None  # a cache this spy did not fill: nothing to compare
+    reading = call.reading()
+    j = next((j for j, (a, b) in enumerate(zip(reading, call.text)) if a != b), None)
+    return None if j is None else (j, reading[j], call.text[j])
+
+
+@dataclass
+class Cost:
+    """What a run cost: the oracle's passes that checked drafts, the drafts it kept, and the tokens of the text each
+    model read again, though it had read them before (a cache does that work once)."""
+    oracle_passes: int
+    drafted: int
+    accepted: int
+    oracle_rereads: int
+    draft_rereads: int
+
+
+def rereads(calls):
+    """How many times the calls fed a token of the text at a position where they had fed that same token before."""
+    seen, again = {}, 0
+    for c in calls:
+        start = c.held or 0
+        for position, token in enumerate(c.fed, start):
+            if position < len(c.text) - 1 and token == c.text[position] and token in seen.get(position, ()):
+                again += 1
+            seen.setdefault(position, set()).add(token)
+    return again
+
+
+def cost(draft_calls, oracle_calls, end_text):
+    rounds = [c for c in oracle_calls if c.verifies()]
+    after = [c.text for c in rounds[1:]] + [end_text]
+    drafted = sum(len(c.reading()) - len(c.text) for c in rounds)
+    accepted = sum(len(next_text) - len(c.text) - 1 for c, next_text in zip(rounds, after))
+    return Cost(len(rounds), drafted, accepted, rereads(oracle_calls), rereads(draft_calls))
+
+
+@functools.lru_cache(maxsize=None)
+def reference_cost(ids, n_new, n_draft):
+    """The Cost of speculative.py's own run: a right draft cache, one oracle pass a round."""
+    from speculative import speculative_generate
+    draft, oracle = tiny_pair()
+    text = list(ids)
+    draft_spy, oracle_spy = Spy(draft, text), Spy(oracle, text)
+    for token in speculative_generate(draft_spy, oracle_spy, list(ids), n_new, n_draft=n_draft):
+        text.append(int(token))
+    return cost(draft_spy.calls, oracle_spy.calls, text)
+
+
 def check_speculative_generate(f):
     from speculative import greedy_generate
     draft, oracle = tiny_pair()
@@ -128,10 +213,10 @@ def check_speculative_generate(f):
         expected = list(greedy_generate(oracle, ids, n_new))
         for n_draft in (2, 4, 7):
             text = list(ids)
-            spy = Spy(oracle, text)
+            draft_spy, spy = Spy(draft, text), Spy(oracle, text)
             got, error = [], None
             try:
-                for token in itertools.islice(f(draft, spy, ids, n_new, n_draft), n_new + n_draft + 2):
+                for token in itertools.islice(f(draft_spy, spy, ids, n_new, n_draft), n_new + n_draft + 2):
                     got.append(int(token))
                     text.append(int(token))
             except NotImplementedError:
@@ -139,10 +224,55 @@ def check_speculative_generate(f):
             except Exception as e:
                 error = e
             first = next((i for i, (a, b) in enumerate(zip(expected, got)) if a != b), None)
-            if error is None and first is None and len(got) == n_new:
-                continue
-            raise diagnose_generator(ids, n_new, n_draft, expected, got, first, error, spy.calls)
+            if error is not None or first is not None or len(got) != n_new:
+                raise diagnose_generator(ids, n_new, n_draft, expected, got, first, error, spy.calls)
+            check_speed(ids, n_new, n_draft, draft_spy.calls, spy.calls, text)
 
+
+def check_speed(ids, n_new, n_draft, draft_calls, oracle_calls, text):
+    """The tokens are right: now what they cost. A bug in the draft's cache, or a round that does more work than
+    it needs, leaves the text as it is and only costs time, measured here against speculative.py's own run."""
+    mine, ref = cost(draft_calls, oracle_calls, text), reference_cost(tuple(ids), n_new, n_draft)
+    setting = f"with n_draft={n_draft}, {n_new} new tokens after the prompt {ids}: your tokens are right, but"
+    price = (f"The oracle checked drafts in {mine.oracle_passes} passes and kept {mine.accepted} of your "
+             f"{mine.drafted}; with a right draft cache it needs {ref.oracle_passes} passes and keeps {ref.accepted} "
+             f"of {ref.drafted}. A bug in the draft's cache never changes the text, only the speed")
+    misread = next(((r, c, m) for r, c in enumerate(draft_calls, 1) if (m := draft_misread(c))), None)
+    if misread is not None:
+        r, c, (j, token, should) = misread
+        if c.held is not None and j < c.held:
+            seen = (f"its cache held {c.held} positions, and position {j} holds the keys and values of token {token}, "
+                    f"where the text has {should}: a draft the oracle rejected")
+            hint = "step 4 for the draft's cache: cut it to the kept tokens, as the oracle's"
+        elif c.held is None:
+            seen = f"it read token {token} at position {j}, where the text has {should}"
+            hint = "what the draft reads: the text, then its own drafts of the round"
+        else:
+            seen = (f"its cache held {c.held} positions, and it fed token {token} at position {j}, where the text has "
+                    f"{should}: token(s) {c.text[c.held:j + 1]} at {span(c.held, j)} were never read by the draft")
+            hint = ("step 4 for the draft's cache: it must hold every kept token but the newest, including the last "
+                    "draft when all were accepted (the draft never read its own last guess)")
+        raise wrong(f"{setting} the draft's cache is wrong: when its forward {r} began (the text then {len(c.text)} "
+                    f"tokens long), {seen}. So the draft guessed from a text that is not there.\n{price}", hint)
+    if mine.oracle_rereads > ref.oracle_rereads:
+        raise wrong(f"{setting} the oracle read {mine.oracle_rereads} tokens of the text again, though it had read "
+                    "them before: its cache already holds all the text but the newest token",
+                    "step 4: cut the oracle's cache back to the kept tokens (truncate), instead of starting a new one "
+                    "and feeding it the whole text")
+    if mine.oracle_passes > ref.oracle_passes:
+        if mine.accepted < ref.accepted:
+            raise wrong(f"{setting} the oracle kept {mine.accepted} of your {mine.drafted} drafts, where a right round "
+                        f"keeps {ref.accepted} of the same draft's {ref.drafted}: it checked drafts in "
+                        f"{mine.oracle_passes} passes where {ref.oracle_passes} suffice",
+                        "step 3: a draft equal to the oracle's choice must be kept (compare ids with ==: `is` asks "
+                        "whether two objects are one, and the oracle's choices are NumPy ints)")
+        raise wrong(f"{setting} the oracle checked drafts in {mine.oracle_passes} passes for {n_new} tokens, where "
+                    f"one a round ({ref.oracle_passes}) suffices",
+                    "step 2: ONE oracle forward over the last token and all k drafts")
+    if mine.draft_rereads > ref.draft_rereads:
+        raise wrong(f"{setting} the draft read {mine.draft_rereads} tokens of the text again, though it had read "
+                    "them before: its cache already holds them",
+                    "step 4: cut the draft's cache back to the kept tokens (truncate), instead of starting a new one")
 
 def diagnose_generator(ids, n_new, n_draft, expected, got, first, error, calls):
     setting = f"with n_draft={n_draft}, {n_new} new tokens after the prompt {ids}"

@@ -8,7 +8,7 @@ from gpt2 import softmax
 from kvcache import KVCache
 
 from .models import tiny_pair
-from .running import Exercise, StillBuggy, attempt, number, project, show, unchanged, wrong
+from .running import Exercise, StillBuggy, attempt, integers, number, project, show, unchanged, wrong
 
 
 # ---------------------------------------------------------------------------
@@ -43,7 +43,7 @@ def check_draft_while_confident(f):
                 given = list(context)
                 got = attempt(call, f, draft, given, k_max, t)
                 unchanged(call, {"tokens": (context, given)})  # threshold.py's caller goes on with its tokens
-                got = [int(x) for x in got]
+                got = integers(call, got, "a token id")
                 if got != record.drafted:
                     raise diagnose_drafting(draft, context, k_max, t, record.drafted, got,
                                             f"round {r} of threshold.py's run (n_draft={n_draft}, starting threshold "
@@ -86,7 +86,10 @@ def check_next_threshold(f):
     cases = [((0.4, [0.9, 0.6, 0.3], 2, 0.1), 0.5), ((0.4, [0.9, 0.6], 0, 0.1), 0.7),
              ((0.4, [0.9, 0.6], 2, 0.1), 0.3), ((0.5, [0.8, 0.4, 0.2, 0.1], 1, 0.1), 0.65),
              ((0.1, [0.9], 1, 0.1), 0.05), ((0.95, [0.99, 0.98], 0, 0.1), 0.95),
-             ((0.6, [0.9, 0.8], 2, 0.25), 0.35), ((0.5, [0.7, 0.2], 1, 0.3), 0.6)]  # boost varies too
+             ((0.6, [0.9, 0.8], 2, 0.25), 0.35), ((0.5, [0.7, 0.2], 1, 0.3), 0.6),  # boost varies too
+             # figures that are not multiples of anything convenient, as the draft's probabilities are
+             ((0.437, [0.913, 0.6271, 0.3389], 2, 0.1), 0.53205), ((0.5123, [0.8777, 0.4], 2, 0.0731), 0.4392),
+             ((0.2718, [0.7391], 0, 0.1), 0.6359)]
     results = []
     for args, expected in cases:
         call = f"next_threshold{args}"
@@ -104,6 +107,15 @@ def check_next_threshold(f):
                     "for a rejection (n_accepted <= n_draft)",
                     "exercise 8, which is about this very line: what the seed's n_accepted counts")
     rejected = n_accepted < len(cumulative)
+    digits = next((d for d in range(1, 5) if abs(got - round(expected, d)) < 1e-9), None)
+    if digits is not None:
+        raise wrong(f"{what}: that is the threshold rounded to {digits} decimal{'s' if digits > 1 else ''}",
+                    "return the threshold as computed: it is compared with products of the draft's probabilities, "
+                    "which are not rounded")
+    last = cumulative[n_accepted - 1] if n_accepted else 1.0
+    if rejected and abs(got - clamp(last)) < 1e-6:
+        raise wrong(f"{what}: it moved all the way to the cumulative probability of the last accepted draft, {last}",
+                    "halfway toward it: the mean of the threshold and that probability")
     if rejected and abs(got - clamp((threshold + cumulative[n_accepted]) / 2)) < 1e-6:
         raise wrong(f"{what}: it moved halfway toward cumulative[{n_accepted}] = {cumulative[n_accepted]}, the "
                     "cumulative probability of the first REJECTED draft. That is what seed 000's code computes, but "
@@ -138,11 +150,14 @@ def check_seed_threshold(f):
     # In the seed's counting, n_accepted = accepted drafts + 1 (the oracle's own token).
     cases = [((0.4, [0.9, 0.6, 0.3], 3, 3, 0.1), 0.5), ((0.4, [0.9, 0.6], 1, 2, 0.1), 0.7),
              ((0.4, [0.9, 0.6], 3, 2, 0.1), 0.3), ((0.5, [0.8, 0.4, 0.2, 0.1], 2, 4, 0.1), 0.65),
-             ((0.1, [0.9], 2, 1, 0.1), 0.05), ((0.6, [0.9, 0.8], 3, 2, 0.25), 0.35)]
+             ((0.1, [0.9], 2, 1, 0.1), 0.05), ((0.6, [0.9, 0.8], 3, 2, 0.25), 0.35),
+             ((0.437, [0.913, 0.6271, 0.3389], 3, 3, 0.1), 0.53205), ((0.2718, [0.7391], 1, 1, 0.1), 0.6359)]
     results = []
     for args, expected in cases:
         call = f"update_threshold{args}"
-        got = number(call, attempt(call, f, *args))
+        got = number(call, attempt(call, f, *args, hints=(
+            (IndexError, "drafted_probs has n_draft entries, and the seed's n_accepted counts the oracle's own token "
+                         "too: after a round in which every draft was accepted it is n_draft + 1"),)))
         results.append((args, expected, got))
     failures = [(args, expected, got) for args, expected, got in results if abs(got - expected) > 1e-6]
     if not failures:
@@ -156,6 +171,14 @@ def check_seed_threshold(f):
     threshold, probs, n_accepted, n_draft, boost = args
     what = (f"update_threshold{args} returned {got:.4g}, expected {expected} ({n_accepted - 1} of {n_draft} drafts "
             "accepted)")
+    digits = next((d for d in range(1, 5) if abs(got - round(expected, d)) < 1e-9), None)
+    if digits is not None:
+        raise wrong(f"{what}: that is the threshold rounded to {digits} decimal{'s' if digits > 1 else ''}",
+                    "return the threshold as computed: the seed's update does not round")
+    last = probs[n_accepted - 2] if n_accepted > 1 else 1.0
+    if n_accepted <= n_draft and abs(got - clamp(last)) < 1e-6:
+        raise wrong(f"{what}: it moved all the way to the cumulative probability of the last accepted draft, {last}",
+                    "halfway toward it, as the seed's line does: (threshold + that probability) / 2")
     if n_accepted == 1 and abs(got - clamp((threshold + probs[-1]) / 2)) < 1e-6:
         raise wrong(f"{what}: with no draft accepted (n_accepted = 1, the oracle's token alone) it moved toward "
                     f"drafted_probs[-1] = {probs[-1]}, Python's LAST element. The last accepted prefix is empty: "

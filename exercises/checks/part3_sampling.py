@@ -10,8 +10,14 @@ import numpy as np
 from decoding import Stats
 from gpt2 import softmax
 
-from .models import SAMPLING_V, sampling_pair
-from .running import Exercise, StillBuggy, attempt, number, project, show, unchanged, wrong
+from .models import SAMPLING_V, close_draft, sampling_pair
+from .running import Exercise, StillBuggy, attempt, integers, number, project, show, unchanged, wrong
+
+
+def sps_alpha(q, p):
+    """sps.py's alpha = sum_x min(p(x), q(x)), under whichever name sps.py gives it (the one place it is imported)."""
+    import sps
+    return (sps.alpha if hasattr(sps, "alpha") else sps.acceptance_rate)(q, p)
 
 
 # ---------------------------------------------------------------------------
@@ -30,7 +36,9 @@ def check_probabilities(f):
         call = f"probabilities({show(x, 3)}, temperature={temperature}, top_k={top_k})"
         given = x.copy()
         with np.errstate(all="ignore"):
-            got = attempt(call, f, given, temperature, top_k)
+            got = attempt(call, f, given, temperature, top_k, hints=(
+                (IndexError, f"top_k can be larger than the vocabulary ({len(x)} tokens here): then every token "
+                             "keeps its probability"),) if top_k is not None and top_k > len(x) else ())
         unchanged(call, {"logits": (x, given)})  # a sampler goes on using its logits (the trace shows them)
         expected = reference(x, temperature, top_k)
         got = np.asarray(got)
@@ -86,7 +94,7 @@ def small_residuals():
 
 
 def check_residual(f):
-    from sps import acceptance_rate, residual
+    from sps import residual
     rng = np.random.default_rng(0)
     pairs = [tuple(rng.dirichlet(np.ones(12)).astype(np.float32) for _ in range(2)) for _ in range(20)]
     pairs.insert(0, (np.array([0.2, 0.5, 0.3], np.float32), np.array([0.4, 0.2, 0.4], np.float32)))
@@ -103,7 +111,7 @@ def check_residual(f):
         mass = float(np.maximum(q - p, 0).sum())
         if mass < 1e-2 and r.shape == q.shape and np.allclose(r, q, atol=1e-6):
             # The exact identity a sampler must keep: P(emit x) = min(p, q)(x) + P(reject) * residual(x) = q(x).
-            out = np.minimum(p, q) + (1 - acceptance_rate(q, p)) * r
+            out = np.minimum(p, q) + (1 - sps_alpha(q, p)) * r
             raise wrong(f"{what}: it fell back to q, but (q - p)+ is not all zeros here: its mass is {mass:.2g}. A "
                         f"rejection happens with that probability, and then one SpS step emits "
                         f"{show(out, None)} instead of q, off by {float(np.abs(out - q).max()):.2g}: a biased sampler",
@@ -113,6 +121,18 @@ def check_residual(f):
             raise wrong(f"{what}: it puts mass on tokens the draft p over-proposes (p > q)",
                         "the residual is the mass the target q has and the draft p lacks: max(q - p, 0)")
         if r.shape == q.shape and abs(float(r.sum()) - 1) > 1e-4:
+            beta = float(np.float32(1) - np.minimum(p, q).sum())
+            if beta > 0 and np.allclose(r, np.maximum(q - p, 0) / np.float32(beta), rtol=1e-4, atol=0):
+                raise wrong(f"{what}: it is (q - p)+ divided by 1 - sum min(p, q) = {beta:.6g}, where the mass of "
+                            f"(q - p)+ is {mass:.6g}. The two are equal in exact arithmetic, not in float32, where "
+                            f"1 - sum min(p, q) keeps only the digits that survive the subtraction from 1",
+                            "divide by the residual's own sum, computed in float32 like the residual: then it adds up "
+                            "to 1 whatever the rounding")
+            if (np.all(np.isfinite(r)) and r.sum() > 0 and not math.isclose(float(r.sum()), mass, rel_tol=1e-3)
+                    and np.allclose(r / r.sum(), expected, atol=1e-6)):
+                raise wrong(f"{what}: it is (q - p)+ divided by {mass / float(r.sum()):.6g}, where its mass is "
+                            f"{mass:.6g} (an epsilon added to the sum?)",
+                            "divide by the sum exactly, and handle the sum 0 apart, as its own case")
             raise wrong(f"{what}: it adds up to {float(r.sum()):.4g}, not 1", "renormalise: divide by the sum")
         raise wrong(what, "max(q - p, 0), renormalised to sum to 1")
     same = np.array([0.2, 0.5, 0.3], np.float32)
@@ -146,8 +166,9 @@ def check_keep_draft(f):
         for x in np.flatnonzero(p):
             call = f"keep_draft(p={show(p)}, q={show(q)}, x={x}, r)"
             with np.errstate(all="ignore"):
-                kept.append(float(np.mean([bool(attempt(f"{call} with r = {r:.4f}", f, p, q, int(x), float(r)))
-                                           for r in grid])))
+                kept.append(float(np.mean([bool(attempt(f"{call} with r = {r:.4f}", f, p, q, int(x), float(r), hint=(
+                    f"q(x) = 0 here: a token the target never emits, which the test must never keep (min(1, 0 / "
+                    f"p(x)) = 0)" if q[x] == 0 else None))) for r in grid])))
         xs = np.flatnonzero(p)
         seen.append((p, q, xs, kept))
     inverted = all(abs(k - min(1.0, p[x] / q[x] if q[x] > 0 else math.inf)) < 0.01
@@ -168,26 +189,44 @@ def check_keep_draft(f):
         if inverted:
             raise StillBuggy(wrong(what, "which of the two models proposes x more often than the target wants it, "
                                          "and what the test must then do").args[0])
-        if abs(kept[bad] - (1 - expected[bad])) < 0.01:
+        if all(abs(k - (1 - acceptance_probability(q_, p_, x_))) < 0.01
+               for p_, q_, xs_, kept_ in seen for x_, k in zip(xs_, kept_)):
             raise wrong(f"{what}: it keeps exactly when it should reject", "the direction of the comparison with r")
         raise wrong(what, "the acceptance test of step 3 in Chen et al.'s letters: q is the target, p the draft")
 
 
-def check_acceptance_rate(f):
+def top_k_pair(p, q, k):
+    """p and q after the same top-k on each: every token outside both top k has p = q = 0."""
+    def cut(x):
+        x = np.where(x >= np.sort(x)[-k], x, 0).astype(np.float32)
+        return x / x.sum()
+    return cut(p), cut(q)
+
+
+def check_alpha(f):
     from sps import acceptance_probability, sample
     rng = np.random.default_rng(3)
-    cases = [(np.array([0.5, 0.3, 0.2], np.float32), np.array([0.2, 0.3, 0.5], np.float32)),
+    cases = [(np.array([0.2, 0.3, 0.5], np.float32), np.array([0.5, 0.3, 0.2], np.float32)),
              (np.array([0.25, 0.25, 0.5], np.float32), np.array([0.25, 0.25, 0.5], np.float32)),
-             (np.array([1.0, 0.0], np.float32), np.array([0.0, 1.0], np.float32)),
-             (np.array([0.5, 0.5, 0.0], np.float32), np.array([0.0, 0.2, 0.8], np.float32))]
+             (np.array([0.0, 1.0], np.float32), np.array([1.0, 0.0], np.float32)),
+             (np.array([0.0, 0.2, 0.8], np.float32), np.array([0.5, 0.5, 0.0], np.float32))]
     cases += [tuple(rng.dirichlet(np.ones(10)).astype(np.float32) for _ in range(2)) for _ in range(4)]
-    reference = reference_acceptance_rate()
-    for p, q in cases:
-        call = f"acceptance_rate(p={show(p, 2)}, q={show(q, 2)})"
-        got = number(call, attempt(call, f, p.copy(), q.copy()))
-        expected = reference(p, q)
+    # after top-k: tokens outside the top k of both have p = q = 0, most of the vocabulary in a real run
+    cases += [(np.array([0.3, 0.7, 0, 0, 0], np.float32), np.array([0.6, 0.4, 0, 0, 0], np.float32)),
+              top_k_pair(*(rng.dirichlet(np.ones(12)).astype(np.float32) for _ in range(2)), 4)[::-1]]
+    for q, p in cases:
+        call = f"alpha(q={show(q, 2)}, p={show(p, 2)})"
+        with np.errstate(all="ignore"):
+            got = number(call, attempt(call, f, q.copy(), p.copy()))
+        expected = sps_alpha(q, p)
         if abs(got - expected) < 1e-5:
             continue
+        both_zero = np.flatnonzero((p == 0) & (q == 0)).tolist()
+        if math.isnan(got) and both_zero:
+            raise wrong(f"{call} returned nan, expected {expected:.4g}: at token(s) {both_zero} p = q = 0 (after "
+                        "top-k, every token outside the top k has probability 0 in both), and 0 / 0 is NaN there",
+                        "a token neither model gives any probability adds nothing to alpha: sum_x min(p(x), q(x)) "
+                        "needs no division")
         n = 20000
         kept = sum(rng.random() < acceptance_probability(q, p, sample(p, rng)) for _ in range(n))
         what = (f"{call} returned {got:.4g}, expected {expected:.4g}: one simulated SpS step (x ~ p, kept when "
@@ -198,6 +237,9 @@ def check_acceptance_rate(f):
         if abs(got - (1 - float(np.abs(p - q).sum()))) < 1e-5:
             raise wrong(f"{what}; 1 - sum |p - q| counts every difference twice: the total variation distance is "
                         "half of sum |p - q|", "how often a draft is kept, given what the test keeps")
+        if abs(got - expected / len(p)) < 1e-5:
+            raise wrong(f"{what}; that is alpha divided by the {len(p)} tokens: a mean over the vocabulary, not a sum",
+                        "P(keep) adds up the chances of the tokens, one by one: a sum, not a mean")
         raise wrong(what, "P(keep) = sum over x of P(draw x) * P(keep x | x drawn)")
 
 
@@ -219,19 +261,28 @@ def chi_square(counts, dist, n):
     """Pearson's test of n samples (counts) against dist: (chi2, critical value at alpha = 0.001, the
     continuation furthest above its expectation). Continuations expected fewer than 5 times are pooled."""
     seqs = list(dist)
-    expected = n * np.array([dist[s] for s in seqs])
-    observed = np.array([counts.get(s, 0) for s in seqs])
+    chi2, df = pearson([counts.get(s, 0) for s in seqs], n * np.array([dist[s] for s in seqs]))
+    if any(dist.get(s, 0) == 0 for s in counts):
+        chi2 = math.inf
+    worst = max(seqs, key=lambda s: (counts.get(s, 0) - n * dist[s]) / math.sqrt(n * dist[s] + 1e-12))
+    return chi2, critical_value(df, 0.001), worst
+
+
+def pearson(observed, expected):
+    """(chi2, degrees of freedom) of observed counts against expected ones; cells expected fewer than 5 times
+    are pooled into one."""
+    observed, expected = np.asarray(observed, np.float64), np.asarray(expected, np.float64)
     rare = expected < 5
     if rare.any():
         expected = np.append(expected[~rare], expected[rare].sum())
         observed = np.append(observed[~rare], observed[rare].sum())
-    impossible = sum(c for s, c in counts.items() if dist.get(s, 0) == 0)
-    chi2 = math.inf if impossible else float(np.sum((observed - expected) ** 2 / np.maximum(expected, 1e-12)))
-    df = len(expected) - 1
-    # Wilson-Hilferty approximation of the chi-square quantile; z = 3.09 for alpha = 0.001.
-    critical = df * (1 - 2 / (9 * df) + 3.0902 * math.sqrt(2 / (9 * df))) ** 3
-    worst = max(seqs, key=lambda s: (counts.get(s, 0) - n * dist[s]) / math.sqrt(n * dist[s] + 1e-12))
-    return chi2, critical, worst
+    return float(np.sum((observed - expected) ** 2 / np.maximum(expected, 1e-12))), len(expected) - 1
+
+
+def critical_value(df, alpha):
+    """The chi-square quantile 1 - alpha with df degrees of freedom (Wilson-Hilferty's approximation)."""
+    z = {0.001: 3.0902, 1e-4: 3.7190}[alpha]
+    return df * (1 - 2 / (9 * df) + z * math.sqrt(2 / (9 * df))) ** 3
 
 
 def sps_rounds(f, p_model, q_model, ids, K):
@@ -239,7 +290,7 @@ def sps_rounds(f, p_model, q_model, ids, K):
     call = f"sps_round(draft, oracle, {ids}, K={K}, rng)"
 
     def run(rng):
-        out = [int(x) for x in attempt(call, f, p_model, q_model, list(ids), K, rng)]
+        out = integers(call, attempt(call, f, p_model, q_model, list(ids), K, rng))
         if not 1 <= len(out) <= K + 1 or not all(0 <= x < SAMPLING_V for x in out):
             raise wrong(f"{call} returned {out}: a round adds 1 to K + 1 = {K + 1} token ids in [0, {SAMPLING_V})",
                         "a round drafts K tokens, the argument (the checker calls with K = 1, 2 and 3), and ends "
@@ -269,19 +320,27 @@ def full_rounds(f, p_model, q_model, ids, K, n_rounds, rng, lengths=None):
                     f"here, and then the round adds one more token from q",
                     f"your rounds never added more than {max(lengths)} tokens with K = {K}: a round drafts K tokens, "
                     "K the argument" if max(lengths) <= K and K != 2 else
+                    "step 3: each draft is kept by a test of its own, with an r of its own (one r for all K tests "
+                    "keeps or rejects them together)" if full > n_rounds * expected else
                     "step 4: what a round does when every draft was kept")
 
 
 def check_sps_round(f, n_rounds=300, n_runs=500, K=2, n_new=3):
-    from sps import acceptance_rate
     p_model, q_model = sampling_pair()
     ids, V = [1, 4], SAMPLING_V
     rng = np.random.default_rng(1234)
 
     # 1. The shape of a round: P(its first draft is kept) = alpha; P(all K kept), both exact.
-    lengths = Counter(len(sps_rounds(f, p_model, q_model, ids, K)(rng)) for _ in range(n_rounds))
+    rounds = Counter(tuple(sps_rounds(f, p_model, q_model, ids, K)(rng)) for _ in range(n_rounds))
+    if len(rounds) == 1:
+        raise wrong(f"your {n_rounds} rounds from the prompt {ids} with K = {K} all returned {list(list(rounds)[0])}: "
+                    "nothing in them is random", "draw every r and every token with the rng the round is given: a "
+                    "generator made inside the round (np.random.default_rng(seed)) repeats the same draws each time")
+    lengths = Counter()
+    for out, n in rounds.items():
+        lengths[len(out)] += n
     p1, q1 = softmax(p_model.forward(ids)[-1]), softmax(q_model.forward(ids)[-1])
-    alpha = acceptance_rate(q1, p1)
+    alpha = sps_alpha(q1, p1)
     inverted = float(sum(p1[x] * min(1.0, p1[x] / q1[x]) for x in range(V)))
     setting = f"over {n_rounds} rounds from the prompt {ids} with K = {K} (draft p and target q over {V} tokens)"
     first_kept = n_rounds - lengths[1]
@@ -294,6 +353,12 @@ def check_sps_round(f, n_rounds=300, n_runs=500, K=2, n_new=3):
     full_rounds(f, p_model, q_model, ids, K, n_rounds, rng, lengths)
     for other in (1, 3):  # the draft length is an argument: other values of it
         full_rounds(f, p_model, q_model, ids, other, n_rounds // 2, rng)
+
+    # The bonus token of step 4, on its own: with the draft p and K = 1 (a bonus in alpha of the rounds), then
+    # with a draft close to q and K = 2 (a bonus in most rounds, and a row early that is not the text's). Each
+    # wrong bonus the tests try gives a chi-square many times the critical value here.
+    check_bonus(f, p_model, q_model, ids, 1, 1200, rng, "the draft p")
+    check_bonus(f, close_draft(), q_model, ids, 2, 800, rng, "a draft close to the target q")
 
     # 2. What comes out: rounds until n_new tokens (any prefix of the output follows q), against q exactly.
     counts = Counter()
@@ -315,6 +380,63 @@ def check_sps_round(f, n_rounds=300, n_runs=500, K=2, n_new=3):
                     "bonus from q after all K drafts")
 
 
+def check_bonus(f, p_model, q_model, ids, K, n_rounds, rng, draft_name):
+    """A failure unless the bonus tokens of n_rounds rounds follow q after the K drafts, exactly: for each
+    drafts d of the rounds that kept all K, the bonus counts against q(. | ids + d) (chi-square, alpha = 1e-4)."""
+    run = sps_rounds(f, p_model, q_model, ids, K)
+    bonuses = {}  # the K drafts of a round that kept them all -> Counter of its bonus tokens
+    for _ in range(n_rounds):
+        out = run(rng)
+        if len(out) == K + 1:
+            bonuses.setdefault(tuple(out[:K]), Counter())[out[K]] += 1
+
+    def after(model, tokens):  # model's next-token distribution after ids + tokens, float64
+        return softmax(model.forward(ids + list(tokens))[-1]).astype(np.float64)
+
+    chi2 = df = 0
+    for drafts, counts in bonuses.items():  # drafts: a tuple
+        c, d = pearson([counts[b] for b in range(SAMPLING_V)], sum(counts.values()) * after(q_model, drafts))
+        chi2, df = chi2 + c, df + d
+    critical = critical_value(max(df, 1), 1e-4)
+    if chi2 <= critical:
+        return
+    def drafts_text(n):
+        if n == 0:
+            return "the text alone"
+        if n == 1:
+            return "the text and the first draft" if K > 1 else "the text and the draft"
+        return f"the text and all {K} drafts" if n == K else f"the text and the first {n} drafts"
+
+    def one_more(d):  # q after the drafts and one more token drawn from q: the row after the right one
+        q_K = after(q_model, d)
+        return sum(q_K[b] * after(q_model, d + (b,)) for b in range(SAMPLING_V))
+    candidates = {  # the usual wrong rows, each a distribution for the drafts d
+        f"q one row early, after {drafts_text(K - 1)}": lambda d: after(q_model, d[:-1]),
+        "q one row late, after the drafts and one more token": one_more,
+        f"the draft's p of the last draft, after {drafts_text(K - 1)}": lambda d: after(p_model, d[:-1]),
+        f"the draft's p after {drafts_text(K)}": lambda d: after(p_model, d),
+        f"the uniform distribution over the {SAMPLING_V} tokens": lambda d: np.full(SAMPLING_V, 1 / SAMPLING_V),
+    }
+    fits = {}
+    for name, dist in candidates.items():
+        tests = [pearson([counts[b] for b in range(SAMPLING_V)], sum(counts.values()) * dist(drafts))
+                 for drafts, counts in bonuses.items()]
+        fits[name] = sum(c for c, _ in tests)
+    best = min(fits, key=fits.get)
+    drafts, counts = max(bonuses.items(), key=lambda item: sum(item[1].values()))
+    m = sum(counts.values())
+    looks = (f"; they follow {best} instead: {show(candidates[best](drafts), 2)} there (chi-square {fits[best]:.0f})"
+             if fits[best] <= critical else "")
+    raise wrong(f"over {n_rounds} rounds from the prompt {ids} with K = {K} and {draft_name}, "
+                f"{sum(sum(c.values()) for c in bonuses.values())} kept all K drafts and added a bonus token, and "
+                f"those do not follow q after the K drafts: chi-square {chi2:.0f} > {critical:.0f} (alpha = 0.0001, "
+                f"{df} degrees of freedom). After the drafts {list(drafts)} ({m} rounds) the bonus came out "
+                f"{show([counts[b] / m for b in range(SAMPLING_V)], 2)}, q there is "
+                f"{show(after(q_model, drafts), 2)}{looks}",
+                "step 4: the bonus is drawn from q after the text and ALL K drafts, the last of the K + 1 rows of "
+                "step 2 (row t is q after the first t drafts)")
+
+
 def reference_probabilities():
     from processors import Processor
     return lambda logits, temperature=1.0, top_k=None: Processor(temperature=temperature, top_k=top_k)(logits)
@@ -323,11 +445,6 @@ def reference_probabilities():
 def reference_keep_draft():
     from sps import acceptance_probability
     return lambda p, q, x, r: r < acceptance_probability(q, p, x)
-
-
-def reference_acceptance_rate():
-    from sps import acceptance_rate
-    return lambda p, q: acceptance_rate(q, p)
 
 
 def reference_sps_round():
@@ -345,6 +462,6 @@ EXERCISES = (
     Exercise("09", "ex09_temperature_top_k", "probabilities", check_probabilities, reference_probabilities),
     Exercise("11", "ex11_residual", "residual", check_residual, project("sps", "residual")),
     Exercise("12", "ex12_inverted_ratio", "keep_draft", check_keep_draft, reference_keep_draft),
-    Exercise("13", "ex13_acceptance_rate", "acceptance_rate", check_acceptance_rate, reference_acceptance_rate),
+    Exercise("13", "ex13_alpha", "alpha", check_alpha, lambda: sps_alpha),
     Exercise("15", "ex15_sps_round", "sps_round", check_sps_round, reference_sps_round),
 )

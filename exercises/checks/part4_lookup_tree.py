@@ -4,7 +4,7 @@ import numpy as np
 
 from gpt2 import MASKED
 
-from .running import Exercise, attempt, project, unchanged, wrong
+from .running import Exercise, attempt, integers, project, unchanged, wrong
 
 
 # ---------------------------------------------------------------------------
@@ -16,26 +16,55 @@ def occurrences(tokens, n):
     return [s for s in range(len(tokens) - n) if tokens[s:s + n] == tokens[-n:]]
 
 
+def text_match(tokens, n):
+    """Where the decimal text of the last n tokens occurs earlier in ",".join(...) of the text, as (the joined
+    string, the position), or None. Where the tokens themselves occur nowhere earlier, such a match lies inside
+    other ids ("1,2" inside "11,2")."""
+    joined, tail = ",".join(map(str, tokens)), ",".join(map(str, tokens[-n:]))
+    at = joined.rfind(tail, 0, len(joined) - len(tail) - 1)
+    return None if at < 0 else (joined, at)
+
+
 def check_lookup(f):
     cases = [([1, 2, 3, 9, 1, 2, 3], 3, 3), ([5, 6, 7, 5, 6, 8, 5, 6], 2, 3), ([2, 3, 4, 9, 9, 3, 4, 7, 2, 3, 4], 2, 3),
              ([1, 2, 3, 4], 3, 3), ([7], 2, 3), ([0, 4, 0, 5, 0], 2, 3), ([1, 2, 1, 2], 5, 3),
              ([3, 1, 2, 8, 1, 2], 4, 1), ([4, 5, 6, 4, 5, 6, 4, 5, 6], 2, 3),
-             ([1, 2, 3, 7, 8, 3, 9, 1, 2, 3], 2, 1), ([1, 2, 3, 7, 8, 2, 3, 9, 1, 2, 3], 3, 2)]  # max_tail matters
+             ([1, 2, 3, 7, 8, 3, 9, 1, 2, 3], 2, 1), ([1, 2, 3, 7, 8, 2, 3, 9, 1, 2, 3], 3, 2),  # max_tail matters
+             # "1,2" occurs inside "11,2" of the joined ids, [1, 2] nowhere earlier as tokens
+             ([11, 2, 5, 6, 2, 8, 1, 2], 2, 2),
+             # real-size ids (GPT-2's): " Python" is 11361, <|endoftext|> 50256
+             ([2393, 50256, 7, 8, 50256, 9, 393, 50256], 2, 2), ([11361, 318, 257, 3303, 13, 11361, 318], 3, 3),
+             ([7, 7, 7, 7], 2, 3)]  # the earlier occurrence of [7, 7, 7] overlaps the tail
     reference = reference_lookup()
     for tokens, k, max_tail in cases:
         call = f"lookup({tokens}, k={k}, max_tail={max_tail})"
         given = list(tokens)
         got = attempt(call, f, given, k, max_tail)
         unchanged(call, {"tokens": (tokens, given)})  # the decoder's text: a lookup only reads it
-        got = [int(x) for x in got]
+        got = integers(call, got, "a token id")
         expected = reference(list(tokens), k, max_tail)
         if got == expected:
             continue
         what = f"{call} returned {got}, expected {expected}"
-        if max_tail != 3 and got == reference(list(tokens), k, 3):
-            raise wrong(f"{what}: that is the answer with max_tail = 3, the default; tails here are at most "
-                        f"{max_tail} token(s) long", "the argument max_tail: the checker calls with other values")
+        tails = next((other for other in (3, max_tail - 1, max_tail + 1)
+                      if other != max_tail and other > 0 and got == reference(list(tokens), k, other)), None)
+        tails_said = (f"that is the answer with max_tail = {tails}{', the default' if tails == 3 else ''}; tails here "
+                      f"are at most {max_tail} token(s) long")
+        tails_hint = ("the argument max_tail: the longest tail tried is max_tail tokens long, and the checker calls "
+                      "with other values")
         n = next((n for n in range(min(max_tail, len(tokens) - 1), 0, -1) if occurrences(tokens, n)), None)
+        fake = next(((m, match) for m in range(min(max_tail, len(tokens) - 1), n or 0, -1)
+                     if (match := text_match(tokens, m))), None)
+        if fake:
+            m, (joined, at) = fake
+            raise wrong(f"{what}: the last {m} tokens {tokens[-m:]} occur nowhere earlier as tokens, but their text "
+                        f"{','.join(map(str, tokens[-m:]))!r} occurs at character {at} of {joined!r}, inside "
+                        "other ids", "compare lists of token ids (tokens[s:s + n] == tail), not their decimal text: a "
+                        "search in a joined string finds \"1,2\" inside \"11,2\"")
+        shorter = n is not None and n > 1 and any(got == tokens[s + m:s + m + k] for m in range(1, n)
+                                                    for s in occurrences(tokens, m))
+        if tails and not shorter:
+            raise wrong(f"{what}: {tails_said}", tails_hint)
         if n is None:
             raise wrong(f"{what}: no earlier occurrence of even the last token, so there is nothing to propose",
                         "what lookup returns when nothing matches")
@@ -46,11 +75,18 @@ def check_lookup(f):
         if got == expected[:-1] and len(expected) == k:
             raise wrong(f"{what}{found}; one guess short of k = {k}", "the end of the slice: k tokens after the match")
         if got == tokens[starts[0] + n:starts[0] + n + k] and len(starts) > 1:
-            raise wrong(f"{what}{found}; prompt lookup takes the LATEST (the most recent evidence), you took the first",
+            raise wrong(f"{what}{found}; this lookup takes the LATEST of them (the most recent evidence), you took "
+                        "the first, scanning left to right (as transformers' PromptLookupCandidateGenerator does)",
                         "the direction of the search")
-        if n > 1 and any(got == tokens[s + m:s + m + k] for m in range(1, n) for s in occurrences(tokens, m)):
-            raise wrong(f"{what}{found}; the longest matching tail (up to max_tail) wins over shorter ones",
-                        "the order in which n is tried")
+        overlapping = [s for s in starts if s + n > len(tokens) - n]
+        if overlapping and not any(got == tokens[s + n:s + n + k] for s in starts):
+            raise wrong(f"{what}{found}; the one at {overlapping[-1]} overlaps the tail itself, and is an earlier "
+                        "occurrence all the same", "the search range: every start before the tail's own, overlapping "
+                        "or not")
+        if shorter:  # the longest tail never tried: in the wrong order, or with too small a max_tail
+            raise wrong(f"{what}{found}; the longest matching tail (up to max_tail) wins over shorter ones"
+                        + (f"; or {tails_said}" if tails else ""),
+                        "the order in which n is tried" + (f"; or {tails_hint}" if tails else ""))
         if not got:
             raise wrong(f"{what}{found}", "whether the search range excludes the tail itself (it always matches)")
         raise wrong(f"{what}{found}; propose up to k tokens that followed the latest one", "the slice after the match")

@@ -10,7 +10,7 @@ import numpy as np
 from decoding import Stats
 
 from .models import held_out_prompts, learned_pair
-from .running import Exercise, attempt, count, number, show, wrong
+from .running import Exercise, attempt, count, fresh, integers, is_int, not_an_int, number, show, wrong
 
 
 # --- exercise 22: acceptance by kind of text -----------------------------------
@@ -117,6 +117,7 @@ def diagnose_kind(value, expected, what, kind, cases, runs, n_new, k):
          "the oracle's own, whether its drafts were kept or not"),
         (rate(mine, bottom=lambda s: s.accepted + s.rejections), "that is accepted / (accepted + rejections), "
          "Leviathan et al.'s alpha (exercise 23's)", "the drafts kept over ALL the drafts proposed: stats.drafted"),
+        (100 * expected, "that is a percentage", "the acceptance as a fraction of 1, as the other rates here"),
         (k != n_default and rate(speculative_runs([case for case in cases if case[0] == kind], n_new, n_default)),
          f"that is its acceptance with {n_default} drafts per round, speculative_generate's default, not k = {k}",
          "pass the draft length: n_draft=k"),
@@ -151,8 +152,8 @@ def check_best_draft_length(f):
     cpu = {1: 4.0, 2: 4.3, 3: 4.6, 4: 5.1, 5: 5.4, 6: 6.0, 7: 6.3, 8: 6.9, 9: 7.4}  # a small model's, uneven
     step = {1: 10.0, 2: 10.0, 3: 20.0, 4: 20.0}  # a kernel that changes at 3 rows
     cases = [(0.8, 0.1, {1: 10.0, 2: 12.0, 3: 13.0}), (0.5, 0.2, steep), (0.9, 0.05, flat), (0.7, 0.25, cpu),
-             (0.8, 0.1, step),
-             (1.0, 0.1, steep), (0.0, 0.1, flat), (0.0, 0.0, flat), "learned", "learned flat"]
+             (0.8, 0.1, step), (0.83, 0.265, cpu),
+             (1.0, 0.1, steep), (1.0, 0.1, step), (0.0, 0.1, flat), (0.0, 0.0, flat), "learned", "learned flat"]
     for case in cases:
         if isinstance(case, str):  # the learned pair's alpha, measured here, with a CPU-like curve and a flat one
             case = (learned_alpha(), 0.3, cpu) if case == "learned" else (learned_alpha(), 0.1, flat)
@@ -167,6 +168,9 @@ def check_best_draft_length(f):
         tokens = lambda K: expected_tokens_per_round(alpha, K)  # noqa: E731
         speed = {K: predicted_speedup(alpha, K, c, T[K + 1] / T[1]) for K in Ks}
         best = best_by(speed.get, Ks)
+        if isinstance(got, (float, np.floating)) and not float(got).is_integer():
+            raise wrong(f"{call} returned {got!r}, expected K = {best} (predicted speedup {speed[best]:.4f})",
+                        "return the draft length K itself, not its score")
         if isinstance(got, (float, np.floating, bool, np.bool_)):  # 3.0 == 3, but range(3.0) and T[3.0 + 1] fail
             count(call, got, f"a draft length (here K = {best})")
         if got == best:
@@ -175,11 +179,19 @@ def check_best_draft_length(f):
         if isinstance(got, bool) or not isinstance(got, (int, np.integer)):
             raise wrong(what, "return the draft length K itself, not its score or a list")
         if got not in speed:
-            raise wrong(f"{what}: {got} is outside 1..{max(T) - 1}",
+            index = (f", one less than the best K: the index of the best score in a list that starts at K = 1"
+                     if got == best - 1 else "")
+            raise wrong(f"{what}: {got} is outside 1..{max(T) - 1}{index}",
+                        "the K of the best score, not its index (scores[i] is K = i + 1)" if index else
                         "K runs from 1 to max(T) - 1: the check of K drafts reads K + 1 tokens, so T[K + 1] must exist")
         what = what[:-1] + f", {speed[got]:.4f} at K = {got})"
         if speed[got] == speed[best]:
             raise wrong(f"{what}: the two tie", "on a tie, the smallest K")
+        if alpha == 1 and got == max(T) - 1:
+            raise wrong(f"{what}: at alpha = 1 every round yields K + 1 tokens, but the longest K is not the best "
+                        f"when checking K + 1 tokens costs T[K + 1] / T[1] = {T[got + 1] / T[1]:g} single-token passes",
+                        "alpha = 1 needs its own tokens per round, K + 1, not its own answer: score every K as for "
+                        "any alpha")
         variants = [
             (lambda K: predicted_speedup(alpha, K, c), "that is the best K if checking were free, T[K + 1] = T[1]",
              "the cost of the check, T[K + 1] / T[1], grows with K"),
@@ -187,12 +199,20 @@ def check_best_draft_length(f):
              "T[K]", "the oracle's pass over K drafts reads K + 1 tokens (the last kept token, then the drafts): T[K + 1]"),
             (lambda K: tokens(K) / (T[K + 1] / T[1]), "that is the best K with the drafting free",
              "a round also runs the draft K times: K * c, in oracle passes"),
+            (lambda K: tokens(K) / ((K + 1) * c + T[K + 1] / T[1]), "that is the best K with K + 1 draft passes a round",
+             "a round runs the draft K times, once per draft: the oracle's own token needs no draft pass"),
+            (lambda K: (K if alpha == 1 else (1 - alpha ** K) / (1 - alpha)) / (K * c + T[K + 1] / T[1]),
+             "that is the best K with (1 - alpha^K) / (1 - alpha) tokens a round, the drafts kept alone",
+             "a round yields the drafts it keeps AND the oracle's own token: 1 + alpha + ... + alpha^K"),
             (lambda K: tokens(K) / (K * c + T[K + 1]), "that is the best K with T[K + 1] in milliseconds next to K * c, "
              "in oracle passes", "T[K + 1] / T[1]: the check in single-token oracle passes, the unit of c"),
             (lambda K: tokens(K) / (K * c + T[K + 1] / T[1]) if K < max(T) - 1 else -1, "that is the best K below "
              f"{max(T) - 1}: the range stopped one short", f"K runs up to max(T) - 1 = {max(T) - 1} inclusive"),
         ]
         matches = [(said, hint) for score, said, hint in variants if best_by(score, Ks) == got]
+        if got == best - 1:
+            matches.append((f"{got} is one less than the best K: the index of the best score in a list that starts "
+                            "at K = 1", "the K of the best score, not its index (scores[i] is K = i + 1)"))
         if matches:  # several mistakes can give the same K: name them all
             raise wrong(f"{what}; " + "; or ".join(said for said, _ in matches), "; or ".join(hint for _, hint in matches))
         raise wrong(what, "score each K by tokens per round, (1 - alpha^(K+1)) / (1 - alpha), over the round's cost in "
@@ -211,6 +231,8 @@ def check_tree_path(f):
              (parents, tokens, [12, 0, 15, 0, 0, 0, 0]), (parents, tokens, [11, 13, 0, 16, 0, 0, 0]),
              (parents, tokens, [11, 14, 0, 0, 0, 0, 0]), (parents, tokens, [11, 15, 0, 0, 0, 0, 0]),
              ([-1, 0, 1], [5, 6, 7], [5, 6, 7, 8]), ([-1, 0, 1], [5, 6, 7], [9, 6, 7, 8]), ([], [], [3]),
+             # real-size ids: GPT-2's " The", " Python", <|endoftext|>, " a", "."
+             (parents, [464, 11361, 50256, 3290, 257, 13], [11361, 0, 257, 0, 0, 0, 0]),
              "learned"]
     shift_ruled_out = False
     for case in cases:
@@ -235,10 +257,11 @@ def shifted_paths(parents, tokens, choice):
     return [path_after(parents, tokens, lambda i: choice[max(i, 0)]), path_after(parents, tokens, lambda i: choice[i])]
 
 
-def path_after(parents, tokens, choice_after):
+def path_after(parents, tokens, choice_after, same=lambda a, b: a == b):
     """The root path that follows choice_after(i), the token wanted after node i (-1: the root)."""
     path, at = [], -1
-    while (child := next((j for j, p in enumerate(parents) if p == at and tokens[j] == choice_after(at)), None)) is not None:
+    while (child := next((j for j, p in enumerate(parents) if p == at and same(tokens[j], choice_after(at))),
+                         None)) is not None:
         path.append(child)
         at = child
     return path
@@ -246,16 +269,23 @@ def path_after(parents, tokens, choice_after):
 
 def diagnose_tree_path(f, parents, tokens, choice, expected, shift_ruled_out=False):
     call = f"accepted_path(parents={list(parents)}, tokens={list(tokens)}, choice={list(choice)})"
-    got = attempt(call, f, list(parents), list(tokens), list(choice), hints=(
+    given = (fresh(tokens), fresh(choice))
+    got = attempt(call, f, list(parents), *given, hints=(
         (IndexError, "choice has one entry more than there are nodes: choice[0] after the root, choice[i + 1] after "
                      "node i"),))
-    try:
-        got = [int(i) for i in got]
-    except (TypeError, ValueError):
-        raise wrong(f"{call} returned {got!r}; expected the list {expected}", "a list of node indices, root first") from None
+    if got is None or isinstance(got, (str, dict, set)):
+        raise wrong(f"{call} returned {got!r}; expected the list {expected}", "a list of node indices, root first")
+    got = integers(call, got, "a node index")
     if got == expected:
         return
     what = f"{call} returned {got}, expected {expected}"
+    if got == expected[::-1]:
+        raise wrong(f"{what}: that is the path leaf first", "the path root first: the node after the root, then its "
+                                                             "child, down to the deepest node kept")
+    if tokens and max(tokens) > 256 and got == path_after(parents, given[0], lambda i: given[1][i + 1],
+                                                          same=lambda a, b: a is b):
+        raise wrong(f"{what}: that is the path with `is` for `==`", "compare token ids with ==, not `is`: `is` asks whether two ints are "
+                                                 "the same object, and CPython shares the objects of -5..256 only")
     if got == [tokens[i] for i in expected] or not all(0 <= i < len(parents) for i in got):
         raise wrong(f"{what}: {'those are the path tokens' if got == [tokens[i] for i in expected] else 'not node indices'}",
                     f"return the nodes' indices (0 to {len(parents) - 1}), root first, not their tokens")
@@ -266,9 +296,13 @@ def diagnose_tree_path(f, parents, tokens, choice, expected, shift_ruled_out=Fal
     index_hint = ("the oracle's choice after node i is choice[i + 1], after the root choice[0]"
                   if not shift_ruled_out and got in shifted_paths(parents, tokens, choice) else None)
     if d == len(got):
+        first_child = min(j for j, p in enumerate(parents) if p == at)
+        hints = [h for h in (index_hint, expected[d] != first_child and (
+            f"every child of the last node kept, not its first only (node {first_child}): siblings carry the draft's "
+            "other guesses")) if h]
         raise wrong(f"{what}: after {here} the oracle chose {want} (choice[{at + 1}]), and node {expected[d]}, a child of "
-                    f"{here}, has that token: the path goes on", index_hint or "keep stepping down while a child of "
-                    "the last node has the oracle's choice: stop only when none has")
+                    f"{here}, has that token: the path goes on", "; or ".join(hints) or
+                    "keep stepping down while a child of the last node has the oracle's choice: stop only when none has")
     g = got[d]
     if parents[g] != at:
         raise wrong(f"{what}: node {g} is not a child of {here} (its parent is "
@@ -382,12 +416,16 @@ def check_replay(f, tokens, n_prompt, k, max_tail, measured, source):
                     "a round moves i past the accepted drafts AND the oracle's own token: at least one token a "
                     "round") from None
     try:
-        got = tuple(int(x) for x in got)
-    except (TypeError, ValueError):
-        got = None
-    if got is None or len(got) != 3:
+        items = list(got)
+    except TypeError:
+        items = None
+    if items is None or len(items) != 3:
         raise wrong(f"{call} returned {got!r}; expected three counts (drafted, accepted, rounds), here {measured}",
                     "return (drafted, accepted, rounds)")
+    for name, x in zip(("drafted", "accepted", "rounds"), items):
+        if not is_int(x):
+            raise not_an_int(call, x, "a count", f"{got!r}, whose {name} is {x!r}")
+    got = tuple(int(x) for x in items)
     if got == measured:
         return
     what = f"{call} returned {got} (drafted, accepted, rounds); {source}"
