@@ -28,6 +28,7 @@ from speculative import speculative_generate  # noqa: E402
 from sps import residual, sample  # noqa: E402
 
 
+@pytest.mark.slow
 def test_the_reference_solutions_pass_every_check():
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "exercises", "--reference"],
                        capture_output=True, text=True, cwd=ROOT, timeout=300)
@@ -1344,6 +1345,7 @@ def snippet_dir(tmp_path_factory, tiny_dirs, demo_dirs):
 
 
 @pytest.mark.parametrize("number", [21, 22, 23, 24, 25])
+@pytest.mark.slow
 def test_each_snippet_runs_as_written(number, snippet_dir):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, os.path.join(ROOT, "exercises")]),
            "PYTHONDONTWRITEBYTECODE": "1"}
