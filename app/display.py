@@ -7,7 +7,8 @@ The page for a browser is report.py's.
 import codecs
 import os
 
-from decoding import Line
+from beyond.block_verification import ratio_text
+from decoding import Line, decisive_digits
 from errors import printable
 
 GREEN, RESET = "\x1b[32m", "\x1b[0m"
@@ -264,9 +265,12 @@ def sps_lines(r, show):
     lines = [f"  drafted  {show(r.drafted)}   (sampled from the draft's p)"]
     for t, step in enumerate(d.steps, 1):
         verdict = "accept" if step["accepted"] else "REJECT"
-        # .3g: rare tokens' probabilities stay readable (0.00055, not 0.001 beside 0.000)
+        # .3g: rare tokens' probabilities stay readable (0.00055, not 0.001 beside 0.000); r and min(1, q/p) with
+        # the digits that decide the test (decisive_digits)
+        a, r_ = step["accept_prob"], step["r"]
+        digits = decisive_digits((r_, a), (a, 1.0), (r_, 1.0), least=3)
         lines.append(f"  x~{t} {show([step['token']]):14s} p(x) {step['p']:.3g}  q(x) {step['q']:.3g}  "
-                     f"min(1, q/p) {step['accept_prob']:.3g}  r {step['r']:.3g}  -> {verdict}")
+                     f"min(1, q/p) {a:.{digits}g}  r {r_:.{digits}g}  -> {verdict}")
     if d.resampled is not None:
         res = d.resampled
         drawn = next((e["residual"] for e in res["top"] if e["token"] == res["token"]), None)
@@ -344,13 +348,16 @@ def block_lines(r, show):
     order = {i: n for n, i in enumerate(range(k, d.kept, -1), 1)}  # prefix -> its test's number, from the end
     order.setdefault(d.kept, len(order) + 1)
     for i, s in enumerate(d.steps, 1):
+        # r and h, and q/p beside 1, with the digits that decide them (decisive_digits)
+        digits = decisive_digits((s["ratio"], 1.0), *(((s["r"], s["h"]), (s["r"], 1.0)) if s["r"] is not None else ()),
+                                 least=3)
         if s["r"] is None:
             test = "not tested: a longer prefix passed"
         else:
-            test = (f"test {order[i]}: r {s['r']:.3g} {'<' if s['passed'] else '>='} h_{i}: "
+            test = (f"test {order[i]}: r {s['r']:.{digits}g} {'<' if s['passed'] else '>='} h_{i}: "
                     f"{'passes, keep ' + str(i) if s['passed'] else 'fails'}")
-        lines.append(f"  x~{i} {show([s['token']]):14s} p(x) {s['p']:.3g}  q(x) {s['q']:.3g}  q/p {s['ratio']:.3g}  "
-                     f"w_{i} {s['w']:.3g}  h_{i} {s['h']:.3g}  {test}")
+        lines.append(f"  x~{i} {show([s['token']]):14s} p(x) {s['p']:.3g}  q(x) {s['q']:.3g}  "
+                     f"q/p {s['ratio']:.{digits}g}  w_{i} {s['w']:.3g}  h_{i} {s['h']:.{digits}g}  {test}")
     if k and not d.kept:
         lines.append(f"  test {order[0]}: prefix 0 (no draft) always passes -> keep 0")
     last, token = d.last, show(r.new[-1:])
@@ -359,7 +366,7 @@ def block_lines(r, show):
         lines.append(f"  {'bonus' if k else 'oracle'}    {token} {said}")
     else:
         lines.append(f"  residual {token} drawn after draft {d.kept} from max(w_{d.kept} q - p, 0) renormalised, "
-                     f"w_{d.kept} = {last['w']:.3g} (its chance there {last['prob']:.3g})")
+                     f"w_{d.kept} = {last['w']:.3g} (its chance there {last['prob']:.3g}; q(x) {last['q']:.3g})")
     return lines + [f"  kept     {d.kept} of {k} draft(s) + {token}"]
 
 
@@ -379,8 +386,10 @@ def block_reasons(r, show):
     refilled = [i for i, s in enumerate(d.steps[:tau], 1) if s["ratio"] > 1 and w_before[i - 1] < 1]
     if refilled:
         short = [i for i, s in enumerate(d.steps[:max(refilled)], 1) if s["ratio"] < 1]
-        lines.append(f"token verification would keep these {tau} drafts with chance {token_chance:.2g} (the product of "
-                     f"min(1, q/p)); block verification with chance w_{tau} = {d.steps[tau - 1]['w']:.2g}, as "
+        w = d.steps[tau - 1]["w"]
+        digits = decisive_digits((token_chance, w))
+        lines.append(f"token verification would keep these {tau} drafts with chance {token_chance:.{digits}g} (the "
+                     f"product of min(1, q/p)); block verification with chance w_{tau} = {w:.{digits}g}, as "
                      f"{naming(refilled, d.steps)} made up for the shortfall of {naming(short, d.steps)}")
     if d.last["from"] == "residual":
         w, dropped = d.last["w"], d.steps[tau]  # the first draft not kept: its q and p are the residual's there
@@ -394,8 +403,8 @@ def block_reasons(r, show):
 
 
 def naming(drafts, steps):
-    """'draft 2 (q/p 1.3)', 'drafts 1 (q/p 0.5) and 3 (q/p 0.8)'."""
-    named = [f"{i} (q/p {steps[i - 1]['ratio']:.2g})" for i in drafts]
+    """'draft 2 (q/p 1.3)', 'drafts 1 (q/p 0.5) and 3 (q/p 0.8)': each q/p with the digits that tell it from 1."""
+    named = [f"{i} (q/p {ratio_text(steps[i - 1]['ratio'])})" for i in drafts]
     return ("draft " if len(named) == 1 else "drafts ") + (", ".join(named[:-1]) + " and " if len(named) > 1 else "") \
         + named[-1]
 

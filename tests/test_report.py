@@ -200,6 +200,10 @@ def test_a_page_for_each_method(runs, method, tmp_path):
         assert text.count("&rarr; oracle:") == sum(len(r.details.path) + 1 for r in trace)
     if method == "ngram":
         assert "draft none" in text
+    if method == "sps-block":  # the histogram's words: the whole block judged at once, not SpS's draft by draft
+        [paragraph] = [p for p in re.findall(r"<p>(.*?)</p>", text, re.S) if "&alpha; =" in p]
+        assert "never checked" not in paragraph and "judges the whole block at once" in paragraph
+        assert "longest prefix whose test r &lt; h passed" in text  # the text's legend for a kept draft
 
 
 def test_sps_shows_each_step_and_the_residual_at_each_rejection(runs, tmp_path):
