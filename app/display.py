@@ -8,6 +8,7 @@ import codecs
 import os
 
 from beyond.block_verification import ratio_text
+from beyond.tree_sampling import check_numbers
 from decoding import Line, decisive_digits
 from errors import printable
 
@@ -340,6 +341,55 @@ def tree_lines(r, show, p_is="the draft's probability of the node's token after 
     return lines
 
 
+def sampled_tree_lines(r, show):
+    """A tree-sps round (beyond/tree_sampling.py, either draw): each node, numbered, under its parent with the
+    draft's probability p of it there, and what its test did: kept or rejected by r < min(1, q/p), with the
+    target and draft it met (q', q'', ... after rejections; p', p'', ... drawn without replacement), or never
+    tested (its parent was not kept, or an earlier sibling was); then where the last token was drawn from."""
+    d = r.details  # a tree_sampling.SampledTreeDetails
+    parents, path = d.parents, set(d.path)
+    tested = {child: (i, c) for v in d.visits for i, (child, c) in enumerate(zip(v["children"], v["checks"]))}
+    lines = [f"  tree     {len(r.drafted)} nodes drawn {d.siblings} from the draft, numbered in level order; "
+             "* = kept; p = the draft's probability of the node's token after its parent"]
+
+    def label(i):
+        if i in tested:
+            n, c = tested[i]
+            target, draft = d.names(n)
+            r_, ratio, digits = check_numbers(c)
+            said = (f"{'kept' if c['accepted'] else 'rejected'} by its test r < min(1, {target}/{draft}): "
+                    f"r {r_:.{digits}g}, {target}/{draft} = {c['q']:.3g} / {c['p']:.3g} = {ratio:.{digits}g}")
+            repeat = next((j + 1 for j, (child, e) in enumerate(zip(visit_of[i]["children"], visit_of[i]["checks"][:n]))
+                           if e["token"] == c["token"]), None)
+            return said + (f"; a repeat of child {repeat}, rejected: {target} has nothing left there"
+                           if repeat and c["q"] == 0 else "")
+        if parents[i] != -1 and parents[i] not in path:
+            return "not tested: its parent was not kept"
+        kept = next(child for child in d.path if parents[child] == parents[i])
+        return f"not tested: an earlier sibling, {node_name(kept, r, show)}, was kept"
+
+    visit_of = {child: v for v in d.visits for child in v["children"]}
+
+    def walk(parent, depth):
+        for i, p in enumerate(parents):
+            if p == parent:
+                lines.append(f"  {'  ' * depth}{'*' if i in path else '-'} {show([r.drafted[i]])} p {d.probs[i]:.2g}   "
+                             f"({label(i)})   = node {i + 1}")
+                walk(i, depth + 1)
+
+    walk(-1, 1)
+    last, token, at = d.last, show([d.last["token"]]), (d.path[-1] if d.path else -1)
+    if last["from"] == "residual":
+        n = len(d.visits[-1]["checks"])
+        lines.append(f"  residual {token} drawn from {d.names(n)[0]}, the residual left after every child of "
+                     f"{node_name(at, r, show)} was rejected (its chance there {last['prob']:.3g})")
+    elif r.drafted:
+        lines.append(f"  bonus    {token} drawn from q after {node_name(at, r, show)}, a leaf (q(x) {last['prob']:.3g})")
+    else:
+        lines.append(f"  oracle   {token} drawn from q (q(x) {last['prob']:.3g}): nothing drafted")
+    return lines + [f"  kept     {r.accepted} node(s) + {token}"]
+
+
 def block_lines(r, show):
     """A block-verification round: each draft's p(x), q(x), q/p, the weight w_i and acceptance probability h_i
     of the prefix it ends, the tests from the end (r < h_i?), and where the last token came from."""
@@ -453,11 +503,14 @@ LEGENDS = {
               "chance that prefix i's test passes. The prefixes are tested from the longest down; the first test that",
               "passes (r < h_i) decides how many drafts are kept, so a failed test does not end the round. The last",
               "token is the bonus from q, or drawn from max(w q - p, 0) after the kept drafts. q the oracle, p the draft."],
-    "tree-sps": ["tree speculative sampling: the children of the node reached are checked in turn, child i kept if",
-                 "r < min(1, q_i(x)/p_i(x)). q_i is the oracle's q after i - 1 rejections there (q, q', q'': each the",
-                 "residual (q - p)+ of the one before, renormalised); p_i is the draft's p that child i was drawn from:",
-                 "p itself where children are drawn i.i.d. (tree-sps), p without the siblings drawn before it,",
-                 "renormalised, where they are drawn without replacement (tree-sps-wor). The p shown is that p_i."],
+    "tree-sps": ["tree speculative sampling: the children of the node reached are tested in turn, child i kept if",
+                 "r < min(1, q_i(x)/p_i(x)), r uniform on [0, 1). q_1 = q, the oracle's q there; after a rejection,",
+                 "q_(i+1) = (q_i - p_i)+ renormalised, the residual (q', q'', ...). p_i is the draft's p that child i",
+                 "was drawn from: p itself where children are drawn i.i.d. (tree-sps), p without the siblings drawn",
+                 "before it (p', p'', ...), renormalised, where they are drawn without replacement (tree-sps-wor).",
+                 "Each test names the q_i and p_i it used; the p beside a node is the draft's p after its parent. When",
+                 "every child is rejected the last token is drawn from the last residual; at a kept leaf, the bonus",
+                 "is drawn from q."],
     "lookahead": ["lookahead decoding (Fu et al. 2024): no draft model. The window keeps the last N - 1 Jacobi",
                   "iterations, one level each, every guess under the place after the text's last token it guesses. One",
                   "pass of the oracle reads the text's last token, the window and the pool's n-grams that follow that",
@@ -467,7 +520,7 @@ LEGENDS = {
                   "up through the levels, then that argmax, is a new n-gram for the pool (pool +)."],
 }
 SETTINGS = {"threshold": lambda d: f", threshold {d.threshold:.3g}", "adaptive": lambda d: f", n_draft {d.n_draft}"}
-DRAFTS = {"sps": sps_lines, "block": block_lines, "lookahead": lookahead_lines, "staged": staged_lines, "tree": tree_lines, "tree-sps": tree_lines, "suffix-tree": tree_lines,
+DRAFTS = {"sps": sps_lines, "block": block_lines, "lookahead": lookahead_lines, "staged": staged_lines, "tree": tree_lines, "tree-sps": sampled_tree_lines, "suffix-tree": tree_lines,
           "medusa": medusa_lines}
 REASONS = {
     "line": lambda r, show: [length_reason(r.details.n_draft, r.details.k)] if isinstance(r.details, Line) else [],

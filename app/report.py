@@ -32,7 +32,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from app import display, methods
-from app.page.figures import (WITHOUT_REPLACEMENT, acceptance_histogram, histogram_svg, layers_figure, residual_figure,
+from app.page.figures import (acceptance_histogram, histogram_svg, layers_figure, residual_figure,
                               sampled_tree_figure, suffix_figure)
 from app.page.block import block_table
 from app.page.heads import eagle_figure, medusa_figure
@@ -132,6 +132,11 @@ def legend(method, marks, samples=None, kinds=()):
     if "block" in kinds:  # block verification judges the block at once; its last token comes from its own residual
         texts["draft"] = ("accepted draft", "sampled from the draft's p, kept in the longest prefix whose test r < h passed")
         texts["fix"] = ("resampled", "drawn from the residual max(w q \u2212 p, 0) after the drafts kept")
+    if "tree-sps" in kinds:  # a tree's tests meet residuals after a sibling's rejection, and so does its last token
+        texts["draft"] = ("accepted draft", "sampled from the draft's p, kept by its test r < min(1, q/p) (q\u2032, "
+                                            "q\u2033, ... after a sibling's rejection)")
+        texts["fix"] = ("resampled", "drawn from the residual left after every child of the node reached was rejected")
+        texts["bonus"] = ("bonus", "a leaf was kept: one more token drawn from q")
     letters = f"<li>{html.escape(LETTERS)}</li>" if samples else ""
     return ('<ul class="legend">' + "".join(f'<li><span class="{mark}">{texts[mark][0]}</span> {html.escape(texts[mark][1])}</li>'
                                             for mark in MARKS if mark in marks) + letters + "</ul>")
@@ -273,7 +278,7 @@ def rounds_section(run, trace):
     kinds = {r.kind for r in trace}
     style = next((s for s in ("tree-sps", "medusa", "tree", "block", "sps", "lookahead") if s in {STYLES.get(k) for k in kinds}),
                  "greedy")
-    if style == "tree-sps" and getattr(run, "method", None) in WITHOUT_REPLACEMENT:
+    if style == "tree-sps" and any(getattr(r.details, "siblings", "") == "without replacement" for r in trace):
         style = "tree-sps-wor"
     shown = trace[:MAX_ROUNDS]
     n_open = len(shown) if len(trace) <= OPEN_ROUNDS else OPEN_FIRST

@@ -76,10 +76,12 @@ def test_tree_sampling_draws_the_tree_every_check_and_the_last_token(runs, tmp_p
         # the accepted path, in order, its tokens the round's accepted drafts
         path = inside(parsed, svg, "rect", "node-path")
         assert [token_of(parsed, e) for e in path] == [r.drafted[i] for i in d.path] == r.new[:-1]
-        assert all(parsed.text(e).startswith(f"token {token_of(parsed, e)}: accepted") for e in path)
+        assert all(parsed.text(e).startswith(f"token {token_of(parsed, e)}: kept by its test r < min(1, q") for e in path)
         assert len(inside(parsed, svg, "line", "edge-on")) == len(d.path) + 1  # root -> path -> the last token
         # every rejected child marked so, with the target it met (q, then the residuals q', q'', ...)
         assert [token_of(parsed, e) for e in inside(parsed, svg, "rect", "node-rejected")] == rejected
+        assert all(parsed.text(e).startswith(f"token {token_of(parsed, e)}: rejected by its test r < min(1, q")
+                   for e in inside(parsed, svg, "rect", "node-rejected"))
         assert len(inside(parsed, svg, "rect", "node-unchecked")) == len(r.drafted) - len(checks)
         # the last token: from the residual after every child was rejected, or the bonus at an accepted leaf
         ending = "node-fix" if d.last["from"] == "residual" else "node-bonus"
