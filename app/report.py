@@ -127,6 +127,7 @@ def header(run):
 
 
 def legend(method, marks, samples=None, kinds=()):
+    """The marks' key; kinds: the kinds of the rounds that drafted (each names its own ending where it differs)."""
     samples = sampling(method) if samples is None else samples
     texts = {**MARKS, **(SAMPLING_MARKS if samples else {})}
     if "block" in kinds:  # block verification judges the block at once; its last token comes from its own residual
@@ -137,6 +138,9 @@ def legend(method, marks, samples=None, kinds=()):
                                             "q\u2033, ... after a sibling's rejection)")
         texts["fix"] = ("resampled", "drawn from the residual left after every child of the node reached was rejected")
         texts["bonus"] = ("bonus", "a leaf was kept: one more token drawn from q")
+    if kinds and set(kinds) <= {"tree", "suffix-tree", "medusa"}:  # greedy trees: the walk follows the oracle's choices
+        texts["fix"] = ("correction", "the oracle's own token where none of the children was its choice")
+        texts["bonus"] = ("bonus", "the kept path ended at a leaf: the oracle's next token comes with the same pass")
     letters = f"<li>{html.escape(LETTERS)}</li>" if samples else ""
     return ('<ul class="legend">' + "".join(f'<li><span class="{mark}">{texts[mark][0]}</span> {html.escape(texts[mark][1])}</li>'
                                             for mark in MARKS if mark in marks) + letters + "</ul>")
@@ -164,7 +168,7 @@ def running_text(run, marks):
 def text_section(run, trace):
     marks = token_marks(run, trace)
     samples = sampling(run.method) or any(r.kind in SAMPLED for r in trace)  # registered or not
-    return (f"<h2>The text</h2>\n{legend(run.method, set(marks), samples, {r.kind for r in trace})}\n"
+    return (f"<h2>The text</h2>\n{legend(run.method, set(marks), samples, {r.kind for r in trace if r.drafted})}\n"
             f'<div class="text">{running_text(run, marks)}</div>')
 
 
