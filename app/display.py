@@ -7,7 +7,9 @@ The page for a browser is report.py's.
 import codecs
 import os
 
-from decoding import Line
+from beyond.block_verification import ratio_text
+from beyond.tree_sampling import check_numbers
+from decoding import Line, decisive_digits
 from errors import printable
 
 GREEN, RESET = "\x1b[32m", "\x1b[0m"
@@ -264,9 +266,12 @@ def sps_lines(r, show):
     lines = [f"  drafted  {show(r.drafted)}   (sampled from the draft's p)"]
     for t, step in enumerate(d.steps, 1):
         verdict = "accept" if step["accepted"] else "REJECT"
-        # .3g: rare tokens' probabilities stay readable (0.00055, not 0.001 beside 0.000)
+        # .3g: rare tokens' probabilities stay readable (0.00055, not 0.001 beside 0.000); r and min(1, q/p) with
+        # the digits that decide the test (decisive_digits)
+        a, r_ = step["accept_prob"], step["r"]
+        digits = decisive_digits((r_, a), (a, 1.0), (r_, 1.0), least=3)
         lines.append(f"  x~{t} {show([step['token']]):14s} p(x) {step['p']:.3g}  q(x) {step['q']:.3g}  "
-                     f"min(1, q/p) {step['accept_prob']:.3g}  r {step['r']:.3g}  -> {verdict}")
+                     f"min(1, q/p) {a:.{digits}g}  r {r_:.{digits}g}  -> {verdict}")
     if d.resampled is not None:
         res = d.resampled
         drawn = next((e["residual"] for e in res["top"] if e["token"] == res["token"]), None)
@@ -336,6 +341,55 @@ def tree_lines(r, show, p_is="the draft's probability of the node's token after 
     return lines
 
 
+def sampled_tree_lines(r, show):
+    """A tree-sps round (beyond/tree_sampling.py, either draw): each node, numbered, under its parent with the
+    draft's probability p of it there, and what its test did: kept or rejected by r < min(1, q/p), with the
+    target and draft it met (q', q'', ... after rejections; p', p'', ... drawn without replacement), or never
+    tested (its parent was not kept, or an earlier sibling was); then where the last token was drawn from."""
+    d = r.details  # a tree_sampling.SampledTreeDetails
+    parents, path = d.parents, set(d.path)
+    tested = {child: (i, c) for v in d.visits for i, (child, c) in enumerate(zip(v["children"], v["checks"]))}
+    lines = [f"  tree     {len(r.drafted)} nodes drawn {d.siblings} from the draft, numbered in level order; "
+             "* = kept; p = the draft's probability of the node's token after its parent"]
+
+    def label(i):
+        if i in tested:
+            n, c = tested[i]
+            target, draft = d.names(n)
+            r_, ratio, digits = check_numbers(c)
+            said = (f"{'kept' if c['accepted'] else 'rejected'} by its test r < min(1, {target}/{draft}): "
+                    f"r {r_:.{digits}g}, {target}/{draft} = {c['q']:.3g} / {c['p']:.3g} = {ratio:.{digits}g}")
+            repeat = next((j + 1 for j, (child, e) in enumerate(zip(visit_of[i]["children"], visit_of[i]["checks"][:n]))
+                           if e["token"] == c["token"]), None)
+            return said + (f"; a repeat of child {repeat}, rejected: {target} has nothing left there"
+                           if repeat and c["q"] == 0 else "")
+        if parents[i] != -1 and parents[i] not in path:
+            return "not tested: its parent was not kept"
+        kept = next(child for child in d.path if parents[child] == parents[i])
+        return f"not tested: an earlier sibling, {node_name(kept, r, show)}, was kept"
+
+    visit_of = {child: v for v in d.visits for child in v["children"]}
+
+    def walk(parent, depth):
+        for i, p in enumerate(parents):
+            if p == parent:
+                lines.append(f"  {'  ' * depth}{'*' if i in path else '-'} {show([r.drafted[i]])} p {d.probs[i]:.2g}   "
+                             f"({label(i)})   = node {i + 1}")
+                walk(i, depth + 1)
+
+    walk(-1, 1)
+    last, token, at = d.last, show([d.last["token"]]), (d.path[-1] if d.path else -1)
+    if last["from"] == "residual":
+        n = len(d.visits[-1]["checks"])
+        lines.append(f"  residual {token} drawn from {d.names(n)[0]}, the residual left after every child of "
+                     f"{node_name(at, r, show)} was rejected (its chance there {last['prob']:.3g})")
+    elif r.drafted:
+        lines.append(f"  bonus    {token} drawn from q after {node_name(at, r, show)}, a leaf (q(x) {last['prob']:.3g})")
+    else:
+        lines.append(f"  oracle   {token} drawn from q (q(x) {last['prob']:.3g}): nothing drafted")
+    return lines + [f"  kept     {r.accepted} node(s) + {token}"]
+
+
 def block_lines(r, show):
     """A block-verification round: each draft's p(x), q(x), q/p, the weight w_i and acceptance probability h_i
     of the prefix it ends, the tests from the end (r < h_i?), and where the last token came from."""
@@ -344,13 +398,16 @@ def block_lines(r, show):
     order = {i: n for n, i in enumerate(range(k, d.kept, -1), 1)}  # prefix -> its test's number, from the end
     order.setdefault(d.kept, len(order) + 1)
     for i, s in enumerate(d.steps, 1):
+        # r and h, and q/p beside 1, with the digits that decide them (decisive_digits)
+        digits = decisive_digits((s["ratio"], 1.0), *(((s["r"], s["h"]), (s["r"], 1.0)) if s["r"] is not None else ()),
+                                 least=3)
         if s["r"] is None:
             test = "not tested: a longer prefix passed"
         else:
-            test = (f"test {order[i]}: r {s['r']:.3g} {'<' if s['passed'] else '>='} h_{i}: "
+            test = (f"test {order[i]}: r {s['r']:.{digits}g} {'<' if s['passed'] else '>='} h_{i}: "
                     f"{'passes, keep ' + str(i) if s['passed'] else 'fails'}")
-        lines.append(f"  x~{i} {show([s['token']]):14s} p(x) {s['p']:.3g}  q(x) {s['q']:.3g}  q/p {s['ratio']:.3g}  "
-                     f"w_{i} {s['w']:.3g}  h_{i} {s['h']:.3g}  {test}")
+        lines.append(f"  x~{i} {show([s['token']]):14s} p(x) {s['p']:.3g}  q(x) {s['q']:.3g}  "
+                     f"q/p {s['ratio']:.{digits}g}  w_{i} {s['w']:.3g}  h_{i} {s['h']:.{digits}g}  {test}")
     if k and not d.kept:
         lines.append(f"  test {order[0]}: prefix 0 (no draft) always passes -> keep 0")
     last, token = d.last, show(r.new[-1:])
@@ -359,7 +416,7 @@ def block_lines(r, show):
         lines.append(f"  {'bonus' if k else 'oracle'}    {token} {said}")
     else:
         lines.append(f"  residual {token} drawn after draft {d.kept} from max(w_{d.kept} q - p, 0) renormalised, "
-                     f"w_{d.kept} = {last['w']:.3g} (its chance there {last['prob']:.3g})")
+                     f"w_{d.kept} = {last['w']:.3g} (its chance there {last['prob']:.3g}; q(x) {last['q']:.3g})")
     return lines + [f"  kept     {d.kept} of {k} draft(s) + {token}"]
 
 
@@ -379,8 +436,10 @@ def block_reasons(r, show):
     refilled = [i for i, s in enumerate(d.steps[:tau], 1) if s["ratio"] > 1 and w_before[i - 1] < 1]
     if refilled:
         short = [i for i, s in enumerate(d.steps[:max(refilled)], 1) if s["ratio"] < 1]
-        lines.append(f"token verification would keep these {tau} drafts with chance {token_chance:.2g} (the product of "
-                     f"min(1, q/p)); block verification with chance w_{tau} = {d.steps[tau - 1]['w']:.2g}, as "
+        w = d.steps[tau - 1]["w"]
+        digits = decisive_digits((token_chance, w))
+        lines.append(f"token verification would keep these {tau} drafts with chance {token_chance:.{digits}g} (the "
+                     f"product of min(1, q/p)); block verification with chance w_{tau} = {w:.{digits}g}, as "
                      f"{naming(refilled, d.steps)} made up for the shortfall of {naming(short, d.steps)}")
     if d.last["from"] == "residual":
         w, dropped = d.last["w"], d.steps[tau]  # the first draft not kept: its q and p are the residual's there
@@ -394,8 +453,8 @@ def block_reasons(r, show):
 
 
 def naming(drafts, steps):
-    """'draft 2 (q/p 1.3)', 'drafts 1 (q/p 0.5) and 3 (q/p 0.8)'."""
-    named = [f"{i} (q/p {steps[i - 1]['ratio']:.2g})" for i in drafts]
+    """'draft 2 (q/p 1.3)', 'drafts 1 (q/p 0.5) and 3 (q/p 0.8)': each q/p with the digits that tell it from 1."""
+    named = [f"{i} (q/p {ratio_text(steps[i - 1]['ratio'])})" for i in drafts]
     return ("draft " if len(named) == 1 else "drafts ") + (", ".join(named[:-1]) + " and " if len(named) > 1 else "") \
         + named[-1]
 
@@ -444,11 +503,14 @@ LEGENDS = {
               "chance that prefix i's test passes. The prefixes are tested from the longest down; the first test that",
               "passes (r < h_i) decides how many drafts are kept, so a failed test does not end the round. The last",
               "token is the bonus from q, or drawn from max(w q - p, 0) after the kept drafts. q the oracle, p the draft."],
-    "tree-sps": ["tree speculative sampling: the children of the node reached are checked in turn, child i kept if",
-                 "r < min(1, q_i(x)/p_i(x)). q_i is the oracle's q after i - 1 rejections there (q, q', q'': each the",
-                 "residual (q - p)+ of the one before, renormalised); p_i is the draft's p that child i was drawn from:",
-                 "p itself where children are drawn i.i.d. (tree-sps), p without the siblings drawn before it,",
-                 "renormalised, where they are drawn without replacement (tree-sps-wor). The p shown is that p_i."],
+    "tree-sps": ["tree speculative sampling: the children of the node reached are tested in turn, child i kept if",
+                 "r < min(1, q_i(x)/p_i(x)), r uniform on [0, 1). q_1 = q, the oracle's q there; after a rejection,",
+                 "q_(i+1) = (q_i - p_i)+ renormalised, the residual (q', q'', ...). p_i is the draft's p that child i",
+                 "was drawn from: p itself where children are drawn i.i.d. (tree-sps), p without the siblings drawn",
+                 "before it (p', p'', ...), renormalised, where they are drawn without replacement (tree-sps-wor).",
+                 "Each test names the q_i and p_i it used; the p beside a node is the draft's p after its parent. When",
+                 "every child is rejected the last token is drawn from the last residual; at a kept leaf, the bonus",
+                 "is drawn from q."],
     "lookahead": ["lookahead decoding (Fu et al. 2024): no draft model. The window keeps the last N - 1 Jacobi",
                   "iterations, one level each, every guess under the place after the text's last token it guesses. One",
                   "pass of the oracle reads the text's last token, the window and the pool's n-grams that follow that",
@@ -458,7 +520,7 @@ LEGENDS = {
                   "up through the levels, then that argmax, is a new n-gram for the pool (pool +)."],
 }
 SETTINGS = {"threshold": lambda d: f", threshold {d.threshold:.3g}", "adaptive": lambda d: f", n_draft {d.n_draft}"}
-DRAFTS = {"sps": sps_lines, "block": block_lines, "lookahead": lookahead_lines, "staged": staged_lines, "tree": tree_lines, "tree-sps": tree_lines, "suffix-tree": tree_lines,
+DRAFTS = {"sps": sps_lines, "block": block_lines, "lookahead": lookahead_lines, "staged": staged_lines, "tree": tree_lines, "tree-sps": sampled_tree_lines, "suffix-tree": tree_lines,
           "medusa": medusa_lines}
 REASONS = {
     "line": lambda r, show: [length_reason(r.details.n_draft, r.details.k)] if isinstance(r.details, Line) else [],

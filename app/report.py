@@ -32,7 +32,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from app import display, methods
-from app.page.figures import (WITHOUT_REPLACEMENT, acceptance_histogram, histogram_svg, layers_figure, residual_figure,
+from app.page.figures import (acceptance_histogram, histogram_svg, layers_figure, residual_figure,
                               sampled_tree_figure, suffix_figure)
 from app.page.block import block_table
 from app.page.heads import eagle_figure, medusa_figure
@@ -127,10 +127,20 @@ def header(run):
 
 
 def legend(method, marks, samples=None, kinds=()):
+    """The marks' key; kinds: the kinds of the rounds that drafted (each names its own ending where it differs)."""
     samples = sampling(method) if samples is None else samples
     texts = {**MARKS, **(SAMPLING_MARKS if samples else {})}
-    if "block" in kinds:  # block verification's last token comes from its own residual
+    if "block" in kinds:  # block verification judges the block at once; its last token comes from its own residual
+        texts["draft"] = ("accepted draft", "sampled from the draft's p, kept in the longest prefix whose test r < h passed")
         texts["fix"] = ("resampled", "drawn from the residual max(w q \u2212 p, 0) after the drafts kept")
+    if "tree-sps" in kinds:  # a tree's tests meet residuals after a sibling's rejection, and so does its last token
+        texts["draft"] = ("accepted draft", "sampled from the draft's p, kept by its test r < min(1, q/p) (q\u2032, "
+                                            "q\u2033, ... after a sibling's rejection)")
+        texts["fix"] = ("resampled", "drawn from the residual left after every child of the node reached was rejected")
+        texts["bonus"] = ("bonus", "a leaf was kept: one more token drawn from q")
+    if kinds and set(kinds) <= {"tree", "suffix-tree", "medusa"}:  # greedy trees: the walk follows the oracle's choices
+        texts["fix"] = ("correction", "the oracle's own token where none of the children was its choice")
+        texts["bonus"] = ("bonus", "the kept path ended at a leaf: the oracle's next token comes with the same pass")
     letters = f"<li>{html.escape(LETTERS)}</li>" if samples else ""
     return ('<ul class="legend">' + "".join(f'<li><span class="{mark}">{texts[mark][0]}</span> {html.escape(texts[mark][1])}</li>'
                                             for mark in MARKS if mark in marks) + letters + "</ul>")
@@ -158,7 +168,7 @@ def running_text(run, marks):
 def text_section(run, trace):
     marks = token_marks(run, trace)
     samples = sampling(run.method) or any(r.kind in SAMPLED for r in trace)  # registered or not
-    return (f"<h2>The text</h2>\n{legend(run.method, set(marks), samples, {r.kind for r in trace})}\n"
+    return (f"<h2>The text</h2>\n{legend(run.method, set(marks), samples, {r.kind for r in trace if r.drafted})}\n"
             f'<div class="text">{running_text(run, marks)}</div>')
 
 
@@ -181,15 +191,25 @@ def histogram_section(method, trace):
     mean_predicted = sum(expected_tokens_per_round(alpha, len(r.drafted)) for r in counted) / n_counted
     varying = (f" The rounds drafted {', '.join(str(x) for x in sorted(ks))} tokens (most often {k}); each round's "
                f"prediction uses its own k, averaging to {mean_predicted:.2f} tokens per pass." if len(ks) > 1 else "")
-    letters = (" In SpS a draft x ~ p is kept with probability min(1, q(x)/p(x)), so &alpha; estimates its mean "
-               "(q the target, p the draft, as in Chen et al.)."
-               if sampling(method) else "")
+    if any(r.kind == "block" for r in trace):  # the whole block judged at once: no draft-by-draft check to count
+        why_alpha = (f"Here &alpha; = accepted / (accepted + rounds that dropped a draft) = <b>{alpha:.3f}</b>, the "
+                     "&alpha; under which these rounds are likeliest in that model. Block verification does not test "
+                     "draft by draft, though: it judges the whole block at once, testing its prefixes from the longest "
+                     "down, and given its first i drafts it keeps all of them with chance w<sub>i</sub>, the weight "
+                     "after draft i: at least SpS's product of min(1, q/p) over them, and more where a later q/p above 1 "
+                     "made up for an earlier one below 1. So the prediction is SpS's model, a yardstick here, not "
+                     "block verification's own (q the target, p the draft, as in Chen et al.).")
+    else:
+        letters = (" In SpS a draft x ~ p is kept with probability min(1, q(x)/p(x)), so &alpha; estimates its mean "
+                   "(q the target, p the draft, as in Chen et al.)."
+                   if sampling(method) else "")
+        why_alpha = (f"Here &alpha; = accepted / (accepted + rejections) = <b>{alpha:.3f}</b>: the drafts after a "
+                     f"rejection are never checked, so they do not count against it.{letters}")
     return (head + '<p class="key"><span class="swatch measured"></span> measured '
             '<span class="swatch predicted"></span> predicted</p>\n' + histogram_svg(measured, predicted) +
             f"<p>{plural(n_counted, 'round')}{note}. The prediction assumes that every checked draft is kept with the same "
             f"probability &alpha;, independently: P(i accepted) = &alpha;<sup>i</sup> (1 &minus; &alpha;) for i &lt; k, "
-            f"&alpha;<sup>k</sup> for i = k. Here &alpha; = accepted / (accepted + rejections) = <b>{alpha:.3f}</b>: "
-            f"the drafts after a rejection are never checked, so they do not count against it.{letters}</p>\n"
+            f"&alpha;<sup>k</sup> for i = k. {why_alpha}</p>\n"
             f"<p>Tokens per round (one verification pass each): predicted (1 &minus; &alpha;<sup>k+1</sup>) / (1 &minus; &alpha;) = "
             f"<b>{expected_tokens_per_round(alpha, k):.2f}</b> for k = {k}; measured over the same rounds <b>{mean_measured:.2f}</b>."
             f"{varying}</p>")
@@ -262,7 +282,7 @@ def rounds_section(run, trace):
     kinds = {r.kind for r in trace}
     style = next((s for s in ("tree-sps", "medusa", "tree", "block", "sps", "lookahead") if s in {STYLES.get(k) for k in kinds}),
                  "greedy")
-    if style == "tree-sps" and getattr(run, "method", None) in WITHOUT_REPLACEMENT:
+    if style == "tree-sps" and any(getattr(r.details, "siblings", "") == "without replacement" for r in trace):
         style = "tree-sps-wor"
     shown = trace[:MAX_ROUNDS]
     n_open = len(shown) if len(trace) <= OPEN_ROUNDS else OPEN_FIRST

@@ -100,7 +100,8 @@ def eagle_generate(head, oracle, ids, n_new, n_draft=4, stats=None):
         return new_tokens, oracle_choice, Line(n_draft, len(drafted))
 
     return eagle_rounds(head, oracle, list(ids), n_new, n_draft, Stats() if stats is None else stats,
-                        dist=lambda logits: logits, choose=lambda logits: int(np.argmax(logits)), verify=verify)
+                        dist=lambda logits: logits, choose=lambda logits: int(np.argmax(logits)), verify=verify,
+                        chosen="its argmax")
 
 
 def eagle_sample(head, oracle, ids, n_new, n_draft=4, rng=None, processor=None, stats=None, **flags):
@@ -119,13 +120,14 @@ def eagle_sample(head, oracle, ids, n_new, n_draft=4, rng=None, processor=None, 
         return new_tokens, None, details
 
     return eagle_rounds(head, oracle, list(ids), n_new, n_draft, stats,
-                        dist=processor, choose=lambda p: sample(p, rng), verify=verify)
+                        dist=processor, choose=lambda p: sample(p, rng), verify=verify, chosen="a token drawn from its q")
 
 
-def eagle_rounds(head, oracle, tokens, n_new, n_draft, stats, dist, choose, verify):
+def eagle_rounds(head, oracle, tokens, n_new, n_draft, stats, dist, choose, verify, chosen):
     """The rounds of both decoders, once checked: choose(dist(logits)) picks a token (dist: the logits
     themselves, or sampling's p), verify(drafted, the drafts' dists, the oracle's logits) -> (new tokens,
-    the oracle's greedy choices or None, details)."""
+    the oracle's greedy choices or None, details); chosen: how the trace names choose's pick from the oracle
+    ("its argmax", "a token drawn from its q")."""
     end = len(tokens) + n_new
     if n_new == 0:
         return
@@ -134,7 +136,7 @@ def eagle_rounds(head, oracle, tokens, n_new, n_draft, stats, dist, choose, veri
     features, logits = timed_states(oracle, oracle_cache, tokens, stats, "oracle", n_logits=1)
     tokens.append(choose(dist(logits[-1])))
     stats.add_round(tokens[-1:], context=end - n_new, cached={"draft": 0, "oracle": oracle_cache.n_tokens()},
-                    reason="the prompt's pass: the oracle's features of the prompt, and its token after it; "
+                    reason=f"the prompt's pass: the oracle's features of the prompt, and {chosen} after it; "
                            "no draft yet, the head reads those features from the next round")
     yield tokens[-1]
     while len(tokens) < end:

@@ -57,7 +57,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from decoding import Stats, cache_lengths, check_args, feed, timed_forward
+from decoding import Stats, cache_lengths, check_args, decisive_digits, feed, timed_forward
 from kvcache import KVCache
 from processors import as_processor
 from speculative import rollback
@@ -72,42 +72,63 @@ class SampledTreeDetails(TreeDetails):
     kind: ClassVar[str] = "tree-sps"
     width: int = 2
     visits: list = None  # per node whose children were checked: {node, children, checks: [{token, p, q, accept_prob, r, accepted}]}
-    last: dict = None    # {token, from: "residual" or "bonus", prob}
+    last: dict = None    # {token, from: "residual" or "bonus", prob: its chance in the distribution it was drawn from}
     reason: str = ""     # reason_line's one line, with tokens as #id
+    siblings: str = "i.i.d."  # how a node's children were drawn: "i.i.d." (tree-sps) or "without replacement"
+
+    def names(self, i):
+        """(target, draft): the names of the distributions child i + 1 of a node was tested with. The target is
+        q, then q', q'', ... (the residual after i rejections there); the draft is p for i.i.d. children, and
+        p, p', p'', ... (p without the i siblings drawn before) for children drawn without replacement."""
+        return "q" + "'" * i, "p" + "'" * i if self.siblings == "without replacement" else "p"
 
     def reason_line(self, show=None):
-        """The round in one line: each child checked, its p and q/p (q', q'', ...: the residual after one, two
-        rejections), the decision, and where the last token came from. show(tokens) -> text; default #id."""
+        """The round in one line: each child checked, its draft probability, its test r < min(1, q/p) (q', q'',
+        ...: the residual after one, two rejections) with the numbers that decided it, and where the last token
+        came from. show(tokens) -> text; default #id."""
         show = show or (lambda tokens: " ".join(f"#{t}" for t in tokens))
         parts = []
         for depth, visit in enumerate(self.visits, 1):
             said = []
-            for i, c in enumerate(visit["checks"], 1):
-                target = "q" + "'" * (i - 1)  # the target child i met: q, then the residuals q', q'', ...
-                verdict = "accepted" if c["accepted"] else "rejected"
-                said.append(f"child {i} {show([c['token']])} (p={c['p']:.2g}) {verdict} at {target}/p={c['q'] / c['p']:.2g}, "
-                            f"r={c['r']:.2f}")
+            for i, c in enumerate(visit["checks"]):
+                target, draft = self.names(i)
+                r, ratio, digits = check_numbers(c)
+                verdict = f"kept: r={r:.{digits}g} <" if c["accepted"] else f"rejected: r={r:.{digits}g} >="
+                said.append(f"child {i + 1} {show([c['token']])} ({draft}={c['p']:.2g}) {verdict} "
+                            f"min(1, {target}/{draft}={ratio:.{digits}g})")
             parts.append(f"depth {depth}: " + ", ".join(said))
         last = self.last
         if last["from"] == "residual":
             n = len(self.visits[-1]["checks"])
             every = "both children" if n == 2 else "the child" if n == 1 else f"all {n} children"
-            parts.append(f"{every} rejected, the residual drew {show([last['token']])} (prob {last['prob']:.2g})")
+            parts.append(f"{every} rejected: {show([last['token']])} drawn from the residual {self.names(n)[0]} "
+                         f"(prob {last['prob']:.2g})")
         elif self.visits:
-            parts.append(f"accepted a leaf: bonus {show([last['token']])} from the oracle's q (prob {last['prob']:.2g})")
+            parts.append(f"a leaf kept: the bonus {show([last['token']])} drawn from the oracle's q "
+                         f"(prob {last['prob']:.2g})")
         else:
-            parts.append(f"nothing drafted: {show([last['token']])} from the oracle's q (prob {last['prob']:.2g})")
+            parts.append(f"nothing drafted: {show([last['token']])} drawn from the oracle's q (prob {last['prob']:.2g})")
         return "; ".join(parts)
 
 
+def check_numbers(check):
+    """(r, q/p, the digits to print them with) of one check: q/p as the test used it (min(1, q/p) below 1, the
+    ratio itself at or above 1), and digits enough that r and min(1, q/p) read in the order that decided the
+    check, and that q/p reads as below, at or above 1 as it is."""
+    r, a = check["r"], check["accept_prob"]
+    ratio = a if a < 1 else max(1.0, check["q"] / check["p"])
+    return r, ratio, decisive_digits((r, a), (ratio, 1.0), (r, 1.0))
+
+
 def tree_sample_generate(draft, oracle, ids, n_new, n_draft=4, width=2, max_nodes=32, rng=None, processor=None,
-                         stats=None, draw_children=None, accept=None, **flags):
+                         stats=None, draw_children=None, accept=None, siblings="i.i.d.", **flags):
     """Speculative sampling over a tree of depth n_draft with width sampled children per node (at most max_nodes
     nodes): yields n_new ids distributed exactly as sps.autoregressive_sample(oracle, ...).
 
     One processor makes both p and q (a processors.Processor, or its flags temperature, top_k, top_p).
     draw_children and accept are the rule: how a node's children are drawn (iid_children) and checked
-    (accept_at_node, VerifyStochastic); beyond/tree_without_replacement.py passes its own pair.
+    (accept_at_node, VerifyStochastic); beyond/tree_without_replacement.py passes its own pair, and siblings,
+    the name of its draw ("without replacement"), which the trace and the page print with each test.
     """
     stats = Stats() if stats is None else stats
     rng = np.random.default_rng() if rng is None else rng  # one generator for the whole run
@@ -135,7 +156,7 @@ def tree_sample_generate(draft, oracle, ids, n_new, n_draft=4, width=2, max_node
         rollback(len(tokens) - 1, draft_cache, oracle_cache)
         details = None
         if stats.trace is not None:
-            details = explain_round(nodes, path, visits, last, new_tokens, width)
+            details = explain_round(nodes, path, visits, last, new_tokens, width, siblings)
             details.n_draft, details.depth = n_draft, depth
         stats.add_round(new_tokens, [node.token for node in nodes], len(path), context=n,
                         oracle=chosen_after(nodes, path, new_tokens), cached=cache_lengths(draft_cache, oracle_cache),
@@ -242,14 +263,14 @@ def chosen_after(nodes, path, new_tokens):
     return chosen
 
 
-def explain_round(nodes, path, visits, last, new_tokens, width):
+def explain_round(nodes, path, visits, last, new_tokens, width, siblings="i.i.d."):
     """The tree (tree.py's TreeDetails), every check made (visits) and where the last token came from,
-    with a one-line reason."""
+    with a one-line reason; siblings: how the children were drawn ("i.i.d." or "without replacement")."""
     token = new_tokens[-1]
     rejected_all = bool(visits) and not visits[-1]["checks"][-1]["accepted"]
     details = SampledTreeDetails([node.parent for node in nodes], path, [node.p for node in nodes], width=width,
                                  visits=visits, last={"token": token, "from": "residual" if rejected_all else "bonus",
-                                                      "prob": float(last[token])})
+                                                      "prob": float(last[token])}, siblings=siblings)
     details.reason = reason_line(details)
     return details
 

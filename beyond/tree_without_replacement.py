@@ -41,8 +41,9 @@ One round is tree-sps's (tree_sampling.tree_sample_generate) with this module's 
 level by level, one draft pass per level, each node's children from sample_children (tree_sampling.sample_tree);
 one oracle pass over every node (tree_sampling.oracle_pass); walk down, checking each node's children with
 accept_at_node (tree_sampling.walk_tree); keep the accepted path in both caches. The round's record is
-tree-sps's (tree_sampling.explain_round), so --trace and --html draw it as a tree-sps round; each check
-records the p and q of its moment, p_i and q_i, which tree-sps's reason line calls p and q', q'', ...
+tree-sps's (tree_sampling.explain_round) with siblings "without replacement", so --trace and --html draw it
+as a tree-sps round; each check records the p and q of its moment, p_i and q_i, which the trace and the page
+name p, p', p'', ... and q, q', q'', ...
 """
 
 import numpy as np
@@ -61,6 +62,7 @@ def tree_sample_wor_generate(draft, oracle, ids, n_new, n_draft=4, width=2, max_
     sample_children, checked by accept_at_node.
     """
     return tree_sample_generate(draft, oracle, ids, n_new, n_draft, width, max_nodes, rng, processor, stats,
+                                siblings="without replacement",
                                 draw_children=sample_children, accept=accept_at_node, **flags)
 
 

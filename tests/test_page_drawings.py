@@ -10,7 +10,8 @@ import pytest
 
 from app import report
 from app.page import figures as page_figures
-from app.page.tokens import svg_label
+from app.page.block import step_digits
+from app.page.tokens import probability, svg_label
 from beyond.block_verification import BlockDetails, block_sample
 from beyond.self_speculative import LayersDetails, self_speculative_generate
 from beyond.suffix import SuffixDetails
@@ -75,10 +76,12 @@ def test_tree_sampling_draws_the_tree_every_check_and_the_last_token(runs, tmp_p
         # the accepted path, in order, its tokens the round's accepted drafts
         path = inside(parsed, svg, "rect", "node-path")
         assert [token_of(parsed, e) for e in path] == [r.drafted[i] for i in d.path] == r.new[:-1]
-        assert all(parsed.text(e).startswith(f"token {token_of(parsed, e)}: accepted") for e in path)
+        assert all(parsed.text(e).startswith(f"token {token_of(parsed, e)}: kept by its test r < min(1, q") for e in path)
         assert len(inside(parsed, svg, "line", "edge-on")) == len(d.path) + 1  # root -> path -> the last token
         # every rejected child marked so, with the target it met (q, then the residuals q', q'', ...)
         assert [token_of(parsed, e) for e in inside(parsed, svg, "rect", "node-rejected")] == rejected
+        assert all(parsed.text(e).startswith(f"token {token_of(parsed, e)}: rejected by its test r < min(1, q")
+                   for e in inside(parsed, svg, "rect", "node-rejected"))
         assert len(inside(parsed, svg, "rect", "node-unchecked")) == len(r.drafted) - len(checks)
         # the last token: from the residual after every child was rejected, or the bonus at an accepted leaf
         ending = "node-fix" if d.last["from"] == "residual" else "node-bonus"
@@ -281,6 +284,16 @@ def test_block_verification_draws_w_h_r_and_the_tests_from_the_end(related, orac
         assert token_of(parsed, last) == r.new[-1]
         kept = [token_of(parsed, e) for e in inside(parsed, svg, "rect", "node-path")]
         assert kept == r.drafted[:d.kept]
+    # each table's last column: q(x) in the q row, the block residual's chance in its own row (a bonus has none)
+    tables = [t for t in parsed.having("steps", "table")]
+    assert len(tables) == len(run.stats.trace)
+    for table, r in zip(tables, run.stats.trace):
+        rows = {parsed.text(th): [parsed.text(td) for td in inside(parsed, tr, "td")]
+                for tr in inside(parsed, table, "tr") for th in inside(parsed, tr, "th")}
+        assert rows["q(x) target"][-1] == probability(r.details.last["q"])
+        assert rows["its chance in the block residual"][-1] == (
+            probability(r.details.last["prob"]) if r.details.last["from"] == "residual" else "")
+        assert rows["q/p"][:-1] == [f"{s['ratio']:.{step_digits(s)}g}" for s in r.details.steps]
     untested = sum(max(r.details.kept - 1, 0) for r in trace)
     assert text.count(">not tested</td>") == text.count(">not tested</text>") == untested  # the table, the drawing
     assert "tested from the end" in text and "first disagreement" not in text
@@ -293,7 +306,8 @@ def test_block_verification_drawing_escapes_every_token():
              {"token": 9, "p": 0.2, "q": 0.3, "ratio": 1.5, "w": 0.75, "h": 0.4, "r": 0.1, "passed": True, "kept": True},
              {"token": 2, "p": 0.4, "q": 0.1, "ratio": 0.25, "w": 0.19, "h": 0.19, "r": 0.7, "passed": False, "kept": False}]
     run = beyond_run("sps-block", [10, 3], [([0, 9, 2], 2, [0, 9, 4], None,
-                                             BlockDetails(steps, 2, {"token": 4, "from": "residual", "prob": 0.5, "w": 0.75}))])
+                                             BlockDetails(steps, 2, {"token": 4, "from": "residual", "prob": 0.5, "q": 0.2,
+                                                                     "w": 0.75}))])
     text = report.page(run)
     parsed = Page(text)
     assert_escaped(text, parsed)

@@ -198,8 +198,19 @@ def test_a_page_for_each_method(runs, method, tmp_path):
         assert len(lists) == len(trace)
         # the root and every node on the accepted path show the oracle's choice
         assert text.count("&rarr; oracle:") == sum(len(r.details.path) + 1 for r in trace)
+        # the text's legend: a tree's correction and bonus, not a line's ("the first disagreement", "every draft")
+        [key] = re.findall(r'<ul class="legend">.*?</ul>', text, re.S)
+        assert "where none of the children was its choice" in key and "first disagreement" not in key
     if method == "ngram":
         assert "draft none" in text
+    if method in ("sps", "tree-sps", "sps-block"):  # sampled drafts: tests and residuals, never a greedy choice
+        words = re.sub(r"<[^>]+>", " ", text)
+        assert not re.search(r"oracle's choice|oracle chose|first disagreement|oracle's own token|argmax", words)
+        assert "kept by its test r &lt; min(1, q/p)" in text or method == "sps-block"
+    if method == "sps-block":  # the histogram's words: the whole block judged at once, not SpS's draft by draft
+        [paragraph] = [p for p in re.findall(r"<p>(.*?)</p>", text, re.S) if "&alpha; =" in p]
+        assert "never checked" not in paragraph and "judges the whole block at once" in paragraph
+        assert "longest prefix whose test r &lt; h passed" in text  # the text's legend for a kept draft
 
 
 def test_sps_shows_each_step_and_the_residual_at_each_rejection(runs, tmp_path):

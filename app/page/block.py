@@ -8,6 +8,8 @@ Letters as in sps.py (Chen et al.): q the target (the oracle), p the draft; the 
 import html
 
 from app.page.tokens import chip, probability, svg_label
+from beyond.block_verification import ratio_text
+from decoding import decisive_digits
 
 CHECK, CROSS = "\u2713", "\u2717"
 
@@ -17,6 +19,13 @@ def test_order(d, k):
     order = {i: n for n, i in enumerate(range(k, d.kept, -1), 1)}
     order.setdefault(d.kept, len(order) + 1)
     return order
+
+
+def step_digits(s):
+    """Significant digits for a draft's q/p, h and r: enough that q/p reads as below, at or above 1 as it is, and r
+    beside h as the test decided (decisive_digits)."""
+    tested = ((s["r"], s["h"]), (s["r"], 1.0)) if s["r"] is not None else ()
+    return decisive_digits((s["ratio"], 1.0), *tested, least=3)
 
 
 def block_table(run, r):
@@ -30,16 +39,19 @@ def block_table(run, r):
             status, test = "ok", f"test {order[i]}: r &lt; h &check; keep {i}"
         else:
             status, test = ("miss" if i == d.kept + 1 else "unused"), f"test {order[i]}: r &ge; h &cross;"
+        digits = step_digits(s)
         columns.append((status, chip(run, s["token"], "draft" if s["kept"] else ""), probability(s["p"]),
-                        probability(s["q"]), f"{s['ratio']:.3g}", f"{s['w']:.3g}", f"{s['h']:.3g}",
-                        "" if s["r"] is None else f"{s['r']:.3f}", test, "kept" if s["kept"] else "dropped"))
+                        probability(s["q"]), f"{s['ratio']:.{digits}g}", f"{s['w']:.3g}", f"{s['h']:.{digits}g}",
+                        "" if s["r"] is None else f"{s['r']:.{digits}g}", "", test, "kept" if s["kept"] else "dropped"))
     last, mark = d.last, ("bonus" if d.last["from"] == "bonus" else "fix") if k else "oracle"
     said = ("bonus, drawn from q" if last["from"] == "bonus" and k else "drawn from q, nothing drafted" if not k else
-            f"drawn from max(w<sub>{d.kept}</sub> q &minus; p, 0)")
-    columns.append((mark, chip(run, last["token"], mark), "", probability(last["prob"]), "", "", "", "",
+            f"drawn from the block residual max(w<sub>{d.kept}</sub> q &minus; p, 0), renormalised")
+    from_residual = last["from"] == "residual"
+    columns.append((mark, chip(run, last["token"], mark), "", probability(last["q"]),
+                    "", "", "", "", probability(last["prob"]) if from_residual else "",
                     f"test {order[0]}: prefix 0 &check; keep 0" if k and not d.kept else "", said))
-    names = ["token x", "p(x) draft", "q(x) target", "q/p", "w after it", "h of its prefix", "r", "tests, from the end",
-             "outcome"]
+    names = ["token x", "p(x) draft", "q(x) target", "q/p", "w after it", "h of its prefix", "r",
+             "its chance in the block residual", "tests, from the end", "outcome"]
     cell = lambda cls, content: f'<td class="{cls}">{content}</td>'  # noqa: E731
     table = ('<div class="scroll"><table class="steps">'
              + "<tr><th>draft</th>" + "".join(cell("", str(t + 1)) for t in range(k)) + cell("", "last token") + "</tr>"
@@ -85,25 +97,29 @@ def block_figure(run, r):
                    f'<text x="{x_of(i)}" y="{y_tok + 20}" text-anchor="middle">{svg_label(run, s["token"], 9)}</text>')
     ending = "bonus" if d.last["from"] == "bonus" else "fix"
     said = "bonus from q" if ending == "bonus" else f"from max(w{sub(tau)} q \u2212 p, 0)"
+    chance = (f"q(x) {probability(d.last['prob'])}" if ending == "bonus" else
+              f"its chance in the block residual {probability(d.last['prob'])}"
+              + f", q(x) {probability(d.last['q'])}")
     svg.append(f'<rect class="node-{ending}" x="{x_of(tau + 1) - 54}" y="{y_last}" width="108" height="{box_h}">'
-               f'<title>token {int(d.last["token"])}: {html.escape(said)}, probability {probability(d.last["prob"])}'
+               f'<title>token {int(d.last["token"])}: {html.escape(said)}, {chance}'
                f'</title></rect><text x="{x_of(tau + 1)}" y="{y_last + 20}" text-anchor="middle">'
                f'{svg_label(run, d.last["token"], 9)}</text>'
                f'<text x="{x_of(tau + 1) + 60}" y="{y_last + 20}" class="small">&larr; {html.escape(said)}</text>')
     # h as a bar and r as a tick at each prefix tested; w as a line over all of them
     for i, s in enumerate(d.steps, 1):
         x = x_of(i)
+        digits = step_digits(s)
         svg.append(f'<rect class="h-bar{"" if s["r"] is not None else " untested"}" x="{x - 16}" y="{y_of(s["h"]):.1f}" '
-                   f'width="32" height="{base - y_of(s["h"]):.1f}"><title>h{sub(i)} = {s["h"]:.3g}</title></rect>')
+                   f'width="32" height="{base - y_of(s["h"]):.1f}"><title>h{sub(i)} = {s["h"]:.{digits}g}</title></rect>')
         if s["r"] is not None:
             verdict = "pass" if s["passed"] else "fail"
             svg.append(f'<line class="r-tick {verdict}" x1="{x - 26}" y1="{y_of(s["r"]):.1f}" x2="{x + 26}" '
-                       f'y2="{y_of(s["r"]):.1f}"><title>r = {s["r"]:.3f}</title></line>'
+                       f'y2="{y_of(s["r"]):.1f}"><title>r = {s["r"]:.{digits}g}</title></line>'
                        f'<text x="{x}" y="{base + 22}" text-anchor="middle" class="small">test {order[i]} '
                        f'{CHECK if s["passed"] else CROSS}</text>')
         else:
             svg.append(f'<text x="{x}" y="{base + 22}" text-anchor="middle" class="small">not tested</text>')
-        svg.append(f'<text x="{x}" y="{base + 42}" text-anchor="middle" class="small">q/p {s["ratio"]:.2g}</text>')
+        svg.append(f'<text x="{x}" y="{base + 42}" text-anchor="middle" class="small">q/p {ratio_text(s["ratio"])}</text>')
     if not tau:
         svg.append(f'<text x="{x_of(0)}" y="{base + 22}" text-anchor="middle" class="small">test {order[0]} {CHECK}</text>')
     ws = [1.0] + [s["w"] for s in d.steps]

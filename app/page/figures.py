@@ -6,6 +6,7 @@ import html
 from app import display
 from app.page.tokens import chip, chips, last_mark, plural, probability, svg_label, token_text, visible
 from beyond.suffix import continuation
+from beyond.tree_sampling import check_numbers
 from speed.predict import truncated_geometric
 
 
@@ -125,10 +126,6 @@ def primes(n):
     return "q" + "\u2032" * n
 
 
-# The methods whose tree-sps rounds drew each node's children without replacement: their record is tree-sps's
-# (beyond/tree_without_replacement.py reuses it and does not say which rule drew it), their rule is not.
-WITHOUT_REPLACEMENT = ("tree-sps-wor",)
-
 TREE_KEY = (("node-path", "accepted child (the path)"), ("node-rejected", "checked and rejected"),
             ("node-unchecked", "never checked"), ("node-fix", "last token, drawn from the residual"),
             ("node-bonus", "last token, the bonus drawn from q"))
@@ -139,7 +136,7 @@ def sampled_tree_figure(run, r):
     marked kept or rejected, and the round's last token hung where the walk ended; then every check in order."""
     d = r.details  # a tree_sampling.SampledTreeDetails
     parents, path, visits, last = d.parents, d.path, d.visits, d.last
-    without = getattr(run, "method", None) in WITHOUT_REPLACEMENT  # p changes after a rejection too: p', p'', ...
+    without = d.siblings == "without replacement"  # p changes after a rejection too: p', p'', ...
     draft = (lambda i: "p" + "\u2032" * i) if without else (lambda i: "p")
     n = len(parents)
     checked = {}  # node -> (how many siblings were rejected before it, its check)
@@ -190,9 +187,10 @@ def sampled_tree_figure(run, r):
         if i in checked:
             before, c = checked[i]
             cls, mark = ("node-path", " \u2713") if c["accepted"] else ("node-rejected", " \u2717")
-            note = (f"{'accepted' if c['accepted'] else 'rejected'}: {draft(before)}(x) {probability(c['p'])}, "
-                    f"{primes(before)}(x) {probability(c['q'])}, min(1, {primes(before)}/{draft(before)}) "
-                    f"{probability(c['accept_prob'])}, r {c['r']:.3f}")
+            r_, ratio, digits = check_numbers(c)
+            note = (f"{'kept' if c['accepted'] else 'rejected'} by its test r &lt; min(1, {primes(before)}/{draft(before)}): "
+                    f"{draft(before)}(x) {probability(c['p'])}, {primes(before)}(x) {probability(c['q'])}, "
+                    f"{primes(before)}/{draft(before)} {ratio:.{digits}g}, r {r_:.{digits}g}")
         else:
             cls, mark, note = "node-unchecked", "", f"never checked; p(x) {probability(d.probs[i])}"
         svg.append(f'<rect class="{cls}" x="{x}" y="{y:.1f}" width="{box_w}" height="{box_h}"><title>token {int(token)}: '
@@ -209,18 +207,20 @@ def sampled_tree_figure(run, r):
     rows_html = []
     for depth_i, visit in enumerate(visits, 1):
         for i, c in enumerate(visit["checks"]):
-            verdict = "&check; accepted" if c["accepted"] else "&cross; rejected"
+            verdict = "&check; accepted: r &lt; min" if c["accepted"] else "&cross; rejected: r &ge; min"
+            r_, ratio, digits = check_numbers(c)  # min(1, target/draft) and r with the digits that decide the test
             rows_html.append(f'<tr class="{"ok" if c["accepted"] else "miss"}"><td>{depth_i}</td><td>{i + 1}</td>'
                              f"<td>{chip(run, c['token'], 'draft' if c['accepted'] else '')}</td>"
                              f"<td>{draft(i)}</td><td>{probability(c['p'])}</td><td>{primes(i)}</td>"
-                             f"<td>{probability(c['q'])}</td>"
-                             f"<td>{probability(c['accept_prob'])}</td><td>{c['r']:.3f}</td><td>{verdict}</td></tr>")
+                             f"<td>{probability(c['q'])}</td><td>{ratio:.{digits}g}</td>"
+                             f"<td>{min(1.0, ratio):.{digits}g}</td><td>{r_:.{digits}g}</td><td>{verdict}</td></tr>")
     last_chip = chip(run, last["token"], ending if path or visits else "oracle")
     rows_html.append(f'<tr class="{ending}"><td>last</td><td></td><td>{last_chip}'
                      f'</td><td></td><td></td><td>{primes(len(visits[-1]["checks"])) if ending == "fix" else "q"}</td>'
-                     f'<td>{probability(last["prob"])}</td><td></td><td></td><td>{html.escape(said)}</td></tr>')
+                     f'<td>{probability(last["prob"])}</td><td></td><td></td><td></td><td>{html.escape(said)}</td></tr>')
     table = ('<table class="numbers checks"><tr><th>depth</th><th>child</th><th>token x</th><th>draft</th>'
-             "<th>draft(x)</th><th>target</th><th>target(x)</th><th>min(1, target/draft)</th><th>r</th><th>decision</th></tr>"
+             "<th>draft(x)</th><th>target</th><th>target(x)</th><th>target/draft</th><th>min(1, target/draft)</th>"
+             "<th>r</th><th>decision</th></tr>"
              + "".join(rows_html) + "</table>")
     rule = ("drawn without replacement (siblings all different), the root on the left. The children of the node "
             "reached are checked top to bottom; a rejection turns the target into the residual for the next sibling "

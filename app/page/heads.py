@@ -5,7 +5,7 @@ import html
 
 from app.page.tokens import last_mark, probability, svg_label
 
-FEATURE_TITLES = {True: "the oracle's own feature where it chose the newest token",
+FEATURE_TITLES = {True: "the oracle's own feature, the state its ln_f and LM head read the newest token from",
                   False: "the head's guess from the column before"}
 MARK = {"ok": "\u2713", "miss": "\u2717", "fix": "\u2717", "bonus": "+"}
 
@@ -92,6 +92,7 @@ def eagle_figure(run, r, number):
     y_feat, y_tok, y_head, y_out, y_draft, y_check = 30, 64, 112, 160, 194, 250
     width, height = left + col * k + 10, y_check + box_h + 14
     status = ["ok" if j < r.accepted else "miss" if j == r.accepted else "unused" for j in range(k)]
+    sampled = r.kind == "sps"  # eagle-sps: each draft drawn from the head's p and tested by SpS's rule
     svg = [f'<svg class="eagle" viewBox="0 0 {width} {height}" width="{width}" role="img" '
            'aria-label="the EAGLE head\'s chain of guessed features and the drafts read from them">']
     for label, y in (("feature in", y_feat), ("token in", y_tok), ("head", y_head), ("feature out", y_out),
@@ -120,13 +121,16 @@ def eagle_figure(run, r, number):
         svg.append(f'<rect class="{cls}" x="{x}" y="{y_draft}" width="{box_w}" height="{box_h}"><title>token '
                    f'{int(r.drafted[j])}: draft {j + 1}</title></rect>'
                    f'<text x="{x + 6}" y="{y_draft + 18}">{svg_label(run, r.drafted[j], 9)}</text>')
-        said = {"ok": "kept \u2713", "miss": "not kept \u2717", "unused": "after a miss"}[status[j]]
+        said = ({"ok": "kept \u2713", "miss": "rejected \u2717", "unused": "not tested"} if sampled else
+                {"ok": "kept \u2713", "miss": "not kept \u2717", "unused": "after a miss"})[status[j]]
         svg.append(f'<text x="{x + 6}" y="{y_check + 18}" class="small">{said}</text>')
+    drawn = "a token drawn from that distribution, the head's p" if sampled else "the likeliest token"
+    checked = (", each by SpS's test r &lt; min(1, q/p), q the oracle's, p the head's" if sampled else
+               ", up to the first that is not the oracle's argmax")
     return (f'<figure class="eagle"><figcaption>How the EAGLE head drafted this round. It reads a feature (the '
             f"oracle's top state, before ln_f) and the token that followed it, and guesses the next feature; the oracle's "
-            f"own ln_f and LM head read that guess as they would read a real state, and give the draft (the likeliest "
-            f"token, or one drawn from that distribution when sampling). The guess and "
-            f"the draft go back in for the next: {k} drafts in {k} passes of one small layer, from one true feature "
-            f"(the true features the last check gave, of the tokens before, go in first, in the first pass). "
-            f"The oracle's one pass then checks the drafts ({r.accepted} kept) and gives the true features of the kept "
-            f"rows, which replace the guesses next round.</figcaption>\n" + "".join(svg) + "</svg></figure>")
+            f"own ln_f and LM head read that guess as they would read a real state, and give the draft ({drawn}). The "
+            f"guess and the draft go back in for the next: {k} drafts in {k} passes of one small layer, from one true "
+            f"feature (the true features the last check gave, of the tokens before, go in first, in the first pass). "
+            f"The oracle's one pass then checks the drafts ({r.accepted} kept{checked}) and gives the true features of "
+            f"the kept rows, which replace the guesses next round.</figcaption>\n" + "".join(svg) + "</svg></figure>")

@@ -77,9 +77,11 @@ MARKS = {  # how a generated token is marked (its CSS class): (label, what it me
 }
 LETTERS = ("Letters as in Chen et al. 2023: q is the target (the oracle), p the draft; "
            "Leviathan et al. 2023 and Hugging Face name them the other way round.")
-SAMPLING_MARKS = {
+SAMPLING_MARKS = {  # the same marks where the drafts were sampled and tested (SpS's rule)
+    "draft": ("accepted draft", "sampled from the draft's p, kept by its test r < min(1, q/p)"),
     "fix": ("resampled", "drawn from the residual (q \u2212 p)+ after a rejection"),
     "bonus": ("bonus", "every draft kept: one more token drawn from q"),
+    "oracle": ("oracle", "nothing was drafted: a token drawn from the oracle's q alone"),
 }
 
 
