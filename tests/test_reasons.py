@@ -27,9 +27,10 @@ PROMPTS = ([5, 9, 2, 7], [3, 3, 8, 1, 3, 3, 8])  # token ids: bytes in any GPT-2
 NEAR_TIE = 1e-5  # the only excusable greedy difference (README: near-ties)
 
 
-@pytest.fixture(scope="module", params=["tiny random pair", "learned pair"])
+@pytest.fixture(scope="module", params=["tiny random pair", pytest.param("learned pair", marks=pytest.mark.slow)])
 def models(request, tiny_dirs, demo_dirs):
-    """(draft, oracle): every test here runs on the tests' tiny random pair and on the learned pair."""
+    """(draft, oracle): every test here runs on the tests' tiny random pair, and in the slow tests
+    (python -m pytest -m slow) on the learned pair."""
     from speed.accelerate import load_fast
     if request.param == "learned pair":
         return load_fast(demo_dirs["draft"]), load_fast(demo_dirs["oracle"])
