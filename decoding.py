@@ -1,15 +1,25 @@
-"""What every decoder here shares: statistics, the round record, the cache discipline, argument checks.
+"""What every decoder here shares: statistics, the round record, the cache discipline, argument checks,
+what a round should gain (Leviathan et al.'s formula), and the memory a decoder may take.
 
 Nothing in this file is an algorithm. The decoders (speculative.py,
-threshold.py, sps.py, tree.py, ngram.py, adaptive.py, beam.py) import it;
+threshold.py, sps.py, tree.py, ngram.py, adaptive.py, beam.py, batch.py) import it;
 it imports none of them.
 
-The draft length, the most tokens a round drafts, is `n_draft` in every
-decoder's signature. The papers' letters disagree: Chen et al. 2023 (SpS)
-write K, Leviathan et al. 2023 and Hugging Face gamma, Medusa, Lookahead and
-most later papers k (and Lookahead's n-gram size N = n_draft + 1). All are
-n_draft here; inside a round, k is what this round drafts (n_draft or fewer,
-when the tokens left to make cut the draft short).
+The code's names, and the papers' letters for them (only this table uses the letters):
+
+| the code | what it is | Chen et al. 2023 (SpS) | Leviathan et al. 2023 | Hugging Face transformers |
+|---|---|---|---|---|
+| n_draft | the setting: the most tokens a round drafts | K | gamma | num_assistant_tokens |
+| k | what this round drafts: n_draft, or fewer where the tokens left cut it short | | | |
+| q | the target's (the oracle's) distribution | q | p | p |
+| p | the draft's distribution | p | q | q |
+| alpha(q, p) | sum_x min(p(x), q(x)): the chance a draft x ~ p is kept (sps.alpha) | | alpha (beta per token) | |
+| Stats.kept_fraction | a run's drafts kept over drafts made | | | |
+| Stats.alpha_estimate | a run's estimate of alpha: kept / (kept + rejections) | | | |
+| c | T_draft(1) / T_oracle(1) | c | c | |
+
+Medusa, Lookahead and most later papers write k for n_draft (and Lookahead's n-gram size is
+N = n_draft + 1). The signatures take the target first: (q, p), as sps.py's functions do.
 """
 
 import os
@@ -72,8 +82,15 @@ class Stats:
         return len(self.from_draft)
 
     @property
-    def acceptance_rate(self):
+    def kept_fraction(self):
+        """The drafts kept over the drafts made (a draft after a rejection is made but never checked)."""
         return self.accepted / self.drafted if self.drafted else 0.0
+
+    @property
+    def alpha_estimate(self):
+        """This run's estimate of alpha, the chance that a checked draft is kept: kept / (kept + rejections).
+        Each rejection ends a round, so the drafts after it were never checked and count for nothing."""
+        return self.accepted / (self.accepted + self.rejections) if self.accepted + self.rejections else 0.0
 
     @property
     def tokens_per_round(self):
@@ -200,7 +217,34 @@ def check_args(ids, n_new, draft, oracle, **draft_lengths):
 
 
 # ---------------------------------------------------------------------------
-# The memory a search may take (beam.py's check): the limit that applies to this process
+# What a round should gain: Leviathan et al. 2023's formula
+# ---------------------------------------------------------------------------
+# Their model: each draft is kept with probability alpha, independently, until the first
+# rejection. A round of n_draft drafts costs n_draft draft passes and one oracle pass over
+# n_draft + 1 tokens; in oracle single-token passes, n_draft * c + T(n_draft + 1) / T(1),
+# c = T_draft(1) / T_oracle(1). The paper assumes a check costs one pass (T(k) = T(1)).
+
+def truncated_geometric(alpha, n_draft):  # -> [n_draft + 1]
+    """P(i drafts kept), i = 0..n_draft, when each is kept with probability alpha until the first rejection:
+    alpha^i (1 - alpha) for i < n_draft, alpha^n_draft for i = n_draft."""
+    return [alpha ** i * (1 - alpha) for i in range(n_draft)] + [alpha ** n_draft]
+
+
+def expected_tokens_per_round(alpha, n_draft):
+    """(1 - alpha^(n_draft + 1)) / (1 - alpha): the mean of the drafts kept plus the oracle's own token."""
+    return n_draft + 1.0 if alpha == 1 else (1 - alpha ** (n_draft + 1)) / (1 - alpha)
+
+
+def predicted_speedup(alpha, n_draft, c, check_ratio=1.0):
+    """Leviathan et al. 2023: expected tokens per round over the cost of a round, in oracle passes.
+
+    check_ratio = T_oracle(n_draft + 1) / T_oracle(1), what checking costs; the paper assumes 1.
+    """
+    return expected_tokens_per_round(alpha, n_draft) / (n_draft * c + check_ratio)
+
+
+# ---------------------------------------------------------------------------
+# The memory a decoder may take (beam.py's beams, batch.py's rows): the limit that applies to this process
 # ---------------------------------------------------------------------------
 
 CGROUP_ROOT = "/sys/fs/cgroup"

@@ -165,7 +165,7 @@ def threshold_reasons(r, show):
     t, c = d.threshold, d.cumulative
     probs = ", ".join(f"{p:.3g}" for p in c)
     stop = (f"{c[-1]:.3g} is below it: stopped" if c and c[-1] < t else
-            f"stopped at the most drafts, {d.k_max}" if c else "nothing left to draft") + cut_short(d.n_draft, d.k_max)
+            f"stopped at the most drafts, {d.k_limit}" if c else "nothing left to draft") + cut_short(d.n_draft, d.k_limit)
     lines = [f"drafted while the draft's probability of its whole guess stayed at or above the threshold {t:.3g}: "
              f"{probs or '(none)'}; {stop}"]
     if c:
@@ -192,9 +192,9 @@ def adaptive_reasons(r, show):
         stop = (f"{entropies[-1]:.2f} is above {bound:g}: stopped" if entropies and entropies[-1] > bound else
                 f"stopped at n_draft {g}" if n_drafted == g else f"stopped at {n_drafted}")
         lines = [f"rule egag: drafted up to n_draft {g}, stopping after a draft whose entropy is above {bound:g} "
-                 f"nats: {shown}; {stop}{cut_short(g, d.k_max)}"]
+                 f"nats: {shown}; {stop}{cut_short(g, d.k_limit)}"]
     else:
-        lines = [f"rule heuristic: drafted n_draft {g}{cut_short(g, d.k_max)}"]
+        lines = [f"rule heuristic: drafted n_draft {g}{cut_short(g, d.k_limit)}"]
     if not n_drafted:
         return lines
     low, high = d.bounds

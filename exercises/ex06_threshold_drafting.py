@@ -3,11 +3,11 @@
 Seed 000's improvement on a fixed number of drafts: the draft keeps guessing
 while the cumulative probability it gives its own guesses,
 p(d_1) * p(d_2 | d_1) * ..., is at least `threshold`, and never guesses more
-than k_max tokens. The guess that takes the cumulative probability below the
+than k_limit tokens. The guess that takes the cumulative probability below the
 threshold is still proposed (it has been computed already, and checking it
 costs the oracle little); after it, drafting stops.
 
-Write draft_while_confident(draft, tokens, k_max, threshold) -> the list of
+Write draft_while_confident(draft, tokens, k_limit, threshold) -> the list of
 guessed token ids. Each guess is the draft's greedy (argmax) token after
 tokens and the earlier guesses. No KV cache is needed:
 
@@ -25,5 +25,5 @@ import numpy as np  # noqa: F401
 from gpt2 import softmax  # noqa: F401
 
 
-def draft_while_confident(draft, tokens, k_max, threshold):
+def draft_while_confident(draft, tokens, k_limit, threshold):
     raise NotImplementedError("exercise 06: write draft_while_confident")

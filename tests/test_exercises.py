@@ -307,9 +307,9 @@ def test_a_fix_with_a_new_draft_cache_every_round():
 # --- exercise 6: drafting while confident -----------------------------------------
 
 def drafting(stop_before=False, cap=None, per_token=False, choose=lambda probs: int(np.argmax(probs)), summed=False):
-    def answer(draft, tokens, k_max, threshold):
+    def answer(draft, tokens, k_limit, threshold):
         guesses, p = [], 1.0
-        while len(guesses) < (k_max if cap is None else cap) and p >= threshold:
+        while len(guesses) < (k_limit if cap is None else cap) and p >= threshold:
             probs = softmax(draft.forward(tokens + guesses)[-1])
             x = choose(probs)
             if stop_before and p * probs[x] < threshold:
@@ -325,7 +325,7 @@ def test_drafting_that_drops_the_guess_crossing_the_threshold():
 
 
 def test_drafting_past_k_max():
-    fails("06", drafting(cap=50), r"but at most k_max = \d+ are allowed")
+    fails("06", drafting(cap=50), r"but at most k_limit = \d+ are allowed")
 
 
 def test_drafting_on_each_guess_alone():
@@ -333,9 +333,9 @@ def test_drafting_on_each_guess_alone():
 
 
 def test_drafting_that_appends_to_the_callers_tokens():
-    def answer(draft, tokens, k_max, threshold):
+    def answer(draft, tokens, k_limit, threshold):
         start, p = len(tokens), 1.0
-        while len(tokens) - start < k_max and p >= threshold:
+        while len(tokens) - start < k_limit and p >= threshold:
             probs = softmax(draft.forward(tokens)[-1])
             tokens.append(int(np.argmax(probs)))
             p *= probs[tokens[-1]]
@@ -356,9 +356,9 @@ def test_drafting_with_the_probabilities_added():
 
 
 def test_drafting_into_a_float_array():
-    def answer(draft, tokens, k_max, threshold):
-        guesses, n, p = np.zeros(k_max), 0, 1.0  # preallocated: np.zeros is float64
-        while n < k_max and p >= threshold:
+    def answer(draft, tokens, k_limit, threshold):
+        guesses, n, p = np.zeros(k_limit), 0, 1.0  # preallocated: np.zeros is float64
+        while n < k_limit and p >= threshold:
             probs = softmax(draft.forward(tokens + [int(g) for g in guesses[:n]])[-1])
             guesses[n] = np.argmax(probs)
             p, n = p * probs[int(guesses[n])], n + 1

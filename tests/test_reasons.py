@@ -83,7 +83,7 @@ def test_threshold_reasons_follow_the_drafts_probabilities_and_the_rule(related,
             p *= float(probs[x])
             assert cumulative[i] == pytest.approx(p, rel=1e-4)
         assert all(c >= t for c in cumulative[:-1])  # drafting went on only while at or above the threshold
-        if cumulative and len(cumulative) < d.k_max:
+        if cumulative and len(cumulative) < d.k_limit:
             assert cumulative[-1] < t  # ... and stopped after the first guess below it
         if not cumulative:
             continue
@@ -115,9 +115,9 @@ def test_adaptive_reasons_follow_the_entropies_and_the_rule(related, oracle, rul
         g, n = d.n_draft, len(r.drafted)
         if rule == "egag":
             assert all(h <= d.entropy_bound for h in d.entropies[:-1])
-            assert n in (g, d.k_max) or d.entropies[-1] > d.entropy_bound
+            assert n in (g, d.k_limit) or d.entropies[-1] > d.entropy_bound
         else:
-            assert n == min(g, d.k_max)
+            assert n == min(g, d.k_limit)
         if not n:
             continue
         low, high = d.bounds

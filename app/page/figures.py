@@ -39,8 +39,8 @@ def acceptance_histogram(trace):
     accepted = sum(n for _, n in rounds)
     rejections = sum(n < k for k, n in rounds)
     alpha = accepted / (accepted + rejections) if accepted + rejections else 0.0
-    k_max = max(k for k, _ in rounds)
-    measured, predicted = [0] * (k_max + 1), [0.0] * (k_max + 1)
+    largest_k = max(k for k, _ in rounds)
+    measured, predicted = [0] * (largest_k + 1), [0.0] * (largest_k + 1)
     for k, n in rounds:
         measured[n] += 1
         for i, p in enumerate(truncated_geometric(alpha, k)):

@@ -38,24 +38,24 @@ def check_draft_while_confident(f):
                                                    threshold_all_correct_boost=boost, stats=stats))
             for r, record in enumerate(stats.trace, 1):
                 context, t = tokens[:record.context], record.details.threshold
-                k_max = min(n_draft, len(ids) + n_new - record.context - 1)
-                call = f"draft_while_confident(draft, <text of {record.context} tokens>, k_max={k_max}, threshold={t:.3f})"
+                k_limit = min(n_draft, len(ids) + n_new - record.context - 1)
+                call = f"draft_while_confident(draft, <text of {record.context} tokens>, k_limit={k_limit}, threshold={t:.3f})"
                 given = list(context)
-                got = attempt(call, f, draft, given, k_max, t)
+                got = attempt(call, f, draft, given, k_limit, t)
                 unchanged(call, {"tokens": (context, given)})  # threshold.py's caller goes on with its tokens
                 got = integers(call, got, "a token id")
                 if got != record.drafted:
-                    raise diagnose_drafting(draft, context, k_max, t, record.drafted, got,
+                    raise diagnose_drafting(draft, context, k_limit, t, record.drafted, got,
                                             f"round {r} of threshold.py's run (n_draft={n_draft}, starting threshold "
-                                            f"{threshold}): with the text of {record.context} tokens, k_max = {k_max} and "
+                                            f"{threshold}): with the text of {record.context} tokens, k_limit = {k_limit} and "
                                             f"threshold {t:.3f},")
 
 
-def diagnose_drafting(draft, context, k_max, threshold, expected, got, where):
+def diagnose_drafting(draft, context, k_limit, threshold, expected, got, where):
     what = f"{where} threshold.py drafts {expected}, your draft_while_confident {got}"
-    if len(got) > k_max:
-        return wrong(f"{what}: {len(got)} guess(es), but at most k_max = {k_max} are allowed",
-                     "the loop's limit on the number of guesses (k_max is what threshold.py's n_draft and n_new leave)")
+    if len(got) > k_limit:
+        return wrong(f"{what}: {len(got)} guess(es), but at most k_limit = {k_limit} are allowed",
+                     "the loop's limit on the number of guesses (k_limit is what threshold.py's n_draft and n_new leave)")
     guesses, cumulative = greedy_chain(draft, context, max(len(expected), len(got), 1) + 1)
     chain = f"\nthe draft's greedy guesses {guesses} have cumulative probabilities {show(cumulative)}"
     if got != guesses[:len(got)]:
@@ -199,7 +199,7 @@ def check_seed_threshold(f):
 
 def reference_draft_while_confident():
     from threshold import draft_while_confident
-    return lambda draft, tokens, k_max, threshold: draft_while_confident(draft, KVCache(), tokens, k_max, threshold, Stats())[0]
+    return lambda draft, tokens, k_limit, threshold: draft_while_confident(draft, KVCache(), tokens, k_limit, threshold, Stats())[0]
 
 
 def reference_seed_threshold():
