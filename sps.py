@@ -69,7 +69,7 @@ def acceptance_probability(q, p, x):
     return min(1.0, float(q[x] / p[x]))
 
 
-def acceptance_rate(q, p):  # [V], [V] -> alpha
+def alpha(q, p):  # [V], [V] -> alpha
     """alpha = sum_x min(p(x), q(x)): the chance that step 3 keeps a draft x ~ p (Leviathan et al.'s alpha,
     one minus their total variation distance between the two distributions)."""
     return float(np.minimum(p, q).sum())
@@ -156,7 +156,7 @@ def token_verification(q, p, drafted, rng, n_draft, explain):
     """Steps 3 and 4 as one round's rule: (the new tokens, how many of them are drafts, the round's record for
     --trace and --html when explain is true, else None; a line of why, here none: the record says it)."""
     new_tokens, rs = accept_or_resample(q, p, drafted, rng)
-    details = explain_round(p, q, drafted, rs, new_tokens, n_draft) if explain else None
+    details = explain_round(q, p, drafted, rs, new_tokens, n_draft) if explain else None
     return new_tokens, len(new_tokens) - 1, details, ""
 
 
@@ -177,7 +177,7 @@ def accept_or_resample(q, p, drafted, rng):  # q [k + 1, V], p k x [V], k drafts
     return new_tokens, rs
 
 
-def explain_round(p, q, drafted, rs, new_tokens, n_draft, n_top=8):
+def explain_round(q, p, drafted, rs, new_tokens, n_draft, n_top=8):
     """What step 3 saw, for --trace and --html: per draft p(x), q(x), min(1, q/p), r and the
     decision; at a rejection the top tokens of p, q, min(p, q) and (q - p)+, the rejected draft
     and the drawn token among them; else the bonus."""

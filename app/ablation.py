@@ -8,7 +8,7 @@ oracle pass, speedup over the oracle alone, and for the greedy methods whether
 the text matched the oracle's own greedy text token for token (it must).
 A table on screen and a CSV. The set, as the document runs it and more:
 the oracle alone (its "target AR"), the draft alone, speculative with a fixed
-draft length n_draft (the document's gamma, its /gamma command), adaptive by
+draft length n_draft (the document's /gamma), adaptive by
 entropy (EGAG), Hugging Face's +2/-1, threshold, tree, staged, n-gram drafts
 (NASD), and SpS at a temperature against sampling.
 """
@@ -82,7 +82,7 @@ def row(method, setting, stats, seconds, matches):
     m = methods.get(method)
     return {"method": method, "setting": setting, "tokens": stats.n_generated, "seconds": round(seconds, 3),
             "tokens_per_s": round(stats.n_generated / seconds, 2) if seconds else "",
-            "acceptance": round(stats.acceptance_rate, 3) if stats.drafted else "",
+            "acceptance": round(stats.kept_fraction, 3) if stats.drafted else "",
             "tokens_per_pass": round(stats.tokens_per_round, 2) if stats.rounds else "",
             "speedup": "", "matches_greedy": ("yes" if matches else "NO") if m.exact else
             "n/a (the draft's own text)" if method == "drafter" else "n/a (sampling)" if m.samples else
@@ -110,14 +110,14 @@ def parse_args(argv):
     parser.add_argument("--draft", default="gpt2", help="draft model (default: gpt2)")
     parser.add_argument("--oracle", default="gpt2-large", help="oracle model (default: gpt2-large)")
     parser.add_argument("-n", "--max-new-tokens", type=int, default=64, help="tokens per run (default: 64)")
-    parser.add_argument("--n-draft", "--gamma", type=int, default=4, dest="n_draft",
-                        help="draft length of the fixed-length rows (the document's gamma; default: 4)")
+    parser.add_argument("--n-draft", type=int, default=4, dest="n_draft",
+                        help="draft length of the fixed-length rows (default: 4)")
     parser.add_argument("--temperature", type=float, default=1.0, help="SpS and sampling temperature (default: 1)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the sampling rows (default: 0)")
     parser.add_argument("--out", default="ablation.csv", help="the CSV to write (default: ablation.csv)")
     parser.add_argument("--models-dir", default=DEFAULT_MODELS_DIR, help="where named models live (default: models/)")
     args = parser.parse_args(argv)
-    for name, flag, low in (("max_new_tokens", "--max-new-tokens", 1), ("n_draft", "--n-draft (--gamma)", 1),
+    for name, flag, low in (("max_new_tokens", "--max-new-tokens", 1), ("n_draft", "--n-draft", 1),
                             ("seed", "--seed", 0)):
         if getattr(args, name) < low:
             parser.error(f"{flag} must be at least {low}")

@@ -7,7 +7,7 @@ taking turns, each a fresh run of:
   - batched greedy speculative decoding (batch.speculative_generate_batch),
 and beside them what a round costs at that size: T_B(k), a forward of k new tokens for each of B rows
 after the prompts' median length cached, for the oracle at k = 1 and n_draft + 1, the draft at k = 1,
-taking turns. Leviathan et al.'s formula (speed/predict.py) then predicts batched speculative over
+taking turns. Leviathan et al.'s formula (decoding.py) then predicts batched speculative over
 batched greedy from this size's own alpha (kept / (kept + rejections), every row's), c_B =
 T_draft,B(1) / T_oracle,B(1) and T_oracle,B(n_draft + 1) / T_oracle,B(1).
 """
@@ -25,7 +25,8 @@ from decoding import Stats
 from errors import printable
 from kvcache import BatchKVCache
 from speculative import greedy_generate
-from speed import measure, predict, second_core
+from decoding import predicted_speedup
+from speed import measure, second_core
 from weights import files
 
 OUTPUTS = ("batch.md", "batch.csv", "batch.json")
@@ -121,7 +122,7 @@ def measure_size(draft, oracle, batch_ids, n_new, n_draft, n_rounds, context):
             "greedy_over_one_at_a_time": round(median["one"] / median["greedy"], 2),
             "speculative_over_greedy": round(statistics.median(ratios), 2), "ratio_min": round(min(ratios), 2),
             "ratio_max": round(max(ratios), 2), "alpha": round(alpha, 3), "c_B": round(c, 3), "check_ratio": round(check, 2),
-            "predicted": round(predict.predicted_speedup(alpha, n_draft, c, check), 2)}
+            "predicted": round(predicted_speedup(alpha, n_draft, c, check), 2)}
 
 
 def batch_costs(draft, oracle, size, context, n_draft, repeats=9):

@@ -21,12 +21,12 @@ def greedy(settings, draft, oracle, batch_ids, stats):
 
 
 def speculative(settings, draft, oracle, batch_ids, stats):
-    return batch.speculative_generate_batch(draft, oracle, batch_ids, settings.max_new_tokens, n_draft=settings.k,
+    return batch.speculative_generate_batch(draft, oracle, batch_ids, settings.max_new_tokens, n_draft=settings.n_draft_used,
                                             stats=stats)
 
 
 def sps(settings, draft, oracle, batch_ids, stats):
-    return batch.speculative_sample_batch(draft, oracle, batch_ids, settings.max_new_tokens, n_draft=settings.k,
+    return batch.speculative_sample_batch(draft, oracle, batch_ids, settings.max_new_tokens, n_draft=settings.n_draft_used,
                                           rng=np.random.default_rng(settings.seed), processor=settings.processor,
                                           stats=stats)
 

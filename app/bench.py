@@ -51,7 +51,7 @@ from decoding import Stats
 from processors import Processor
 from speed import measure, second_core
 from speed.measure import SHAPES, SyntheticDraft
-from speed.predict import predicted_seconds, predicted_speedup
+from decoding import predicted_speedup
 from speed.threads import N_THREADS, parking
 from weights import files
 from weights.models import DEFAULT_MODELS_DIR
@@ -83,7 +83,7 @@ def method_run(name, draft, oracle, ids, n_new, n_draft=None, seed=0, processor=
 def row(pair, method, setting, tokens, elapsed, stats, baseline_time, **extra):
     return {"pair": pair, "method": method, "setting": setting, "tokens": len(tokens),
             "tokens_per_s": round(len(tokens) / elapsed, 2),
-            "acceptance": round(stats.acceptance_rate, 3) if stats.drafted else "",
+            "acceptance": round(stats.kept_fraction, 3) if stats.drafted else "",
             "tokens_per_pass": round(stats.tokens_per_round, 2),
             "speedup": round(baseline_time / elapsed, 2), "seconds": elapsed,
             "draft_seconds": stats.draft_time, "oracle_seconds": stats.oracle_time, **extra}
@@ -122,7 +122,7 @@ def end_to_end_real(draft, oracle, pair, enc, n_new, ks, log):
     return rows
 
 
-def end_to_end_synthetic(draft_model, oracle, pair, n_new, alphas, gammas, draft_curve, oracle_curve, log,
+def end_to_end_synthetic(draft_model, oracle, pair, n_new, alphas, n_drafts, draft_curve, oracle_curve, log,
                          beyond_alphas=(0.7, 0.9)):
     """Speculative, threshold, SpS (T=0) and the methods beyond, with synthetic drafts of known alpha.
 
@@ -134,8 +134,8 @@ def end_to_end_synthetic(draft_model, oracle, pair, n_new, alphas, gammas, draft
     measured speedup's gap to the last.
     """
     ids = (np.arange(48) * 7919 % oracle.vocab_size).tolist()  # a fixed 48-token prompt
-    draft_costs, oracle_costs = measure.prompt_costs(draft_model, oracle, ids, gammas, draft_curve, oracle_curve)
-    measured_rounds = measure.round_costs(draft_model, oracle, ids, gammas)
+    draft_costs, oracle_costs = measure.prompt_costs(draft_model, oracle, ids, n_drafts, draft_curve, oracle_curve)
+    measured_rounds = measure.round_costs(draft_model, oracle, ids, n_drafts)
     c = draft_curve[1] / oracle_curve[1]
 
     def oracle_alone():  # the baseline row, its own speedup 1
@@ -146,20 +146,20 @@ def end_to_end_synthetic(draft_model, oracle, pair, n_new, alphas, gammas, draft
     rows, base = [first], first["seconds"]
     reference = ids + reference
     for alpha in alphas:
-        for gamma in gammas:
-            if gamma >= 8 and alpha < 0.8:  # long drafts lose even at 0.8: skip the slowest runs
+        for n_draft in n_drafts:
+            if n_draft >= 8 and alpha < 0.8:  # long drafts lose even at 0.8: skip the slowest runs
                 continue
             # Twice, the faster counting, as for the oracle alone: these rows carry the predictions.
             # A fresh draft for each run: its wrong guesses come from its own generator.
             drafts = [SyntheticDraft(draft_model, reference, alpha, start=len(ids)) for _ in range(2)]
-            runs = [timed(method_run("speculative", d, oracle, ids, n_new, n_draft=gamma)) for d in drafts]
+            runs = [timed(method_run("speculative", d, oracle, ids, n_new, n_draft=n_draft)) for d in drafts]
             assert all(tokens == reference[len(ids):] for tokens, _, _ in runs)
             out, t, s = min(runs, key=lambda run: run[1])
             realised = drafts[0].realised  # both drafts make the same draw
-            alone_from_curve, from_curve = predicted_seconds(realised, gamma, n_new, draft_costs, oracle_costs)
-            alone, speculative = predicted_seconds(realised, gamma, n_new, draft_costs, oracle_costs, measured_rounds)
-            rows.append(row(pair, "speculative", f"n_draft={gamma}", out, t, s, base, alpha=alpha,
-                            realised=round(realised, 3), predicted=round(predicted_speedup(realised, gamma, c), 2),
+            alone_from_curve, from_curve = measure.predicted_seconds(realised, n_draft, n_new, draft_costs, oracle_costs)
+            alone, speculative = measure.predicted_seconds(realised, n_draft, n_new, draft_costs, oracle_costs, measured_rounds)
+            rows.append(row(pair, "speculative", f"n_draft={n_draft}", out, t, s, base, alpha=alpha,
+                            realised=round(realised, 3), predicted=round(predicted_speedup(realised, n_draft, c), 2),
                             predicted_with_cost_curve=round(alone_from_curve / from_curve, 2),
                             predicted_with_costs=round(alone / speculative, 2),
                             predicted_seconds=speculative, predicted_alone_seconds=alone,
@@ -327,7 +327,7 @@ def machine(args, argv):
     sizes = args.sizes or (["gpt2", "gpt2-xl"] if args.quick else list(SHAPES))
     ks = range(1, 17)
     args.new_tokens = args.new_tokens or (32 if args.quick else 64)
-    alphas, gammas = ([0.6, 0.8], [2, 4]) if args.quick else ([0.5, 0.7, 0.8, 0.9], [2, 4, 8])
+    alphas, n_drafts = ([0.6, 0.8], [2, 4]) if args.quick else ([0.5, 0.7, 0.8, 0.9], [2, 4, 8])
 
     def log(message):
         print(message, file=sys.stderr, flush=True)
@@ -413,7 +413,7 @@ def machine(args, argv):
         print_table(f"end to end, real weights, {len(PROMPTS)} prompts, {args.new_tokens} new tokens each (c = {c:.3f})",
                     e2e, ["prompt"] + columns)
     else:
-        e2e = end_to_end_synthetic(draft_model, oracle, pair, args.new_tokens, alphas, gammas, curves[args.draft],
+        e2e = end_to_end_synthetic(draft_model, oracle, pair, args.new_tokens, alphas, n_drafts, curves[args.draft],
                                    curves[args.oracle], log, beyond_alphas=alphas[-1:] if args.quick else (0.7, 0.9))
         print_table(f"end to end, SYNTHETIC draft (real {args.draft} compute, proposals right at a realised rate alpha), "
                     f"random weights of the real shapes, {args.new_tokens} new tokens; c = T_draft(1)/T_oracle(1) = {c:.3f}",

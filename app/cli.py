@@ -73,7 +73,7 @@ def parse_args(argv):
                         help="oracle model: a name or a checkpoint directory, as below (default: gpt2-large)")
     parser.add_argument("--method", default="speculative", choices=list(methods.METHODS),
                         help="decoding method (default: speculative)")
-    parser.add_argument("--n-draft", "-K", type=setting("n_draft"), default=None,
+    parser.add_argument("--n-draft", type=setting("n_draft"), default=None,
                         help="draft tokens per round: the most for threshold, the starting value for adaptive, the "
                              "tree depth for tree; " + runner.bounds("n_draft") + " (default: " +
                              ", ".join(f"{m.n_draft} {m.name}" for m in methods.METHODS.values() if m.n_draft) + ")")

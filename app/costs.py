@@ -21,7 +21,8 @@ import numpy as np
 from app import program, runner, suite, tables
 from decoding import Stats
 from errors import printable
-from speed import measure, predict, second_core, threads
+from decoding import expected_tokens_per_round, predicted_speedup
+from speed import measure, second_core, threads
 from speed.measure import SHAPES
 from weights import files
 
@@ -248,9 +249,9 @@ def rounds_table(by_round, t_draft, t_oracle, n_draft):
         return statistics.median(values)
 
     acc = [{m: account(runs[m]) for m in runs} for runs in by_round]
-    alpha, gamma, check = suite.realised([s for runs in by_round for _, s, _, _ in runs["speculative"]], t_oracle)
+    alpha, mean_k, check = suite.realised([s for runs in by_round for _, s, _, _ in runs["speculative"]], t_oracle)
     c = t_draft / t_oracle[1]
-    expected = predict.expected_tokens_per_round(alpha, gamma)
+    expected = expected_tokens_per_round(alpha, mean_k)
     # the passes as they ran: a draft pass, a verification and a greedy step, in seconds, mean over everything
     step = med([a["greedy"]["oracle passes"] / a["greedy"]["n oracle"] for a in acc])
     draft_pass = med([a["speculative"]["draft passes"] / a["speculative"]["n draft"] for a in acc])
@@ -263,13 +264,13 @@ def rounds_table(by_round, t_draft, t_oracle, n_draft):
         return round(med([sum(a["greedy"][p] for p in parts) / sum(a["speculative"][p] for p in parts) for a in acc]), 2)
 
     rows = [
-        {"step": f"1. the suite's prediction: alpha {alpha:.3f}, gamma {gamma:.2f}, c {c:.3f}, T(gamma+1)/T(1) {check:.2f} "
+        {"step": f"1. the suite's prediction: alpha {alpha:.3f}, mean_k {mean_k:.2f}, c {c:.3f}, T(mean_k+1)/T(1) {check:.2f} "
                  "(cost probe)", "greedy": "", "speculative": "",
-         "speedup": round(predict.predicted_speedup(alpha, gamma, c, check), 2)},
+         "speedup": round(predicted_speedup(alpha, mean_k, c, check), 2)},
         {"step": f"2. the same formula, the passes' prices as they ran: greedy step {step * 1e3:.3f} ms, draft pass "
                  f"{draft_pass * 1e3:.3f} ms, verification {verify * 1e3:.3f} ms (c {draft_pass / step:.3f}, "
-                 f"T(gamma+1)/T(1) {verify / step:.2f})", "greedy": "", "speculative": "",
-         "speedup": round(expected / (gamma * draft_pass / step + verify / step), 2)},
+                 f"T(mean_k+1)/T(1) {verify / step:.2f})", "greedy": "", "speculative": "",
+         "speedup": round(expected / (mean_k * draft_pass / step + verify / step), 2)},
         {"step": "3. the passes as they ran, but the prompts' (ms)", "greedy": ms("greedy", "oracle passes"),
          "speculative": ms("speculative", "draft passes", "oracle passes"),
          "speedup": ratio("draft passes", "oracle passes")},
@@ -286,7 +287,7 @@ def rounds_table(by_round, t_draft, t_oracle, n_draft):
          "greedy": f"{acc[0]['greedy']['n oracle']}, 0",
          "speculative": f"{acc[0]['speculative']['n oracle']}, {acc[0]['speculative']['n draft']}", "speedup": ""},
     ]
-    facts = {"alpha": alpha, "gamma": gamma, "c": c, "check": check, "greedy_step_ms": step * 1e3,
+    facts = {"alpha": alpha, "mean_k": mean_k, "c": c, "check": check, "greedy_step_ms": step * 1e3,
              "draft_pass_ms": draft_pass * 1e3, "verification_ms": verify * 1e3,
              "speedups_by_round": [a["greedy"]["wall"] / a["speculative"]["wall"] for a in acc]}
     return rows, facts

@@ -9,13 +9,14 @@ import numpy as np
 from app import cli, display, program, runner
 from errors import printable
 from kvcache import KVCache
-from speed import measure, predict
+from decoding import predicted_speedup
+from speed import measure
 from weights import files
 from weights.demo_pair import build_pair
 from weights.models import DEFAULT_MODELS_DIR
 
 PROMPT = "If the file does not exist, the function"  # PROMPT and N_NEW: the README's demo session shows this run
-N_NEW, K = 48, 4
+N_NEW, N_DRAFT = 48, 4
 REPEATS = 9   # each cost is the median of REPEATS forwards, the forwards taking turns (speed/measure.py)
 FAR = 0.25    # a measured speedup this far from the prediction (or under 1) gets a line of why
 BUSY = 0.5    # the same forward's slowest repeat this much over its fastest: the machine is busy
@@ -57,7 +58,7 @@ def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     build_pair(args.models_dir)
     run_args = cli.parse_args([args.prompt, "--draft", NAMES["draft"], "--oracle", NAMES["oracle"],
-                               "--models-dir", args.models_dir, "-n", str(N_NEW), "-K", str(K)])
+                               "--models-dir", args.models_dir, "-n", str(N_NEW), "--n-draft", str(N_DRAFT)])
     settings = cli.settings_from(run_args)
     display.as_utf8(sys.stdout, errors="replace")
     loaded = runner.prepare(lambda role: runner.load_model(NAMES[role], args.models_dir), settings.method,
@@ -68,34 +69,34 @@ def main(argv=None):
     compared = runner.compare(settings, loaded, result.tokens, result.elapsed)
     alone_seconds = time.perf_counter() - start  # the oracle alone's run, as the line reports it to a few microseconds
     print(compared, file=sys.stderr, flush=True)
-    seconds = costs(loaded.draft, loaded.oracle, loaded.ids, K)
-    for line in prediction(result, alone_seconds, seconds, K):
+    seconds = costs(loaded.draft, loaded.oracle, loaded.ids, N_DRAFT)
+    for line in prediction(result, alone_seconds, seconds, N_DRAFT):
         print(line, file=sys.stderr)
     print(printable(NEXT.format(prompt=args.prompt.replace('"', '\\"'))), file=sys.stderr)
 
 
-def costs(draft, oracle, ids, k):
-    """{(role, what): seconds of each repeat, in the order they ran}: a forward of 1 and of k + 1 tokens
-    after the run's middle context, and the first passes of a run, over the prompt (the oracle's with k
-    drafts). The forwards take turns, so the oracle's i-th forwards of 1 and of k + 1 tokens make a pair."""
+def costs(draft, oracle, ids, n_draft):
+    """{(role, what): seconds of each repeat, in the order they ran}: a forward of 1 and of n_draft + 1 tokens
+    after the run's middle context, and the first passes of a run, over the prompt (the oracle's with n_draft
+    drafts). The forwards take turns, so the oracle's i-th forwards of 1 and of n_draft + 1 tokens make a pair."""
     context = len(ids) + N_NEW // 2
     runs = {}
-    for role, model, sizes in (("oracle", oracle, (1, k + 1)), ("draft", draft, (1,))):
+    for role, model, sizes in (("oracle", oracle, (1, n_draft + 1)), ("draft", draft, (1,))):
         cache = KVCache()
         model.forward(np.arange(context) % model.vocab_size, cache, n_logits=1)
         for n in sizes:
             runs[role, n] = measure.forward_run(model, cache, context, n)
-    runs["oracle", "prompt"] = lambda: oracle.forward(list(ids) + [0] * k, KVCache(), n_logits=k + 1)
+    runs["oracle", "prompt"] = lambda: oracle.forward(list(ids) + [0] * n_draft, KVCache(), n_logits=n_draft + 1)
     runs["draft", "prompt"] = lambda: draft.forward(list(ids), KVCache(), n_logits=1)
     return measure.turns(runs, REPEATS)
 
 
-def prediction(result, alone_seconds, seconds, k):
+def prediction(result, alone_seconds, seconds, n_draft):
     """The predicted speedup beside the measured one, and a line of why when they are far apart (or it is under 1);
     no prediction, but a line saying why, when the check's timing is not one a machine can give."""
     stats, elapsed = result.stats, result.elapsed
-    alpha = stats.accepted / (stats.accepted + stats.rejections) if stats.accepted + stats.rejections else 0.0
-    ones, checks = seconds["oracle", 1], seconds["oracle", k + 1]
+    alpha = stats.alpha_estimate
+    ones, checks = seconds["oracle", 1], seconds["oracle", n_draft + 1]
     ratios = sorted(check / one for one, check in zip(ones, checks))  # each pair timed one right after the other
     ratio, low, high = median(ratios), ratios[len(ratios) // 4], ratios[-1 - len(ratios) // 4]
     timed = f"the median of {len(ratios)} pairs timed after the run"
@@ -103,15 +104,15 @@ def prediction(result, alone_seconds, seconds, k):
         why = (f"below {SOUND_CHECK[0]}: a check cannot cost less than one pass" if ratio < SOUND_CHECK[0] else
                f"above {SOUND_CHECK[1]:.0f}: more than this machine's checks cost" if ratio > SOUND_CHECK[1] else
                "too far apart to predict from")
-        return [f"no prediction: the oracle's check of {k + 1} tokens timed at {ratio:.2f} one-token passes ({timed}; "
+        return [f"no prediction: the oracle's check of {n_draft + 1} tokens timed at {ratio:.2f} one-token passes ({timed}; "
                 f"their middle half {low:.2f} to {high:.2f}), {why}; other programs were using the cores: run it again "
                 "when the machine is quieter"]
     t1 = median(ones)
     c = median(seconds["draft", 1]) / t1
-    predicted = predict.predicted_speedup(alpha, k, c, ratio)
+    predicted = predicted_speedup(alpha, n_draft, c, ratio)
     measured = alone_seconds / elapsed
     lines = [f"predicted {predicted:.2f}x (Leviathan et al.) from this run's alpha {alpha:.2f} ({stats.accepted} "
-             f"kept, {stats.rejections} rejected), K {k}, c {c:.2f} and T({k + 1})/T(1) {ratio:.2f} ({timed})"]
+             f"kept, {stats.rejections} rejected), n_draft {n_draft}, c {c:.2f} and T({n_draft + 1})/T(1) {ratio:.2f} ({timed})"]
     if measured >= 1 and abs(measured / predicted - 1) <= FAR:
         return lines
     fastest, slowest = min(ones), max(ones)
@@ -128,7 +129,7 @@ def prediction(result, alone_seconds, seconds, k):
                   (min(seconds["oracle", "prompt"]) + min(seconds["draft", "prompt"])) / elapsed,
                   "{:.0%} of it went between the forward passes (Python, argmax, the caches)":
                   1 - (stats.draft_time + stats.oracle_time) / elapsed,
-                  f"its oracle passes took {{:.0%}} more than T({k + 1}) timed after the run":
+                  f"its oracle passes took {{:.0%}} more than T({n_draft + 1}) timed after the run":
                   (stats.oracle_time - min(seconds["oracle", "prompt"])) / passes / check - 1}
     named = [text.format(share) for text, share in sorted(causes.items(), key=lambda item: -item[1]) if share >= NAMED]
     if not named:

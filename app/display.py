@@ -83,7 +83,7 @@ def summary(method, stats, elapsed):
     line = (f"{method}: {stats.n_generated} new tokens in {elapsed:.2f} s, {stats.n_generated / max(elapsed, 1e-9):.1f} tokens/s; "
             f"{stats.rounds} {passes}, {stats.tokens_per_round:.2f} tokens per pass")
     if stats.drafted:
-        line += (f"; acceptance {stats.acceptance_rate:.1%} ({stats.accepted}/{stats.drafted} drafts); "
+        line += (f"; acceptance {stats.kept_fraction:.1%} ({stats.accepted}/{stats.drafted} drafts); "
                  f"time in draft {stats.draft_time:.2f} s, oracle {stats.oracle_time:.2f} s")
     return line
 

@@ -27,10 +27,11 @@ from decoding import Stats
 from errors import printable
 from kvcache import KVCache
 from speculative import greedy_generate, speculative_generate
-from speed import measure, predict
+from decoding import expected_tokens_per_round, predicted_speedup
+from speed import measure
 from weights import files
 
-K = 4           # drafts per round
+N_DRAFT = 4     # drafts per round
 CONTEXT = 128   # cached tokens before each timed pass
 XL_LAYERS = (6, 12, 18, 24, 30, 36, 42)
 OUTPUTS = ("layers.md", "layers.json")
@@ -38,13 +39,13 @@ LEARNED_COLUMNS = ["L", "acceptance", "tokens_per_round", "alpha", "speedup", "s
 XL_COLUMNS = ["L", "fraction", "c", "verify_ratio", "alpha_at_fraction", "predicted_speedup"]  # alpha: part 1's
 
 
-def alpha_of(tokens_per_round, k=K):
-    """Leviathan et al.'s alpha that gives this many tokens per round of k drafts (bisection: the mean
+def alpha_of(tokens_per_round, n_draft=N_DRAFT):
+    """Leviathan et al.'s alpha that gives this many tokens per round of n_draft drafts (bisection: the mean
     grows with alpha). The share of drafts kept is lower: it also counts drafts after a rejection."""
     low, high = 0.0, 1.0
     for _ in range(50):
         mid = (low + high) / 2
-        low, high = (mid, high) if predict.expected_tokens_per_round(mid, k) < tokens_per_round else (low, mid)
+        low, high = (mid, high) if expected_tokens_per_round(mid, n_draft) < tokens_per_round else (low, mid)
     return low
 
 
@@ -66,7 +67,7 @@ def measure_layers(oracle, prompts_ids, n_new, k, layers):
             lambda ids, s: self_speculative_generate(oracle, ids, n_new, n_draft=k, n_layers_draft=n_layers, stats=s))
         draft = early_exit_draft(oracle, n_layers)
         unshared, _ = seconds_per_token(lambda ids, s: speculative_generate(draft, oracle, ids, n_new, n_draft=k, stats=s))
-        results[n_layers] = {"acceptance": stats.acceptance_rate, "tokens_per_round": stats.tokens_per_round,
+        results[n_layers] = {"acceptance": stats.kept_fraction, "tokens_per_round": stats.tokens_per_round,
                              "seconds_per_token": shared, "greedy_seconds_per_token": greedy,
                              "unshared_seconds_per_token": unshared, "speedup": greedy / shared}
     return results
@@ -74,7 +75,7 @@ def measure_layers(oracle, prompts_ids, n_new, k, layers):
 
 def learned_rows(oracle, prompts_ids, n_new):
     """Part 1: per L, the acceptance and the measured speedup on the learned oracle."""
-    results = measure_layers(oracle, prompts_ids, n_new, K, range(1, oracle.n_layer))
+    results = measure_layers(oracle, prompts_ids, n_new, N_DRAFT, range(1, oracle.n_layer))
     return [{"L": n, "acceptance": round(r["acceptance"], 3), "tokens_per_round": round(r["tokens_per_round"], 2),
              "alpha": round(alpha_of(r["tokens_per_round"]), 3),
              "speedup": round(r["speedup"], 2),
@@ -104,7 +105,7 @@ def xl_rows(oracle, alpha_at, repeats=5):
         draft, draft_cache = early_exit_draft(oracle, n), KVCache()
         draft.forward(np.arange(CONTEXT) % oracle.vocab_size, draft_cache, n_logits=1)
         runs["draft", n] = measure.forward_run(draft, draft_cache, CONTEXT, 1)
-        runs["verify", n] = verify_run(oracle, n, K)
+        runs["verify", n] = verify_run(oracle, n, N_DRAFT)
     best = measure.best_seconds(runs, repeats)
     rows = []
     for n in XL_LAYERS:
@@ -113,7 +114,7 @@ def xl_rows(oracle, alpha_at, repeats=5):
         alpha = alpha_at(fraction)
         rows.append({"L": n, "fraction": round(fraction, 3), "c": round(c, 3), "verify_ratio": round(v, 2),
                      "alpha_at_fraction": round(alpha, 3),
-                     "predicted_speedup": round(predict.predicted_speedup(alpha, K, c, verify_ratio=v), 2)})
+                     "predicted_speedup": round(predicted_speedup(alpha, N_DRAFT, c, check_ratio=v), 2)})
     return rows, best["oracle"]
 
 
@@ -145,7 +146,7 @@ def main(argv):
         xl, t_xl = xl_rows(xl_model, lambda f: float(np.interp(f, fractions, [by_fraction[x] for x in fractions])))
         print(tables.text(xl, XL_COLUMNS))
     command = " ".join(["python bench.py layers", *argv])
-    text = [f"# `{command}`", "", f"{time.strftime('%Y-%m-%d %H:%M %Z')}, {time.perf_counter() - start:.0f} s; k = {K}; "
+    text = [f"# `{command}`", "", f"{time.strftime('%Y-%m-%d %H:%M %Z')}, {time.perf_counter() - start:.0f} s; k = {N_DRAFT}; "
             f"{len(prompts)} held-out prompts, {args.new_tokens} new tokens each.", "",
             tables.markdown(learned, LEARNED_COLUMNS)]
     if xl:

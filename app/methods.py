@@ -51,7 +51,7 @@ class Method:
     summary: str                  # one line for --help, /help and the benchmark's tables
     generate: Callable            # generate(call: Call) -> the generator of the new token ids
     draft_model: bool = True      # needs a draft model besides the oracle
-    n_draft: int = None           # the default draft length (--n-draft, /gamma); None: the method has none
+    n_draft: int = None           # the default draft length (--n-draft, /n_draft); None: the method has none
     samples: bool = False         # draws tokens: the processor (temperature, top-k, top-p) and the seed apply
     verifies: bool = True         # works in draft-and-verify rounds, which --trace and --html show
     exact: bool = None            # its text must equal greedy decoding's (default: verifies and not samples)

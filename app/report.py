@@ -41,7 +41,7 @@ from app.page.style import CSS
 from app.page.tokens import (LETTERS, MARKS, SAMPLING_MARKS, as_html, chip, chips, last_mark, plural, probability,
                              round_marks, token_marks, visible)
 from errors import UserError
-from speed.predict import expected_tokens_per_round
+from decoding import expected_tokens_per_round
 from weights import files
 
 MAX_ROUNDS = 200   # rounds shown; the histogram and the numbers at the top still count every round
@@ -114,7 +114,7 @@ def header(run):
     models = "<br>".join(f"{html.escape(role)}: {html.escape(str(run.models[role]))}" for role in roles)
     speed = stats.n_generated / run.elapsed if run.elapsed > 0 else 0.0
     cards = [(f"{speed:.1f}", "tokens/s", f"{stats.n_generated} tokens in {run.elapsed:.2f} s"),
-             (f"{stats.acceptance_rate:.0%}", "acceptance", f"{stats.accepted} of {stats.drafted} drafts accepted"),
+             (f"{stats.kept_fraction:.0%}", "acceptance", f"{stats.accepted} of {stats.drafted} drafts accepted"),
              (f"{stats.n_generated / max(stats.oracle_passes, 1):.2f}", "tokens per oracle pass",
               f"{stats.n_generated} tokens in {stats.oracle_passes} passes")]
     return (f'<table class="facts">\n<tr><th>prompt</th><td class="prompt">{prompt}</td></tr>\n'

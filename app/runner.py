@@ -87,11 +87,11 @@ class Settings:
     """Everything that decides a generation but the prompt (the session's /settings)."""
     method: str = "speculative"
     max_new_tokens: int = 64                      # /length
-    n_draft: int = None                           # /gamma; None: the method's default (methods.Method.n_draft)
+    n_draft: int = None                           # /n_draft; None: the method's default (methods.Method.n_draft)
     processor: Processor = field(default_factory=Processor)  # the sampling methods: temperature 1, no cut
     seed: int = None
-    n_draft_min: int = 1                          # adaptive (EGAG): the draft length's bounds (/egag_gamma_min) ...
-    n_draft_max: int = 16                         # (/egag_gamma_max)
+    n_draft_min: int = 1                          # adaptive (EGAG): the draft length's bounds (/n_draft_min) ...
+    n_draft_max: int = 16                         # (/n_draft_max)
     ema: float = 0.7                              # ... and its moving average's weight on the past
     ngram_n: int = 4                              # NASD: the n-gram order,
     storage: str = "basic"                        # "basic" (back-off) or "onelevel",
@@ -102,7 +102,8 @@ class Settings:
     cache: bool = True                            # False: every forward recomputes the whole prefix
 
     @property
-    def k(self):
+    def n_draft_used(self):
+        """n_draft as a generation uses it: the setting, else the method's default."""
         return self.n_draft or methods.get(self.method).n_draft or 4
 
 
@@ -197,7 +198,7 @@ def generator(settings, draft, oracle, ids, stats, rng=None, drafter=None):
             raise GenerationError(f"--method {method.name} needs the KV cache (its drafts or beams share prefixes)")
         draft, oracle = (Recompute(m) if m is not None else None for m in (draft, oracle))
     rng = np.random.default_rng(settings.seed) if rng is None else rng
-    return method.generate(methods.Call(draft, oracle, list(ids), settings.max_new_tokens, settings.k, settings, stats,
+    return method.generate(methods.Call(draft, oracle, list(ids), settings.max_new_tokens, settings.n_draft_used, settings, stats,
                                         rng, drafter))
 
 
@@ -285,7 +286,7 @@ def run(settings, loaded, prompt, view, rng=None, drafter=None):
         if stats.trace is None:
             print(f"no page: method {method.name} has no rounds to show", file=view.info)
         else:
-            from app import report  # imported here: only a page needs it, and it reads speed/predict.py (--plain: none)
+            from app import report  # imported here: only a page needs it
             report.write_page(view.html, report.Run(
                 prompt=prompt, prompt_ids=loaded.ids, tokens=generated, stats=stats, method=method.name,
                 settings=describe_settings(settings), models=describe_models(loaded), elapsed=elapsed,
@@ -296,7 +297,7 @@ def run(settings, loaded, prompt, view, rng=None, drafter=None):
 
 def describe_settings(settings):
     """The settings a page shows for a method."""
-    shown = {"n_draft": settings.k}
+    shown = {"n_draft": settings.n_draft_used}
     if methods.get(settings.method).samples:
         shown.update(processor=str(settings.processor), seed=settings.seed)
     return shown

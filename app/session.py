@@ -86,6 +86,9 @@ class Session:
         if name in ("quit", "exit"):
             return False
         if name not in self.commands:
+            ours = [ours for ours, (_, _, _, theirs) in self.commands.items() if theirs == f"/{name}" and ours != name]
+            if ours:  # the source document's name for one of ours: a pointer, not a second name
+                raise UsageError(f"unknown command /{name}: the source document's /{name} is /{ours[0]} here")
             raise UsageError(f"unknown command /{name}; /help lists the commands")
         handler, _, usage, _ = self.commands[name]
         try:
@@ -165,7 +168,7 @@ class Session:
         s = self.settings
         method = self.method() + (f" (/{s.method})" if s.method != self.method() else "")
         return (f"draft {self.names['draft']}, oracle {self.names['oracle']}{' (plain)' if self.plain else ''}; "
-                f"method {method}, length {s.max_new_tokens}, gamma {self.runs().k}, processor {s.processor}")
+                f"method {method}, length {s.max_new_tokens}, n_draft {self.runs().n_draft_used}, processor {s.processor}")
 
     def runs(self):
         """The settings a generation runs with: /target's method resolved by the processor."""
@@ -174,7 +177,7 @@ class Session:
     def show_settings(self):
         s = self.settings
         self.say(self.summary_line())
-        self.say(f"seed {s.seed}; EGAG (adaptive) gamma {s.n_draft_min}..{s.n_draft_max}, ema {s.ema}; "
+        self.say(f"seed {s.seed}; EGAG (adaptive) n_draft {s.n_draft_min}..{s.n_draft_max}, ema {s.ema}; "
                  f"n-gram n {s.ngram_n}, storage {s.storage}, top_k_filler {s.top_k_filler}, "
                  f"reset_in_between {on_off(s.reset_in_between)}; beams {s.n_beams}; "
                  f"draft layers {s.draft_layers or 'half'} (self-speculative)")
@@ -205,7 +208,7 @@ class Session:
         number = runner.parse_setting(field, value, name=shown)
         bounds = {"n_draft_min": (number, self.settings.n_draft_max), "n_draft_max": (self.settings.n_draft_min, number)}
         if field in bounds and bounds[field][0] > bounds[field][1]:
-            raise UsageError(f"need egag_gamma_min <= egag_gamma_max, this would make them {bounds[field][0]} and {bounds[field][1]}")
+            raise UsageError(f"need n_draft_min <= n_draft_max, this would make them {bounds[field][0]} and {bounds[field][1]}")
         if field in ("max_new_tokens", "draft_layers"):
             self.check_fits(field, number)
         setattr(self.settings, field, number)
@@ -309,7 +312,7 @@ class Session:
             raise UsageError(f"/ablation {problem}")
         run = runner.prepare(self.model, "speculative", self.last_prompt, self.settings.max_new_tokens)
         temperature = self.settings.processor.temperature or 1.0
-        rows = ablation.run_ablations(run.draft, run.oracle, [run.ids], self.settings.max_new_tokens, self.runs().k,
+        rows = ablation.run_ablations(run.draft, run.oracle, [run.ids], self.settings.max_new_tokens, self.runs().n_draft_used,
                                       temperature, self.settings.seed or 0)
         self.say(tables.text(rows, ablation.COLUMNS))
         tables.write_csv(path, rows, ablation.COLUMNS)
@@ -340,17 +343,17 @@ def command_table(s):
         "oracle": (lambda name: s.set_model("oracle", name), "the oracle: a name or a directory", "/oracle NAME_OR_DIR", ""),
         "length": number("max_new_tokens", "tokens to generate (fewer than the models' context window)", "/length N",
                          "/length"),
-        "gamma": number("n_draft", "draft length (tree: depth; threshold: the most)", "/gamma N", "/gamma"),
+        "n_draft": number("n_draft", "draft length (tree: depth; threshold: the most)", "/n_draft N", "/gamma"),
         "processor": (s.set_processor, "sampling: " + " | ".join(" ".join([k] + [v.upper() for v in values])
                                                                  for k, values in PROCESSORS.items()),
                       "/processor NAME [VALUES]", "/processor"),
         "temperature": (s.set_temperature, f"the sampling temperature (0 is greedy), {runner.bounds('temperature')}",
                         "/temperature T", "(in /processor)"),
         "seed": (s.set_seed, f"restart sampling from this seed, {runner.bounds('seed')}", "/seed S", ""),
-        "egag": (lambda v=None: s.toggle_method("adaptive", v), "entropy-adaptive gamma on (method adaptive) or off",
+        "egag": (lambda v=None: s.toggle_method("adaptive", v), "entropy-adaptive draft length on (method adaptive) or off",
                  "/egag [on|off]", "/egag"),
-        "egag_gamma_min": number("n_draft_min", "adaptive: the shortest draft", "/egag_gamma_min N", "/egag_gamma_min"),
-        "egag_gamma_max": number("n_draft_max", "adaptive: the longest draft", "/egag_gamma_max N", "/egag_gamma_max"),
+        "n_draft_min": number("n_draft_min", "adaptive: the shortest draft", "/n_draft_min N", "/egag_gamma_min"),
+        "n_draft_max": number("n_draft_max", "adaptive: the longest draft", "/n_draft_max N", "/egag_gamma_max"),
         "egag_ema": number("ema", "adaptive: the moving average's weight on the past", "/egag_ema X", "/egag_ema"),
         "ngram": (lambda v=None: s.toggle_method("ngram", v), "n-gram drafts, no draft model (NASD) on or off",
                   "/ngram [on|off]", "/ngram"),
@@ -380,8 +383,7 @@ def command_table(s):
     }
 
 
-SHOWN_AS = {"max_new_tokens": "length", "n_draft": "gamma", "n_draft_min": "egag_gamma_min", "n_draft_max": "egag_gamma_max",
-            "ema": "egag_ema", "n_beams": "beams"}
+SHOWN_AS = {"max_new_tokens": "length", "ema": "egag_ema", "n_beams": "beams"}
 COMPLETIONS = {"method": list(methods.METHODS) + ["target"], "processor": list(PROCESSORS), "set_ngramstorage": list(STORAGES),
                **{name: ["on", "off"] for name in ("egag", "ngram", "reset_in_between", "trace", "debug", "cache", "compare",
                                                    "plain", "second_core")},

@@ -22,9 +22,9 @@ meets every method alike. Per method and kind:
 And per method over all kinds, prediction against measurement: c, a drafted
 token's cost in oracle single-token passes (T_draft(1) / T_oracle(1), timed
 in this run; for drafts without a model, their own drafting time), the
-realised acceptance rate alpha and the mean draft length gamma, and the
+realised alpha_estimate and the mean draft length mean_k, and the
 speedup Leviathan et al.'s formula predicts from them, with checking assumed
-free and with T_oracle(gamma + 1) / T_oracle(1) as measured.
+free and with T_oracle(mean_k + 1) / T_oracle(1) as measured.
 Results: a table on the terminal, suite.csv and suite.md, and suite.html with
 the speedup of every method on every kind of text.
 """
@@ -44,7 +44,8 @@ from decoding import Stats, check_room
 from errors import printable
 from kvcache import KVCache
 from processors import Processor
-from speed import measure, predict
+from decoding import predicted_speedup
+from speed import measure
 from weights import files, reading
 from weights.demo_pair import ASSETS
 
@@ -56,7 +57,7 @@ COLUMNS = ["method", "kind", "speedup", "speedup_min", "speedup_max", "acceptanc
            "oracle_passes", "repeats", "output"]
 REPEAT_N = 4  # a new token "repeats" when it ends a 4-gram that already occurred in the prompt or the output
 OUTPUTS = ("suite.csv", "suite_prediction.csv", "suite.md", "suite.json", "suite.html")
-PREDICTION_COLUMNS = ["method", "c", "alpha", "gamma", "predicted_paper", "predicted_measured_check", "measured", "verdict"]
+PREDICTION_COLUMNS = ["method", "c", "alpha", "mean_k", "predicted_paper", "predicted_measured_check", "measured", "verdict"]
 
 
 def read_prompts(path):
@@ -174,20 +175,20 @@ def kind_row(method, kind, prompts, ids, seconds, stats, outputs, oracle, rounds
 
 
 def realised(all_stats, t_oracle):
-    """(alpha, gamma, T(gamma + 1)/T(1)) of a method's runs: the chance a draft is kept until the first rejection
-    (each rejection ends a round), the mean draft length, and what checking gamma + 1 tokens cost, interpolated in
-    the oracle's measured costs t_oracle {k: seconds}."""
+    """(alpha_estimate, mean_k, T(mean_k + 1)/T(1)) of a method's runs: the chance a draft is kept until the first
+    rejection (each rejection ends a round: Stats.alpha_estimate over all the runs), a round's mean draft length, and
+    what checking mean_k + 1 tokens cost, interpolated in the oracle's measured costs t_oracle {k: seconds}."""
     accepted, rejections = sum(s.accepted for s in all_stats), sum(s.rejections for s in all_stats)
     drafted, n_rounds = sum(s.drafted for s in all_stats), sum(s.rounds for s in all_stats)
-    alpha = accepted / (accepted + rejections) if accepted + rejections else 0.0
-    gamma = drafted / n_rounds if n_rounds else 0.0
-    return alpha, gamma, float(np.interp(gamma + 1, list(t_oracle), list(t_oracle.values())) / t_oracle[1])
+    alpha_estimate = Stats(accepted=accepted, rejections=rejections).alpha_estimate
+    mean_k = drafted / n_rounds if n_rounds else 0.0
+    return alpha_estimate, mean_k, float(np.interp(mean_k + 1, list(t_oracle), list(t_oracle.values())) / t_oracle[1])
 
 
 def prediction_row(method, prompts, seconds, stats, t_draft, t_oracle, rounds):
-    """c, alpha, gamma over all the method's runs, Leviathan's speedup from them, and the one measured."""
+    """c, alpha_estimate, mean_k over all the method's runs, Leviathan's speedup from them, and the one measured."""
     all_stats = [s for (name, _), runs in stats.items() if name == method.name for s in runs]
-    alpha, gamma, check = realised(all_stats, t_oracle)
+    alpha, mean_k, check = realised(all_stats, t_oracle)
     drafted = sum(s.drafted for s in all_stats)
     draft_seconds = sum(s.draft_time for s in all_stats)
     # a drafted token's cost in oracle passes: its model's, or for drafts without a model their own drafting time
@@ -196,9 +197,9 @@ def prediction_row(method, prompts, seconds, stats, t_draft, t_oracle, rounds):
     measured = statistics.median(
         sum(seconds[method.baseline, i, r] for i in range(len(prompts))) /
         sum(seconds[method.name, i, r] for i in range(len(prompts))) for r in range(rounds))
-    paper = predict.predicted_speedup(alpha, gamma, c)
-    with_check = predict.predicted_speedup(alpha, gamma, c, verify_ratio=check)
-    return {"method": method.name, "c": round(c, 3), "alpha": round(alpha, 3), "gamma": round(gamma, 2),
+    paper = predicted_speedup(alpha, mean_k, c)
+    with_check = predicted_speedup(alpha, mean_k, c, check_ratio=check)
+    return {"method": method.name, "c": round(c, 3), "alpha": round(alpha, 3), "mean_k": round(mean_k, 2),
             "predicted_paper": round(paper, 2), "predicted_measured_check": round(with_check, 2),
             "measured": round(measured, 2), "verdict": "faster" if measured >= 1 else "LOSES"}
 

@@ -67,18 +67,18 @@ class SuffixAutomaton:
         cur = self._new_state(self.states[self.last].length + 1, end)  # the whole new text
         # Every suffix of the old text that was never followed by the token is now, once:
         # point it at cur. The walk stops at the first suffix already followed by the token.
-        p = self._add_transitions(self.last, token, cur)
-        if p == -1:  # the token is new: cur's only shorter suffix that ends elsewhere is the empty string
+        state = self._add_transitions(self.last, token, cur)
+        if state == -1:  # the token is new: cur's only shorter suffix that ends elsewhere is the empty string
             self._set_link(cur, 0)
         else:
-            q = self.states[p].next[token]
-            # q holds the longest suffix of the new text that ended earlier, suffix(p) + token.
-            # If that is q's longest string, q is the link; otherwise q mixes strings that now
+            target = self.states[state].next[token]
+            # target holds the longest suffix of the new text that ended earlier, suffix(state) + token.
+            # If that is target's longest string, target is the link; otherwise target mixes strings that now
             # end at `end` with longer ones that do not, and must be split (the clone step).
-            solid = self.states[q].length == self.states[p].length + 1
+            solid = self.states[target].length == self.states[state].length + 1
             # Either way cur's link is the state of the longest suffix of the text that occurred
             # earlier: what the drafter's Matcher finds too, by its own walk.
-            self._set_link(cur, q if solid else self._clone(p, q, token))
+            self._set_link(cur, target if solid else self._clone(state, target, token))
         self.last = cur
         self.text_length += 1
         return cur
@@ -94,28 +94,28 @@ class SuffixAutomaton:
         self.states[state].link = link
         self.states[link].children.add(state)
 
-    def _add_transitions(self, p, token, cur):
-        """Walk up the suffix links from p, adding token -> cur, until a state already has the token."""
-        while p != -1 and token not in self.states[p].next:
-            self.states[p].next[token] = cur
-            p = self.states[p].link
-        return p
+    def _add_transitions(self, state, token, cur):
+        """Walk up the suffix links from state, adding token -> cur, until a state already has the token."""
+        while state != -1 and token not in self.states[state].next:
+            self.states[state].next[token] = cur
+            state = self.states[state].link
+        return state
 
-    def _clone(self, p, q, token):
-        """Split q: its strings up to length(p) + 1 now also end at the new position, the longer ones do not.
+    def _clone(self, state, target, token):
+        """Split target: its strings up to length(state) + 1 now also end at the new position, the longer ones do not.
 
-        The clone takes the short ones: q's transitions (they continue the same
-        earlier occurrences), q's first occurrence and q's link; q and cur then
-        link to the clone. The suffixes of p that led to q by token lead to the
+        The clone takes the short ones: target's transitions (they continue the same
+        earlier occurrences), target's first occurrence and target's link; target and cur then
+        link to the clone. The suffixes of state that led to target by token lead to the
         clone now; further up, they already lead to a shorter state.
         """
         states = self.states
-        clone = self._new_state(states[p].length + 1, states[q].first_end, is_clone=True, transitions=states[q].next)
-        self._set_link(clone, states[q].link)
-        self._set_link(q, clone)
-        while p != -1 and states[p].next.get(token) == q:
-            states[p].next[token] = clone
-            p = states[p].link
+        clone = self._new_state(states[state].length + 1, states[target].first_end, is_clone=True, transitions=states[target].next)
+        self._set_link(clone, states[target].link)
+        self._set_link(target, clone)
+        while state != -1 and states[state].next.get(token) == target:
+            states[state].next[token] = clone
+            state = states[state].link
         return clone
 
     def endpos(self, state):

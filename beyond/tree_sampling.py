@@ -146,7 +146,7 @@ def tree_sample_generate(draft, oracle, ids, n_new, n_draft=4, width=2, max_node
         # 2. q after the root and after every node, in one oracle pass.
         q = oracle_pass(oracle, oracle_cache, tokens, nodes, processor, stats)
         # 3. Down the tree with multi-round rejection; the last token from the residual or the leaf's q.
-        path, last, visits = walk_tree(nodes, p, q, rng.random, accept)
+        path, last, visits = walk_tree(nodes, q, p, rng.random, accept)
         new_tokens = [nodes[i].token for i in path] + [sample(last, rng)]
         # 4. Keep the text and the accepted path; the draft never fed the last level.
         n = len(tokens)
@@ -231,9 +231,9 @@ def accept_at_node(q, p, children, uniforms):
     return None, q, checks
 
 
-def walk_tree(nodes, p, q, uniforms, accept=accept_at_node):
-    """Lines 25-43 over the whole tree. nodes: level order (tree.Node); p: {node: the draft's p after it}
-    (-1: the root) for every node that has children; q: [1 + len(nodes), V], row i + 1 after node i;
+def walk_tree(nodes, q, p, uniforms, accept=accept_at_node):
+    """Lines 25-43 over the whole tree. nodes: level order (tree.Node); q: [1 + len(nodes), V], row i + 1 after
+    node i; p: {node: the draft's p after it} (-1: the root) for every node that has children;
     uniforms(m): m draws of U[0, 1) (the generator passes rng.random); accept: the check at one node
     (accept_at_node's signature). Returns (the accepted path, the distribution the round's last token is
     drawn from, one record per node whose children were checked)."""

@@ -7,15 +7,16 @@ the draft's probability p and the target's q, as Chen et al. do, and reasons:
     output token, and q is lower for the output token, then we think the
     token is more likely to be accept!  ...  rand(0, 1) > p / q  (reject)
 
-keep_draft below is that test, as written. p and q are the draft's and the
-target's distributions (float32 arrays), x the draft token (drawn from p, so
-p[x] > 0), and r a uniform draw in [0, 1). It returns True to keep x.
+keep_draft below is that test, as written. q and p are the target's and the
+draft's distributions (float32 arrays; the project's functions take the target
+first), x the draft token (drawn from p, so p[x] > 0), and r a uniform draw in
+[0, 1). It returns True to keep x.
 Fix it, so that one SpS step emits exactly the target's distribution q.
 
 Check: pytest exercises/ -k ex12
 """
 
 
-def keep_draft(p, q, x, r):
+def keep_draft(q, p, x, r):
     accept_rate = p[x] / q[x]
     return not r > accept_rate

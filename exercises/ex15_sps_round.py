@@ -3,7 +3,7 @@
 Seed 001's class asked: "can you just implement it?" Write one round of Chen
 et al.'s Algorithm 2 (the pseudocode is in EXERCISES.md, exercise 15):
 
-    sps_round(draft, oracle, tokens, K, rng) -> the new token ids, 1 to K + 1 of them
+    sps_round(draft, oracle, tokens, n_draft, rng) -> the new token ids, 1 to n_draft + 1 of them
 
 The draft model gives p, the oracle (the target) gives q: Chen et al.'s letters.
 Sample at temperature 1, with no top-k. What you may use:
@@ -14,10 +14,10 @@ Sample at temperature 1, with no top-k. What you may use:
     rng.random()            # r ~ U[0, 1)
     residual(q, p)          # (q - p)+ renormalised: exercise 11
 
-The checker runs your round 300 times (K = 2) on two tiny models over a
+The checker runs your round 300 times (n_draft = 2) on two tiny models over a
 vocabulary of 6 tokens and compares how often drafts are kept with alpha, and
-how often all K are kept (also with K = 1 and 3) with its exact probability;
-then it checks the bonus tokens of 2,000 rounds (K = 1, then K = 2 with a draft
+how often all n_draft are kept (also with n_draft = 1 and 3) with its exact probability;
+then it checks the bonus tokens of 2,000 rounds (n_draft = 1, then n_draft = 2 with a draft
 close to the target) against q after their drafts; then it runs your rounds
 500 times until 3 tokens are out, and compares those with the target's exact
 distribution (chi-square tests).
@@ -31,5 +31,5 @@ from gpt2 import softmax  # noqa: F401
 from sps import residual, sample  # noqa: F401
 
 
-def sps_round(draft, oracle, tokens, K, rng):
+def sps_round(draft, oracle, tokens, n_draft, rng):
     raise NotImplementedError("exercise 15: write sps_round")

@@ -3,12 +3,12 @@
 alpha: Leviathan et al.'s acceptance rate, the chance that a draft is kept once the
        drafts before it were (`python bench.py suite` measures it on the learned pair);
 c: the draft's cost per token over the oracle's, T_draft(1) / T_oracle(1);
-T: {k: milliseconds of one oracle forward over k new tokens}, measured, k = 1 .. K_max + 1.
+T: {k: milliseconds of one oracle forward over k new tokens}, measured, k = 1 .. the largest n_draft + 1.
 
-A round of K drafts keeps, on average, (1 - alpha^(K+1)) / (1 - alpha) tokens
-(K + 1 when alpha is 1) and costs K * c + T[K + 1] / T[1] oracle single-token
-passes. best_draft_length(alpha, c, T) returns the K in 1 .. max(T) - 1 with
-the most tokens per unit of cost (the smallest such K on a tie).
+A round of n_draft drafts keeps, on average, (1 - alpha^(n_draft+1)) / (1 - alpha) tokens
+(n_draft + 1 when alpha is 1) and costs n_draft * c + T[n_draft + 1] / T[1] oracle single-token
+passes. best_draft_length(alpha, c, T) returns the n_draft in 1 .. max(T) - 1 with
+the most tokens per unit of cost (the smallest such n_draft on a tie).
 
 Check: pytest exercises/ -k ex23
 """

@@ -21,6 +21,7 @@ import time
 import numpy as np
 import threadpoolctl
 
+from decoding import expected_tokens_per_round
 from kvcache import KVCache
 from speed import second_core
 from speed.accelerate import load_fast, weight_bytes
@@ -326,23 +327,23 @@ class SyntheticDraft:
         return logits
 
 
-def prompt_costs(draft_model, oracle, ids, gammas, draft_curve, oracle_curve, repeats=3):
+def prompt_costs(draft_model, oracle, ids, n_drafts, draft_curve, oracle_curve, repeats=3):
     """The cost curves plus the first passes over the prompt (best of `repeats`), for predicted_seconds."""
     runs = {"draft": lambda: draft_model.forward(ids, KVCache(), n_logits=1),
             "oracle": lambda: oracle.forward(ids, KVCache(), n_logits=1)}
-    for gamma in gammas:  # the first verification: the prompt and gamma drafts
-        runs[gamma] = lambda gamma=gamma: oracle.forward(ids + [0] * gamma, KVCache(), n_logits=gamma + 1)
+    for n_draft in n_drafts:  # the first verification: the prompt and n_draft drafts
+        runs[n_draft] = lambda n_draft=n_draft: oracle.forward(ids + [0] * n_draft, KVCache(), n_logits=n_draft + 1)
     best = best_seconds(runs, repeats)
     return ({**draft_curve, "prompt": best["draft"]},
-            {**oracle_curve, "prompt": best["oracle"], **{("prompt", gamma): best[gamma] for gamma in gammas}})
+            {**oracle_curve, "prompt": best["oracle"], **{("prompt", n_draft): best[n_draft] for n_draft in n_drafts}})
 
 
-def round_costs(draft_model, oracle, ids, gammas, repeats=5):
-    """{gamma: best seconds of a round's passes, run as decoding runs them}, after the prompt,
+def round_costs(draft_model, oracle, ids, n_drafts, repeats=5):
+    """{n_draft: best seconds of a round's passes, run as decoding runs them}, after the prompt,
     and {0: best seconds of a step of the oracle alone}, the runs taking turns.
 
-    A round: gamma single-token draft passes, then at once the oracle's pass
-    over gamma + 1 tokens: what a round costs with whatever one pass leaves
+    A round: n_draft single-token draft passes, then at once the oracle's pass
+    over n_draft + 1 tokens: what a round costs with whatever one pass leaves
     for the next (the caches full of the other model's weights, the BLAS's
     threads stopped by the oracle's pass and restarted by the draft's), which
     the cost curve, timing each kind of pass after its own kind, does not
@@ -354,11 +355,11 @@ def round_costs(draft_model, oracle, ids, gammas, repeats=5):
     draft_model.forward(ids, draft_cache, n_logits=1)
     oracle.forward(ids, oracle_cache, n_logits=1)
 
-    def a_round(gamma):
+    def a_round(n_draft):
         def run():
-            for i in range(gamma):
+            for i in range(n_draft):
                 draft_model.forward([i], draft_cache)
-            oracle.forward(list(range(gamma + 1)), oracle_cache)
+            oracle.forward(list(range(n_draft + 1)), oracle_cache)
             draft_cache.truncate(len(ids))
             oracle_cache.truncate(len(ids))
         return run
@@ -368,7 +369,7 @@ def round_costs(draft_model, oracle, ids, gammas, repeats=5):
             oracle.forward([i], oracle_cache)
         oracle_cache.truncate(len(ids))
 
-    best = best_seconds({0: two_steps, **{gamma: a_round(gamma) for gamma in gammas}}, repeats)
+    best = best_seconds({0: two_steps, **{n_draft: a_round(n_draft) for n_draft in n_drafts}}, repeats)
     return {**best, 0: best[0] / 2}
 
 
@@ -416,3 +417,27 @@ def others_load(start, end):
     if start[1] is None or end[1] is None:
         return None
     return max(0.0, (end[1] - start[1]) - (end[2] - start[2])) / (end[0] - start[0])
+
+
+def predicted_seconds(alpha, n_draft, n_new, draft, oracle, rounds=None):
+    """(oracle alone, speculative) seconds for n_new tokens after a prompt, from measured costs.
+
+    draft and oracle: {n_tokens: seconds of a forward}, the cost curve (k new
+    tokens on a warm cache) plus "prompt", the first forward over the prompt,
+    and for the oracle ("prompt", n_draft), the prompt with the first drafts.
+    The oracle alone: the prompt pass gives the first token, then one pass per
+    token. Speculative: n_new / expected_tokens_per_round rounds, each n_draft draft passes
+    (the first of them over 2 tokens after a round that accepted everything,
+    which happens with probability alpha^n_draft) and one oracle pass of n_draft + 1;
+    the first round's passes include the prompt instead. rounds, when given,
+    is round_costs() above: an oracle-alone step (key 0) and a round (key n_draft)
+    timed as decoding runs them, in the same turns, replacing the cost
+    curves' passes on both sides.
+    """
+    step = oracle[1] if rounds is None else rounds[0]
+    alone = oracle["prompt"] + (n_new - 1) * step
+    drafting = (n_draft - 1) * draft[1] + alpha ** n_draft * draft[2] + (1 - alpha ** n_draft) * draft[1]
+    a_round = drafting + oracle[n_draft + 1] if rounds is None else rounds[n_draft] + alpha ** n_draft * (draft[2] - draft[1])
+    n_rounds = n_new / expected_tokens_per_round(alpha, n_draft)
+    first = draft["prompt"] + (n_draft - 1) * draft[1] + oracle["prompt", n_draft]
+    return alone, first + (n_rounds - 1) * a_round

@@ -18,7 +18,8 @@ import pytest
 
 from conftest import ROOT
 from app import bench
-from speed import blocked, measure, panels, predict
+from decoding import expected_tokens_per_round, predicted_speedup
+from speed import blocked, measure, panels
 from kvcache import KVCache
 from speculative import greedy_generate, speculative_generate
 
@@ -135,12 +136,12 @@ def test_loading_is_measured_in_a_fresh_process(bench_run):
 
 
 def test_predicted_speedup_is_leviathans_formula():
-    assert predict.predicted_speedup(0.0, 4, 0.1) == pytest.approx(1 / (4 * 0.1 + 1))  # nothing accepted: pure overhead
-    assert predict.predicted_speedup(0.8, 0, 0.1) == pytest.approx(1.0)  # no drafts: plain decoding
-    alpha, gamma, c = 0.8, 4, 0.05
-    expected_tokens = sum(alpha ** i for i in range(gamma + 1))  # 1 + alpha + ... + alpha^gamma
-    assert predict.predicted_speedup(alpha, gamma, c) == pytest.approx(expected_tokens / (gamma * c + 1))
-    assert predict.predicted_speedup(alpha, gamma, c, verify_ratio=1.5) == pytest.approx(expected_tokens / (gamma * c + 1.5))
+    assert predicted_speedup(0.0, 4, 0.1) == pytest.approx(1 / (4 * 0.1 + 1))  # nothing accepted: pure overhead
+    assert predicted_speedup(0.8, 0, 0.1) == pytest.approx(1.0)  # no drafts: plain decoding
+    alpha, n_draft, c = 0.8, 4, 0.05
+    expected_tokens = sum(alpha ** i for i in range(n_draft + 1))  # 1 + alpha + ... + alpha^n_draft
+    assert predicted_speedup(alpha, n_draft, c) == pytest.approx(expected_tokens / (n_draft * c + 1))
+    assert predicted_speedup(alpha, n_draft, c, check_ratio=1.5) == pytest.approx(expected_tokens / (n_draft * c + 1.5))
 
 
 def test_synthetic_draft_is_calibrated_and_right_at_its_fixed_positions(oracle, draft):
@@ -221,8 +222,8 @@ def test_synthetic_rows_carry_the_realised_rate_and_both_predictions(oracle, dra
     assert {r["method"] for r in drafted} == {"speculative", "threshold", "sps (T=0)"}
     assert all(r["realised"] == round(round(r["alpha"] * 16) / 16, 3) for r in drafted)
     for r in (r for r in drafted if r["method"] == "speculative"):
-        gamma = int(r["setting"].split("=")[1])
-        assert r["predicted"] == round(predict.predicted_speedup(r["realised"], gamma, 1.0), 2)
+        n_draft = int(r["setting"].split("=")[1])
+        assert r["predicted"] == round(predicted_speedup(r["realised"], n_draft, 1.0), 2)
         assert r["predicted_with_costs"] == round(r["predicted_alone_seconds"] / r["predicted_seconds"], 2)
         assert r["predicted_with_cost_curve"] > 0
         assert r["gap"] == f"{r['speedup'] / r['predicted_with_costs'] - 1:+.0%}"
@@ -243,8 +244,8 @@ def test_synthetic_rows_carry_the_realised_rate_and_both_predictions(oracle, dra
 def test_predicted_seconds_count_the_prompt_and_every_pass():
     draft = {1: 1.0, 2: 1.5, "prompt": 4.0}
     oracle = {1: 10.0, 5: 12.0, "prompt": 30.0, ("prompt", 4): 33.0}
-    alpha, gamma, n_new = 0.8, 4, 40
-    alone, speculative = predict.predicted_seconds(alpha, gamma, n_new, draft, oracle)
+    alpha, n_draft, n_new = 0.8, 4, 40
+    alone, speculative = measure.predicted_seconds(alpha, n_draft, n_new, draft, oracle)
     assert alone == pytest.approx(30.0 + 39 * 10.0)  # the prompt pass gives the first token
     rounds = n_new / (1 + 0.8 + 0.8 ** 2 + 0.8 ** 3 + 0.8 ** 4)
     drafting = 3 * 1.0 + 0.8 ** 4 * 1.5 + (1 - 0.8 ** 4) * 1.0  # 2 tokens after a round that kept all 4
@@ -252,7 +253,7 @@ def test_predicted_seconds_count_the_prompt_and_every_pass():
     # A round measured as decoding runs it replaces the cost curve's passes; a round
     # after one that accepted everything still starts with a 2-token draft pass.
     # The oracle alone's steps, timed in the same turns, replace its cost-curve pass.
-    alone, measured = predict.predicted_seconds(alpha, gamma, n_new, draft, oracle, rounds={0: 11.0, gamma: 20.0})
+    alone, measured = measure.predicted_seconds(alpha, n_draft, n_new, draft, oracle, rounds={0: 11.0, n_draft: 20.0})
     assert measured == pytest.approx(4.0 + 3 * 1.0 + 33.0 + (rounds - 1) * (20.0 + 0.8 ** 4 * 0.5))
     assert alone == pytest.approx(30.0 + 39 * 11.0)
 
@@ -310,7 +311,7 @@ def test_the_layers_bench_runs_every_depth_of_the_learned_oracle(demo_dirs, tmp_
     learned = json.loads((tmp_path / "out" / "layers.json").read_text())["learned"]
     assert [row["L"] for row in learned] == list(range(1, 8))  # every depth short of the oracle's 8 layers
     for row in learned:  # alpha is Leviathan's: the one that gives the measured tokens per round
-        assert abs(predict.expected_tokens_per_round(row["alpha"], 4) - row["tokens_per_round"]) < 0.01
+        assert abs(expected_tokens_per_round(row["alpha"], 4) - row["tokens_per_round"]) < 0.01
 
 
 def test_repeats_count_the_tokens_that_close_a_known_4_gram():

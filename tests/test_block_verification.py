@@ -40,31 +40,31 @@ BIASED = {
 }
 
 
-def random_contexts(rng, V, K, kind="random"):
-    """q after every context of up to K tokens, p after every context of fewer: {tuple: [V]}, each depending on
+def random_contexts(rng, V, n_draft, kind="random"):
+    """q after every context of up to n_draft tokens, p after every context of fewer: {tuple: [V]}, each depending on
     its context (two fake models). kind: "random"; "zeros" (q and p with zeros, as top-k leaves them); "equal"
     (p == q: the residuals have no mass); "greedy" (one-hot, temperature 0)."""
     q, p = {}, {}
-    for n in range(K + 1):
+    for n in range(n_draft + 1):
         for context in itertools.product(range(V), repeat=n):
             q[context] = dirichlet(rng, V)
-            if n < K:
+            if n < n_draft:
                 p[context] = dirichlet(rng, V, 0.5)
             if kind == "zeros":
-                for dist in (q[context],) + ((p[context],) if n < K else ()):
+                for dist in (q[context],) + ((p[context],) if n < n_draft else ()):
                     dist[rng.integers(V)] = 0
                     dist /= dist.sum()
-            elif kind == "equal" and n < K:
+            elif kind == "equal" and n < n_draft:
                 p[context] = q[context].copy()
             elif kind == "greedy":
                 q[context] = np.eye(V, dtype=np.float32)[rng.integers(V)]
-                if n < K:
+                if n < n_draft:
                     p[context] = np.eye(V, dtype=np.float32)[rng.integers(V)]
     return q, p
 
 
 def weighted_pair():
-    """Two fake models on 3 tokens, K = 2, made so that the weight matters: the first draft is most often token 2,
+    """Two fake models on 3 tokens, n_draft = 2, made so that the weight matters: the first draft is most often token 2,
     which the oracle likes less (w_1 = 0.3125); after it the oracle gives tokens 0 and 1 more than the draft does,
     but w_1 q exceeds p at token 0 only, so the block residual max(w_1 q - p, 0) is one-hot where sps.py's
     (q - p)+ is not. Random models use the residual after a shortfall too rarely for a test of 4000 rounds."""
@@ -78,46 +78,46 @@ def weighted_pair():
 
 
 def distributions(q_at, p_at, xs):
-    """The round's inputs for drafts xs: q [K + 1, V] after each prefix, and the K draft distributions."""
+    """The round's inputs for drafts xs: q [n_draft + 1, V] after each prefix, and the n_draft draft distributions."""
     return np.stack([q_at[xs[:i]] for i in range(len(xs) + 1)]), [p_at[xs[:i]] for i in range(len(xs))]
 
 
-def outcomes(q_at, p_at, V, K):
+def outcomes(q_at, p_at, V, n_draft):
     """Every outcome of one round of the real verify_block, with its probability: yields (chance, drafts, tau,
     the last token's distribution, w). Each prefix's test r < h passes (r = 0) or fails (r just below 1), with
     chance h or 1 - h; whatever rule the code applies to the tests, it decides the outcome."""
-    for xs in itertools.product(range(V), repeat=K):
+    for xs in itertools.product(range(V), repeat=n_draft):
         weight = float(np.prod([p_at[xs[:i]][x] for i, x in enumerate(xs)]))
         if weight == 0:
             continue
         q, p = distributions(q_at, p_at, xs)
         h = acceptance_probabilities(q, p, block_weights(q, p, list(xs)))
-        for passes in itertools.product((True, False), repeat=K):
+        for passes in itertools.product((True, False), repeat=n_draft):
             chance = weight * float(np.prod([h[i] if ok else 1 - h[i] for i, ok in enumerate(passes, 1)]))
             if chance > 0:
                 tau, last, w, _ = verify_block(q, p, list(xs), [0.0 if ok else ALMOST_ONE for ok in passes])
                 yield chance, xs, tau, last, w
 
 
-def round_distribution(q_at, p_at, V, K):
-    """P(the first K + 1 tokens) after one round of block verification and sampling from q after it (extend: the
+def round_distribution(q_at, p_at, V, n_draft):
+    """P(the first n_draft + 1 tokens) after one round of block verification and sampling from q after it (extend: the
     next rounds, which follow q by induction)."""
     dist = Counter()
-    for chance, xs, tau, last, _ in outcomes(q_at, p_at, V, K):
+    for chance, xs, tau, last, _ in outcomes(q_at, p_at, V, n_draft):
         for y in range(V):
-            extend(dist, xs[:tau], y, chance * float(last[y]), q_at, K + 1)
+            extend(dist, xs[:tau], y, chance * float(last[y]), q_at, n_draft + 1)
     return dist
 
 
-def max_error(q_at, p_at, V, K):
+def max_error(q_at, p_at, V, n_draft):
     """(the largest difference between one round's and the oracle's probability of a sequence, the total)."""
-    got, expected = round_distribution(q_at, p_at, V, K), oracle_sequences(q_at, V, K + 1)
+    got, expected = round_distribution(q_at, p_at, V, n_draft), oracle_sequences(q_at, V, n_draft + 1)
     assert set(got) <= set(expected)
     return max(abs(got[seq] - expected[seq]) for seq in expected), sum(got.values())
 
 
-def total_variation(q_at, p_at, V, K):
-    got, expected = round_distribution(q_at, p_at, V, K), oracle_sequences(q_at, V, K + 1)
+def total_variation(q_at, p_at, V, n_draft):
+    got, expected = round_distribution(q_at, p_at, V, n_draft), oracle_sequences(q_at, V, n_draft + 1)
     return 0.5 * sum(abs(got[seq] - expected[seq]) for seq in expected)
 
 
@@ -125,12 +125,12 @@ def total_variation(q_at, p_at, V, K):
 # Exact: every outcome of one round, with its probability
 # ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("K", [1, 2, 3, 4])
+@pytest.mark.parametrize("n_draft", [1, 2, 3, 4])
 @pytest.mark.parametrize("kind", ["random", "zeros", "equal", "greedy"])
-def test_one_round_emits_exactly_the_oracles_sequences(K, kind):
-    for seed in range(2 if K < 4 else 1):
-        q_at, p_at = random_contexts(np.random.default_rng(100 * K + seed), 3, K, kind)
-        error, total = max_error(q_at, p_at, 3, K)
+def test_one_round_emits_exactly_the_oracles_sequences(n_draft, kind):
+    for seed in range(2 if n_draft < 4 else 1):
+        q_at, p_at = random_contexts(np.random.default_rng(100 * n_draft + seed), 3, n_draft, kind)
+        error, total = max_error(q_at, p_at, 3, n_draft)
         assert error < 1e-6 and total == pytest.approx(1, abs=1e-6)
 
 
@@ -148,14 +148,14 @@ def test_the_enumeration_catches_a_wrong_rule(monkeypatch, rule):
     assert max_error(q_at, p_at, 3, 3)[0] > 1e-4  # on random models too, by far more than rounding
 
 
-@pytest.mark.parametrize("K", [1, 2, 3, 4])
-def test_the_chance_to_keep_a_prefix_is_its_weight(K):
+@pytest.mark.parametrize("n_draft", [1, 2, 3, 4])
+def test_the_chance_to_keep_a_prefix_is_its_weight(n_draft):
     # The proof's identity (b): P(tau >= i | the first i drafts) = w_i, summed over the later drafts and tests.
     V = 3
-    q_at, p_at = random_contexts(np.random.default_rng(K), V, K)
+    q_at, p_at = random_contexts(np.random.default_rng(n_draft), V, n_draft)
     kept, reach = Counter(), Counter()
-    for chance, xs, tau, _, w in outcomes(q_at, p_at, V, K):
-        for i in range(K + 1):
+    for chance, xs, tau, _, w in outcomes(q_at, p_at, V, n_draft):
+        for i in range(n_draft + 1):
             kept[xs[:i]] += chance * (tau >= i)
             reach[xs[:i], w[i]] += chance  # every block with this prefix has the same w_i
     for (prefix, w), total in reach.items():
@@ -195,12 +195,12 @@ def test_the_block_residual_can_give_the_draft_its_token_back():
 # How many drafts are kept: the paper's toy example, and never fewer than token verification
 # ---------------------------------------------------------------------------
 
-def expected_kept(q_at, p_at, V, K):
+def expected_kept(q_at, p_at, V, n_draft):
     """(E[tau] of block verification, E[drafts kept] of token verification), both enumerated from the real
     code: verify_block's outcomes, and sps.acceptance_probability's chance to keep each draft in turn."""
-    block = sum(chance * tau for chance, _, tau, _, _ in outcomes(q_at, p_at, V, K))
+    block = sum(chance * tau for chance, _, tau, _, _ in outcomes(q_at, p_at, V, n_draft))
     token = 0.0
-    for xs in itertools.product(range(V), repeat=K):
+    for xs in itertools.product(range(V), repeat=n_draft):
         weight = float(np.prod([p_at[xs[:i]][x] for i, x in enumerate(xs)]))
         if weight > 0:
             q, p = distributions(q_at, p_at, xs)
@@ -223,19 +223,19 @@ def test_the_papers_toy_example():
     assert max_error(q_at, p_at, 2, 2)[0] < 1e-6
 
 
-@pytest.mark.parametrize("K", [1, 2, 3, 4])
-def test_never_fewer_drafts_kept_than_token_verification(K):
-    for seed in range(3 if K < 4 else 1):
+@pytest.mark.parametrize("n_draft", [1, 2, 3, 4])
+def test_never_fewer_drafts_kept_than_token_verification(n_draft):
+    for seed in range(3 if n_draft < 4 else 1):
         for V, kind in ((2, "random"), (3, "random"), (3, "zeros")):
-            q_at, p_at = random_contexts(np.random.default_rng(1000 + 10 * K + seed), V, K, kind)
-            block, token = expected_kept(q_at, p_at, V, K)
+            q_at, p_at = random_contexts(np.random.default_rng(1000 + 10 * n_draft + seed), V, n_draft, kind)
+            block, token = expected_kept(q_at, p_at, V, n_draft)
             assert block >= token - 1e-6
-            for xs in itertools.product(range(V), repeat=K):  # and prefix by prefix: w_i >= prod min(1, q/p)
+            for xs in itertools.product(range(V), repeat=n_draft):  # and prefix by prefix: w_i >= prod min(1, q/p)
                 q, p = distributions(q_at, p_at, xs)
                 if all(p[i][x] > 0 for i, x in enumerate(xs)):  # a block the draft can draw
                     keep = np.cumprod([acceptance_probability(q[i], p[i], x) for i, x in enumerate(xs)])
                     assert all(w >= k - 1e-6 for w, k in zip(block_weights(q, p, list(xs))[1:], keep))
-            if K == 1:
+            if n_draft == 1:
                 assert block == pytest.approx(token, abs=1e-6)  # one draft: the two rules are one rule
 
 
@@ -255,29 +255,29 @@ def test_block_verification_keeps_strictly_more_somewhere():
 N_ROUNDS = 4000
 
 
-def round_counts(q_at, p_at, V, K, n, rng):
-    """n sequences of K + 1 tokens: one round as block_sample makes it (drafts from p, rs from rng, the last
-    token from what verify_block returns), then tokens from q up to K + 1."""
+def round_counts(q_at, p_at, V, n_draft, n, rng):
+    """n sequences of n_draft + 1 tokens: one round as block_sample makes it (drafts from p, rs from rng, the last
+    token from what verify_block returns), then tokens from q up to n_draft + 1."""
     counts = Counter()
     for _ in range(n):
         xs = []
-        for _ in range(K):
+        for _ in range(n_draft):
             xs.append(sample(p_at[tuple(xs)], rng))
         q, p = distributions(q_at, p_at, tuple(xs))
-        tau, last, _, _ = verify_block(q, p, xs, rng.random(K))
+        tau, last, _, _ = verify_block(q, p, xs, rng.random(n_draft))
         seq = xs[:tau] + [sample(last, rng)]
-        while len(seq) < K + 1:
+        while len(seq) < n_draft + 1:
             seq.append(sample(q_at[tuple(seq)], rng))
         counts[tuple(seq)] += 1
     return counts
 
 
-def round_chi_square(q_at, p_at, V, K, seed):
-    counts = round_counts(q_at, p_at, V, K, N_ROUNDS, np.random.default_rng(seed))
-    return chi_square_rejects(counts, oracle_sequences(q_at, V, K + 1), N_ROUNDS)
+def round_chi_square(q_at, p_at, V, n_draft, seed):
+    counts = round_counts(q_at, p_at, V, n_draft, N_ROUNDS, np.random.default_rng(seed))
+    return chi_square_rejects(counts, oracle_sequences(q_at, V, n_draft + 1), N_ROUNDS)
 
 
-@pytest.mark.parametrize("models", ["weighted pair, K = 2", "random pair, K = 3"])
+@pytest.mark.parametrize("models", ["weighted pair, n_draft = 2", "random pair, n_draft = 3"])
 def test_one_round_passes_the_chi_square_test(models):
     q_at, p_at = weighted_pair() if models.startswith("weighted") else random_contexts(np.random.default_rng(300), 3, 3)
     rejects, detail = round_chi_square(q_at, p_at, 3, 2 if models.startswith("weighted") else 3, 7)

@@ -79,7 +79,7 @@ def test_empty_prompt_starts_from_endoftext(pair):
 
 
 def test_trace_shows_each_round(pair):
-    r = run("the cat", *pair, "-n", "10", "-K", "3", "--trace")
+    r = run("the cat", *pair, "-n", "10", "--n-draft", "3", "--trace")
     assert r.returncode == 0
     assert "round 1:" in r.stderr and "drafted" in r.stderr and "kept" in r.stderr and "caches" in r.stderr
 
@@ -144,7 +144,7 @@ def test_split_characters_are_never_printed_half(tiny_dirs):
 
 @pytest.mark.parametrize("args, fragment", [
     (["--n-draft", "0"], "--n-draft"),
-    (["-K", "x"], "a whole number from 1 to 128, not 'x'"),
+    (["--n-draft", "x"], "a whole number from 1 to 128, not 'x'"), (["-K", "4"], "unrecognized arguments: -K"),
     (["--max-new-tokens", "-3"], "--max-new-tokens"),
     (["--top-p", "1.5"], "--top-p"),
     (["--method", "magic"], "invalid choice"),

@@ -20,7 +20,7 @@ from conftest import ROOT
 from decoding import Stats
 from processors import make_processor
 from sps import autoregressive_sample, speculative_sample
-from speed import predict
+from decoding import predicted_speedup
 from speculative import greedy_generate, speculative_generate
 from speed.accelerate import load_fast
 from weights import demo_pair as demo
@@ -139,7 +139,7 @@ def test_greedy_speculative_text_is_greedy_text_on_held_out_prompts(pair):
         ids = encode(enc, prompt)[:48]
         assert list(speculative_generate(draft, oracle, ids, 32, n_draft=4, stats=stats)) == \
             list(greedy_generate(oracle, ids, 32)), kind
-    assert stats.acceptance_rate >= 0.55, stats.acceptance_rate
+    assert stats.kept_fraction >= 0.55, stats.kept_fraction
 
 
 EXACT = [m.name for m in methods.METHODS.values() if m.exact and m.verifies]
@@ -299,10 +299,10 @@ def demo_costs(t1=0.004, check=0.0056, draft=0.0006, slowest=0.0045, oracle_prom
 def test_the_demo_predicts_from_its_own_alpha_k_c_and_check():
     seconds = demo_costs()
     alpha = 35 / 40
-    expected = predict.predicted_speedup(alpha, 4, 0.0006 / 0.004, 0.0056 / 0.004)
+    expected = predicted_speedup(alpha, 4, 0.0006 / 0.004, 0.0056 / 0.004)
     lines = demo_app.prediction(demo_result(), expected * 0.2, seconds, 4)  # measured = the prediction
     assert lines == [f"predicted {expected:.2f}x (Leviathan et al.) from this run's alpha 0.88 (35 kept, 5 rejected), "
-                     "K 4, c 0.15 and T(5)/T(1) 1.40 (the median of 9 pairs timed after the run)"]
+                     "n_draft 4, c 0.15 and T(5)/T(1) 1.40 (the median of 9 pairs timed after the run)"]
 
 
 @pytest.mark.parametrize("ratios, why", [

@@ -654,7 +654,7 @@ def test_residual_uniform_when_there_is_no_mass():
 
 
 def test_the_learners_ratio_as_shipped_is_not_solved_yet():
-    def answer(p, q, x, r):
+    def answer(q, p, x, r):
         with np.errstate(divide="ignore"):
             return not r > p[x] / q[x]
     fails("12", answer, r"keeps it for 100% of r .* min\(1, q\(x\)/p\(x\)\) = 50%", r"emits the distribution \[0.6",
@@ -662,16 +662,16 @@ def test_the_learners_ratio_as_shipped_is_not_solved_yet():
 
 
 def test_a_reversed_acceptance_test():
-    fails("12", lambda p, q, x, r: r > min(1, q[x] / p[x]), "keeps exactly when it should reject")
+    fails("12", lambda q, p, x, r: r > min(1, q[x] / p[x]), "keeps exactly when it should reject")
 
 
 def test_keep_with_the_targets_probability():
-    fails("12", lambda p, q, x, r: r < q[x], r"keeps it for 30% of r .* min\(1, q\(x\)/p\(x\)\) = 50%",
+    fails("12", lambda q, p, x, r: r < q[x], r"keeps it for 30% of r .* min\(1, q\(x\)/p\(x\)\) = 50%",
           "step 3 in Chen et al.'s letters")
 
 
 def test_the_learners_test_with_its_not_dropped():
-    def answer(p, q, x, r):  # "rand(0, 1) > p / q" read as the test to keep
+    def answer(q, p, x, r):  # "rand(0, 1) > p / q" read as the test to keep
         with np.errstate(divide="ignore"):
             return r > p[x] / q[x]
     fails("12", answer, r"keeps it for 0% of r .* = 50%. With your test one step emits the distribution \[0, 0, 1\]",
@@ -715,37 +715,37 @@ def test_alpha_as_a_mean():
 
 
 def test_keep_whenever_the_target_likes_it_as_much():
-    fails("12", lambda p, q, x, r: q[x] >= p[x], r"keeps it for 0% of r in \[0, 1\); Algorithm 2 keeps it with probability "
+    fails("12", lambda q, p, x, r: q[x] >= p[x], r"keeps it for 0% of r in \[0, 1\); Algorithm 2 keeps it with probability "
           r"min\(1, q\(x\)/p\(x\)\) = 50%", "step 3")
 
 
 def test_keep_in_log_space():
     import math
 
-    def answer(p, q, x, r):  # "ratios are safer as a difference of logs": log(0) is not
+    def answer(q, p, x, r):  # "ratios are safer as a difference of logs": log(0) is not
         return r < min(1.0, math.exp(math.log(q[x]) - math.log(p[x])))
-    fails("12", answer, r"keep_draft\(p=\[0.5, 0.5, 0\], q=\[0, 0.2, 0.8\], x=0, r\) with r = 0.001\d raised ValueError: "
+    fails("12", answer, r"keep_draft\(q=\[0, 0.2, 0.8\], p=\[0.5, 0.5, 0\], x=0, r\) with r = 0.001\d raised ValueError: "
           "math domain error", r"q\(x\) = 0 here")
 
 
 def test_keep_only_what_the_draft_over_proposes():
-    fails("12", lambda p, q, x, r: r < q[x] / p[x] if p[x] > q[x] else False,
+    fails("12", lambda q, p, x, r: r < q[x] / p[x] if p[x] > q[x] else False,
           r"q\(x\) = 0.3 \(target\), keep_draft keeps it for 0% of r in \[0, 1\); Algorithm 2 keeps it with probability "
           r"min\(1, q\(x\)/p\(x\)\) = 100%", "q is the target, p the draft")
 
 # --- exercise 15: a round of Algorithm 2 ----------------------------------------------
 
 def the_bonus(models, tokens, drafted, q, p, rng):
-    """Step 4 as Algorithm 2 has it: q's last row, after the text and all K drafts."""
+    """Step 4 as Algorithm 2 has it: q's last row, after the text and all n_draft drafts."""
     return [sample(q[len(drafted)], rng)]
 
 
 def sps_round(inverted=False, bonus=the_bonus, resample=residual, fixed_K=None, reseed=False, one_r=False):
-    def answer(draft, oracle, tokens, K, rng):
-        K = fixed_K or K
+    def answer(draft, oracle, tokens, n_draft, rng):
+        n_draft = fixed_K or n_draft
         rng = np.random.default_rng(0) if reseed else rng
         drafted, p = [], []
-        for _ in range(K):
+        for _ in range(n_draft):
             p.append(softmax(draft.forward(tokens + drafted)[-1]))
             drafted.append(sample(p[-1], rng))
         q = softmax(oracle.forward(tokens + drafted)[len(tokens) - 1:])
@@ -764,7 +764,7 @@ def test_a_round_with_the_ratio_inverted():
 
 
 def test_a_round_without_the_bonus_token():
-    fails("15", sps_round(bonus=lambda models, tokens, drafted, q, p, rng: []), r"0 of your rounds added K \+ 1 = 3 "
+    fails("15", sps_round(bonus=lambda models, tokens, drafted, q, p, rng: []), r"0 of your rounds added n_draft \+ 1 = 3 "
           "tokens", "step 4")
 
 
@@ -774,30 +774,30 @@ def test_a_round_that_resamples_from_q():
 
 
 def test_a_round_that_always_drafts_two():
-    fails("15", sps_round(fixed_K=2), r"K=1, rng\) returned \[\d+, \d+, \d+\]: a round adds 1 to K \+ 1 = 2",
-          "K = 1, 2 and 3")
+    fails("15", sps_round(fixed_K=2), r"n_draft=1, rng\) returned \[\d+, \d+, \d+\]: a round adds 1 to n_draft \+ 1 = 2",
+          "n_draft = 1, 2 and 3")
 
 
 # The bonus token drawn from the wrong distribution: every one fails the bonus's own test, in rounds with the
-# draft p (K = 1) or with a draft close to the target (K = 2, where the bonus comes in most rounds).
+# draft p (n_draft = 1) or with a draft close to the target (n_draft = 2, where the bonus comes in most rounds).
 
-BONUS = r"\d+ kept all K drafts and added a bonus token, and those do not follow q after the K drafts: chi-square \d+ > \d+"
+BONUS = r"\d+ kept all n_draft drafts and added a bonus token, and those do not follow q after the n_draft drafts: chi-square \d+ > \d+"
 
 
 def test_a_round_whose_bonus_is_uniform():
     fails("15", sps_round(bonus=lambda models, tokens, drafted, q, p, rng: [int(rng.integers(len(q[0])))]),
-          BONUS, "they follow the uniform distribution over the 6 tokens instead", r"ALL K drafts, the last of the K \+ 1")
+          BONUS, "they follow the uniform distribution over the 6 tokens instead", r"ALL n_draft drafts, the last of the n_draft \+ 1")
 
 
 def test_a_round_whose_bonus_comes_from_the_row_before():
     fails("15", sps_round(bonus=lambda models, tokens, drafted, q, p, rng: [sample(q[len(drafted) - 1], rng)]),
-          r"with K = 1 and the draft p, " + BONUS, "they follow q one row early, after the text alone instead")
+          r"with n_draft = 1 and the draft p, " + BONUS, "they follow q one row early, after the text alone instead")
 
 
 def test_a_round_whose_bonus_comes_from_row_one():
-    # q[1]: the right row when K = 1, one row early when K = 2
+    # q[1]: the right row when n_draft = 1, one row early when n_draft = 2
     fails("15", sps_round(bonus=lambda models, tokens, drafted, q, p, rng: [sample(q[1], rng)]),
-          r"with K = 2 and a draft close to the target q, " + BONUS,
+          r"with n_draft = 2 and a draft close to the target q, " + BONUS,
           "they follow q one row early, after the text and the first draft instead")
 
 
@@ -820,7 +820,7 @@ def test_a_round_whose_bonus_comes_from_the_draft_after_its_drafts():
 
 
 def test_a_round_with_a_generator_of_its_own():
-    fails("15", sps_round(reseed=True), r"your 300 rounds from the prompt \[1, 4\] with K = 2 all returned \[\d+(, \d+)*\]: "
+    fails("15", sps_round(reseed=True), r"your 300 rounds from the prompt \[1, 4\] with n_draft = 2 all returned \[\d+(, \d+)*\]: "
           "nothing in them is random", "the rng the round is given")
 
 
@@ -830,7 +830,7 @@ def test_a_round_that_resamples_the_residuals_most_likely_token():
 
 
 def test_a_round_with_one_r_for_every_draft():
-    fails("15", sps_round(one_r=True), r"with K = 2, \d+ of your rounds added K \+ 1 = 3 tokens \(\d+.\d%\); all K drafts "
+    fails("15", sps_round(one_r=True), r"with n_draft = 2, \d+ of your rounds added n_draft \+ 1 = 3 tokens \(\d+.\d%\); all n_draft drafts "
           r"are kept with probability 15.9% here", "an r of its own")
 
 
@@ -1075,47 +1075,47 @@ def test_acceptance_by_kind_as_a_percentage():
     fails("22", answer, r"you gave \d+.\d{4}, expected 0.\d{4}: .* that is a percentage", "a fraction of 1")
 
 
-def tokens_per_round(alpha, K):
-    return K + 1 if alpha == 1 else (1 - alpha ** (K + 1)) / (1 - alpha)
+def tokens_per_round(alpha, n_draft):
+    return n_draft + 1 if alpha == 1 else (1 - alpha ** (n_draft + 1)) / (1 - alpha)
 
 
-def best_draft_length(per_round=tokens_per_round, check=lambda T, K: T[K + 1] / T[1], last=lambda T: max(T) - 1,
-                      largest_on_tie=False, draft_passes=lambda K: K, returns=lambda K, score: K):
+def best_draft_length(per_round=tokens_per_round, check=lambda T, n_draft: T[n_draft + 1] / T[1], last=lambda T: max(T) - 1,
+                      largest_on_tie=False, draft_passes=lambda n_draft: n_draft, returns=lambda n_draft, score: n_draft):
     def answer(alpha, c, T):
         best, best_score = None, -1.0
-        for K in range(1, last(T) + 1):
-            score = per_round(alpha, K) / (draft_passes(K) * c + check(T, K))
+        for n_draft in range(1, last(T) + 1):
+            score = per_round(alpha, n_draft) / (draft_passes(n_draft) * c + check(T, n_draft))
             if score > best_score or (largest_on_tie and score == best_score):
-                best, best_score = K, score
+                best, best_score = n_draft, score
         return returns(best, best_score)
     return answer
 
 
 def test_best_draft_length_with_free_checking():
-    fails("23", best_draft_length(check=lambda T, K: 1.0), "best K if checking were free", r"T\[K \+ 1\] / T\[1\]")
+    fails("23", best_draft_length(check=lambda T, n_draft: 1.0), "best n_draft if checking were free", r"T\[n_draft \+ 1\] / T\[1\]")
 
 
 def test_best_draft_length_that_divides_by_zero_at_alpha_1():
-    fails("23", best_draft_length(per_round=lambda alpha, K: (1 - alpha ** (K + 1)) / (1 - alpha)),
-          r"alpha=1, .* raised ZeroDivisionError", r"K \+ 1 tokens")
+    fails("23", best_draft_length(per_round=lambda alpha, n_draft: (1 - alpha ** (n_draft + 1)) / (1 - alpha)),
+          r"alpha=1, .* raised ZeroDivisionError", r"n_draft \+ 1 tokens")
 
 
 def test_best_draft_length_checking_k_tokens():
-    fails("23", best_draft_length(check=lambda T, K: T[K] / T[1]), r"costed at T\[K\]", r"reads K \+ 1 tokens")
+    fails("23", best_draft_length(check=lambda T, n_draft: T[n_draft] / T[1]), r"costed at T\[n_draft\]", r"reads n_draft \+ 1 tokens")
 
 
 def test_best_draft_length_past_the_curve():
-    fails("23", best_draft_length(last=max), "raised KeyError", r"K runs from 1 to max\(T\) - 1")
+    fails("23", best_draft_length(last=max), "raised KeyError", r"n_draft runs from 1 to max\(T\) - 1")
 
 
 def test_best_draft_length_largest_on_a_tie():
-    fails("23", best_draft_length(largest_on_tie=True), "the two tie", "smallest K")
+    fails("23", best_draft_length(largest_on_tie=True), "the two tie", "smallest n_draft")
 
 
 def test_best_draft_length_as_a_float():
     def answer(alpha, c, T):
         return float(checks.EXERCISES["23"].reference()(alpha, c, T))
-    fails("23", answer, r"returned 2.0, a float; a draft length \(here K = 2\) is an int", "type of what you return")
+    fails("23", answer, r"returned 2.0, a float; a draft length \(here n_draft = 2\) is an int", "type of what you return")
 
 
 def test_best_draft_length_with_the_longest_k_at_alpha_1():
@@ -1123,33 +1123,33 @@ def test_best_draft_length_with_the_longest_k_at_alpha_1():
         if alpha == 1:  # "every draft is kept, so draft as many as the curve allows"
             return max(T) - 1
         return checks.EXERCISES["23"].reference()(alpha, c, T)
-    fails("23", answer, r"best_draft_length\(alpha=1, c=0.1, T=\{1: 10, 2: 10, 3: 20, 4: 20\}\) returned 3, expected K = 1 "
-          r".*: at alpha = 1 every round yields K \+ 1 tokens, but the longest K is not the best", "score every K")
+    fails("23", answer, r"best_draft_length\(alpha=1, c=0.1, T=\{1: 10, 2: 10, 3: 20, 4: 20\}\) returned 3, expected n_draft = 1 "
+          r".*: at alpha = 1 every round yields n_draft \+ 1 tokens, but the longest n_draft is not the best", "score every n_draft")
 
 
 def test_best_draft_length_with_a_draft_pass_for_the_oracles_token():
-    fails("23", best_draft_length(draft_passes=lambda K: K + 1), r"alpha=0.83, c=0.265, .* returned 4, expected K = 2 "
-          r".*that is the best K with K \+ 1 draft passes a round", "the oracle's own token needs no draft pass")
+    fails("23", best_draft_length(draft_passes=lambda n_draft: n_draft + 1), r"alpha=0.83, c=0.265, .* returned 4, expected n_draft = 2 "
+          r".*that is the best n_draft with n_draft \+ 1 draft passes a round", "the oracle's own token needs no draft pass")
 
 
 def test_best_draft_length_without_the_oracles_token():
-    fails("23", best_draft_length(per_round=lambda alpha, K: K if alpha == 1 else (1 - alpha ** K) / (1 - alpha)),
-          r"that is the best K with \(1 - alpha\^K\) / \(1 - alpha\) tokens a round, the drafts kept alone",
+    fails("23", best_draft_length(per_round=lambda alpha, n_draft: n_draft if alpha == 1 else (1 - alpha ** n_draft) / (1 - alpha)),
+          r"that is the best n_draft with \(1 - alpha\^n_draft\) / \(1 - alpha\) tokens a round, the drafts kept alone",
           "AND the oracle's own token")
 
 
 def test_best_draft_length_returning_its_score():
-    fails("23", best_draft_length(returns=lambda K, score: score), r"returned \d+.\d+, expected K = 2",
-          "the draft length K itself, not its score")
+    fails("23", best_draft_length(returns=lambda n_draft, score: score), r"returned \d+.\d+, expected n_draft = 2",
+          "the draft length n_draft itself, not its score")
 
 
 def test_best_draft_length_as_an_index():
-    def answer(alpha, c, T):  # scores[0] is K = 1
-        from speed.predict import predicted_speedup
-        scores = [predicted_speedup(alpha, K, c, T[K + 1] / T[1]) for K in range(1, max(T))]
+    def answer(alpha, c, T):  # scores[0] is n_draft = 1
+        from decoding import predicted_speedup
+        scores = [predicted_speedup(alpha, n_draft, c, T[n_draft + 1] / T[1]) for n_draft in range(1, max(T))]
         return int(np.argmax(scores))
-    fails("23", answer, r"returned 1, expected K = 2 .*1 is one less than the best K: the index of the best score",
-          r"scores\[i\] is K = i \+ 1")
+    fails("23", answer, r"returned 1, expected n_draft = 2 .*1 is one less than the best n_draft: the index of the best score",
+          r"scores\[i\] is n_draft = i \+ 1")
 
 
 def accepted_path(choice_after=lambda i: i + 1, any_parent=False, one_level=False):

@@ -13,7 +13,7 @@ outside input must end in one clear line, not in a traceback (errors.py).
   3. vocab.json and merges.txt: through validate_vocab, validate_merges, load_tokenizer and the
      downloader's checks
   4. the command line's numeric flags: through runner.parse_setting and cli.parse_args, in process
-  5. the session's numeric commands (/gamma X, /temperature X, /ngram_n X ...): Session.handle
+  5. the session's numeric commands (/n_draft X, /temperature X, /ngram_n X ...): Session.handle
 
 A negative control shows the properties catch what they are meant to: a parser
 that lets int()'s ValueError through fails the same property.
@@ -690,8 +690,8 @@ def test_4_command_line_flags(flag, text, form):
 # ---------------------------------------------------------------------------
 
 # command -> the setting it changes (session.command_table; SHOWN_AS)
-NUMERIC_COMMANDS = {"length": "max_new_tokens", "gamma": "n_draft", "temperature": "temperature", "seed": "seed",
-                    "egag_gamma_min": "n_draft_min", "egag_gamma_max": "n_draft_max", "egag_ema": "ema", "ngram_n": "ngram_n",
+NUMERIC_COMMANDS = {"length": "max_new_tokens", "n_draft": "n_draft", "temperature": "temperature", "seed": "seed",
+                    "n_draft_min": "n_draft_min", "n_draft_max": "n_draft_max", "egag_ema": "ema", "ngram_n": "ngram_n",
                     "top_k_filler": "top_k_filler", "beams": "n_beams"}
 OTHER_COMMANDS = ["processor topk", "processor nucleus", "processor topknucleus", "processor topknucleus 20",
                   "processor greedy", "processor multinomial", "set_ngramstorage basic", "set_ngramstorage onelevel"]

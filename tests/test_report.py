@@ -12,7 +12,7 @@ import pytest
 import browser
 from app import report
 from app.page import figures as page_figures, tokens as page_tokens
-from speed import predict
+from decoding import expected_tokens_per_round, truncated_geometric
 from adaptive import adaptive_generate
 from beyond.block_verification import block_sample
 from beyond.self_speculative import self_speculative_generate
@@ -354,9 +354,9 @@ def test_kinds_in_the_text_follow_the_rounds():
 @pytest.mark.parametrize("alpha", [0.0, 0.3, 0.8, 1.0])
 @pytest.mark.parametrize("k", range(1, 7))
 def test_the_prediction_is_a_distribution_with_the_papers_mean(alpha, k):
-    p = predict.truncated_geometric(alpha, k)
+    p = truncated_geometric(alpha, k)
     assert len(p) == k + 1 and sum(p) == pytest.approx(1)
-    assert sum((i + 1) * pi for i, pi in enumerate(p)) == pytest.approx(predict.expected_tokens_per_round(alpha, k))
+    assert sum((i + 1) * pi for i, pi in enumerate(p)) == pytest.approx(expected_tokens_per_round(alpha, k))
     assert p[k] == pytest.approx(alpha ** k) and all(p[i] == pytest.approx(alpha ** i * (1 - alpha)) for i in range(k))
 
 
@@ -369,7 +369,7 @@ def test_the_histogram_counts_rounds_and_measures_alpha_per_checked_draft():
     alpha, measured, predicted = page_figures.acceptance_histogram(hand_made_run(rounds).stats.trace)
     assert alpha == 7 / (7 + 3)  # 7 kept, 3 rejections
     assert measured == [1, 1, 1, 0, 1]
-    four, two = predict.truncated_geometric(alpha, 4), predict.truncated_geometric(alpha, 2)
+    four, two = truncated_geometric(alpha, 4), truncated_geometric(alpha, 2)
     assert predicted == pytest.approx([3 * four[i] + (two[i] if i < 3 else 0) for i in range(5)])
     assert sum(predicted) == pytest.approx(4)
 

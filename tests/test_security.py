@@ -266,7 +266,7 @@ def test_12_every_number_has_a_bound_stated_and_held_alike(pair, tiny_dirs):
     s = session.Session(tiny_dirs["related"], tiny_dirs["oracle"], None, runner.Settings(processor=Processor(0.0)), out=out)
     s.handle("/ngram_n 1000000000")
     assert "error: ngram_n must be a whole number from 2 to 64" in out.getvalue() and s.settings.ngram_n == 4
-    for line in ("/gamma 1000000", "/egag_ema 2", "/beams 0", "/top_k_filler 99999", "/length 1e9", "/seed -1",
+    for line in ("/n_draft 1000000", "/egag_ema 2", "/beams 0", "/top_k_filler 99999", "/length 1e9", "/seed -1",
                  "/temperature nan", "/processor topk 0", "/processor nucleus 0"):
         before = out.getvalue().count("error:")
         s.handle(line)
@@ -279,7 +279,7 @@ def test_12_every_number_has_a_bound_stated_and_held_alike(pair, tiny_dirs):
     shown_in_help |= {field for field in LIMITS if runner.bounds(field) in flags}
     assert shown_in_help >= set(LIMITS) - {"top_k", "top_p"}  # those two: the processor's, on the command line
     assert runner.bounds("top_k") in flags and runner.bounds("top_p") in flags
-    one_line_error(run("speculative.py", "x", *pair, "-K", "1000000"), "-K", "from 1 to 128", code=2)
+    one_line_error(run("speculative.py", "x", *pair, "--n-draft", "1000000"), "--n-draft", "from 1 to 128", code=2)
 
 
 def test_13_a_bench_context_outside_the_window_is_one_line():

@@ -191,5 +191,5 @@ def test_a_deep_draft_is_accepted_often_where_the_last_layer_changes_little(damp
         for seed in SEEDS:
             list(self_speculative_generate(damped, prompt(damped, 6, seed), 30, n_draft=4, n_layers_draft=n_layers,
                                            stats=stats))
-        rates[n_layers] = stats.acceptance_rate
+        rates[n_layers] = stats.kept_fraction
     assert rates[damped.n_layer - 1] > 0.5 and rates[damped.n_layer - 1] > rates[1], rates

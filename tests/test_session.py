@@ -93,7 +93,7 @@ def test_a_prompt_is_generated_and_reported(terminal):
 
 def test_commands_change_the_settings(terminal):
     assert "length 12" in terminal.command("/length 12")
-    assert "gamma 3" in terminal.command("/gamma 3")
+    assert "n_draft 3" in terminal.command("/n_draft 3")
     out = terminal.command("the cat")
     assert "speculative: 12 new tokens" in out
     assert "method sps" in terminal.command("/method sps")
@@ -103,12 +103,12 @@ def test_commands_change_the_settings(terminal):
     terminal.command("/seed 7")
     assert first == generated(terminal.command("the cat"), "the cat", "sps")  # the same seed, the same text
     settings = terminal.command("/settings")
-    assert "method sps" in settings and "length 12" in settings and "gamma 3" in settings
+    assert "method sps" in settings and "length 12" in settings and "n_draft 3" in settings
 
 
 def test_every_documented_toggle_answers(terminal):
     for line, answer in [("/egag", "method adaptive"), ("/egag off", "method speculative"), ("/ngram on", "method ngram"),
-                         ("/egag_gamma_min 2", "egag_gamma_min 2"), ("/egag_gamma_max 6", "egag_gamma_max 6"),
+                         ("/n_draft_min 2", "n_draft_min 2"), ("/n_draft_max 6", "n_draft_max 6"),
                          ("/egag_ema 0.9", "egag_ema 0.9"), ("/ngram_n 3", "ngram_n 3"), ("/top_k_filler 3", "top_k_filler 3"),
                          ("/set_ngramstorage onelevel 3", "n-gram storage onelevel, n 3"), ("/reset_in_between off", "reset_in_between off"),
                          ("/target", "method greedy"), ("/drafter", "method drafter"), ("/speculative", "method speculative"),
@@ -170,10 +170,10 @@ def test_ngram_with_options_still_gives_the_oracles_text(terminal):
 
 
 def test_bad_commands_are_one_line_and_the_session_goes_on(terminal):
-    for line, message in [("/bogus", "unknown command /bogus"), ("/gamma x", "gamma must be a whole number"),
-                          ("/gamma", "usage: /gamma N"), ("/gamma 0", "gamma must be a whole number from 1 to 128"), ("/method magic", "unknown method"),
+    for line, message in [("/bogus", "unknown command /bogus"), ("/n_draft x", "n_draft must be a whole number"),
+                          ("/n_draft", "usage: /n_draft N"), ("/n_draft 0", "n_draft must be a whole number from 1 to 128"), ("/gamma 4", "the source document's /gamma is /n_draft here"), ("/method magic", "unknown method"),
                           ("/processor beam", "unknown processor"), ("/egag maybe", "expected on or off"),
-                          ("/egag_gamma_min 99", "need egag_gamma_min <= egag_gamma_max"), ("/length -1", "length must be a whole number from 0 to 100000"),
+                          ("/n_draft_min 99", "need n_draft_min <= n_draft_max"), ("/length -1", "length must be a whole number from 0 to 100000"),
                           ("/temperature nan", "temperature must be"), ("/set_ngramstorage fancy", "/set_ngramstorage takes"),
                           ("/", "unknown command /"), ("/html /nonexistent/dir/x.html", "does not exist")]:
         out = terminal.command(line)

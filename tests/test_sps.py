@@ -190,7 +190,7 @@ def assert_the_context_limit_and_bad_arguments(generate, small, bad_settings):
 # speculative_sample
 # ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("K, n_new, processor", [
+@pytest.mark.parametrize("n_draft, n_new, processor", [
     (2, 3, Processor()),
     (4, 3, Processor()),
     (1, 2, Processor()),
@@ -204,9 +204,9 @@ def assert_the_context_limit_and_bad_arguments(generate, small, bad_settings):
     (2, 3, make_processor("topknucleus", 3, 0.6)),
 ], ids=str)
 @pytest.mark.slow
-def test_speculative_sample_has_the_targets_distribution(small, K, n_new, processor):
+def test_speculative_sample_has_the_targets_distribution(small, n_draft, n_new, processor):
     # Both branches of step 3 must be taken: 0 < accepted < drafted.
-    assert_the_oracles_distribution(speculative_sample, small, N_SAMPLES, processor, n_new=n_new, n_draft=K)
+    assert_the_oracles_distribution(speculative_sample, small, N_SAMPLES, processor, n_new=n_new, n_draft=n_draft)
 
 
 @pytest.mark.slow
@@ -226,12 +226,12 @@ def test_autoregressive_sample_has_the_models_distribution(small):
     assert not chi_square_rejects(counts, exact_distribution(q_model, [1, 4], 3, processor), N_SAMPLES)[0]
 
 
-@pytest.mark.parametrize("K", range(1, 7))
-def test_temperature_zero_is_speculative_greedy(draft, related, oracle, K):
+@pytest.mark.parametrize("n_draft", range(1, 7))
+def test_temperature_zero_is_speculative_greedy(draft, related, oracle, n_draft):
     ids = [3, 1, 4, 1, 5]
     for d in (draft, related, oracle):
-        assert (list(speculative_sample(d, oracle, ids, 25, n_draft=K, rng=np.random.default_rng(0), temperature=0))
-                == list(speculative_generate(d, oracle, ids, 25, n_draft=K)))
+        assert (list(speculative_sample(d, oracle, ids, 25, n_draft=n_draft, rng=np.random.default_rng(0), temperature=0))
+                == list(speculative_generate(d, oracle, ids, 25, n_draft=n_draft)))
 
 
 @pytest.mark.parametrize("temperature", [1e-40, 1e-30, 1e-60])

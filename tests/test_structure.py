@@ -216,3 +216,67 @@ def test_what_runs_make_is_ignored_by_git(made):
         pytest.skip("needs git and a clone")
     r = subprocess.run(["git", "check-ignore", "-q", "--no-index", made], cwd=ROOT)
     assert r.returncode == 0, f"{made} would show up in git status: .gitignore misses it"
+
+
+# ---------------------------------------------------------------------------
+# One vocabulary: one name for each idea (decoding.py's table maps the papers' letters to these names)
+# ---------------------------------------------------------------------------
+
+PAPERS_LETTERS = {"K", "Ks", "gamma", "gammas", "k_max", "K_max"}  # the draft length: n_draft; a round's: k
+SECOND_NAMES = {"acceptance_rate"}  # alpha is sps.alpha(q, p); a run's share kept Stats.kept_fraction; its estimate
+                                    # of alpha Stats.alpha_estimate
+
+
+def python_files():
+    """Every Python file of the checkout: the modules, the exercises and their checkers, the tests, the tools."""
+    for folder, dirs, names in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in ("models", "__pycache__", "bench_results")]
+        yield from (os.path.join(folder, n) for n in names if n.endswith(".py"))
+
+
+def names_in(tree):
+    """(name, line) of every name the code gives or uses: variables, parameters, attributes, keywords, functions."""
+    for node in ast.walk(tree):
+        name = (getattr(node, "id", None) or getattr(node, "arg", None) or getattr(node, "attr", None)
+                or (node.name if isinstance(node, (ast.FunctionDef, ast.ClassDef)) else None))
+        if isinstance(name, str):
+            yield name, getattr(node, "lineno", 0)
+
+
+def test_one_name_for_the_draft_length_and_for_each_alpha_in_code():
+    found = []
+    for path in python_files():
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        found += [f"{os.path.relpath(path, ROOT)}:{line} {name}" for name, line in names_in(tree)
+                  if name in PAPERS_LETTERS | SECOND_NAMES]
+    assert found == [], found
+
+
+def test_every_signature_takes_the_target_before_the_draft():
+    # q the target's distribution, p the draft's: (q, p), as sps.py's functions take them.
+    found = []
+    for path in python_files():
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.Lambda)):
+                names = [a.arg for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs]
+                if "p" in names and "q" in names and names.index("p") < names.index("q"):
+                    found.append(f"{os.path.relpath(path, ROOT)}:{node.lineno}")
+    assert found == [], found
+
+
+def test_the_draft_length_has_one_flag_and_one_session_command(tmp_path):
+    from app import ablation, cli, runner, session
+    out = ["--out", str(tmp_path / "ablation.csv")]
+    assert cli.parse_args(["--n-draft", "3"]).n_draft == 3
+    assert ablation.parse_args(["--n-draft", "3", *out]).n_draft == 3
+    for parse in (cli.parse_args, lambda argv: ablation.parse_args(argv + out)):
+        for other in (["-K", "3"], ["--gamma", "3"]):
+            with pytest.raises(SystemExit):
+                parse(other)
+    table = session.command_table(session.Session("d", "o", ROOT, runner.Settings()))
+    setters = [name for name, (handler, _, usage, _) in table.items() if usage.split()[0] in ("/n_draft", "/gamma", "/K")]
+    assert setters == ["n_draft"]
+    assert not hasattr(runner.Settings, "k") and not {"gamma", "K", "egag_gamma_min", "egag_gamma_max"} & set(table)

@@ -182,7 +182,7 @@ def tree_round_distribution(q_at, p_at, V, width, depth, trees=trees, accept=acc
             for choices in itertools.product(range(width + 1), repeat=n_visits):
                 script = Script(choices)
                 try:
-                    path, last, visits = walk_tree(nodes, p, q, script, accept)
+                    path, last, visits = walk_tree(nodes, q, p, script, accept)
                 except LookupError:
                     continue
                 decided = [next((j for j, c in enumerate(v["checks"]) if c["accepted"]), len(v["checks"]))

@@ -15,9 +15,9 @@ from .running import Exercise, StillBuggy, attempt, integers, number, project, s
 
 
 def sps_alpha(q, p):
-    """sps.py's alpha = sum_x min(p(x), q(x)), under whichever name sps.py gives it (the one place it is imported)."""
+    """sps.py's alpha = sum_x min(p(x), q(x)) (the one place the checkers import it)."""
     import sps
-    return (sps.alpha if hasattr(sps, "alpha") else sps.acceptance_rate)(q, p)
+    return sps.alpha(q, p)
 
 
 # ---------------------------------------------------------------------------
@@ -147,7 +147,7 @@ def check_residual(f):
                     "why q is the right answer is in exercise 11's answer")
 
 
-def emitted(p, q, keep):
+def emitted(q, p, keep):
     """P(one SpS step emits x) for a draft x ~ p kept with probability keep[x], else resampled from the residual."""
     from sps import residual
     keep = np.asarray(keep, np.float32)
@@ -155,18 +155,18 @@ def emitted(p, q, keep):
 
 
 def check_keep_draft(f):
-    """keep_draft(p, q, x, r): p the draft's distribution, q the target's, r ~ U[0, 1)."""
+    """keep_draft(q, p, x, r): q the target's distribution, p the draft's, r ~ U[0, 1)."""
     from sps import acceptance_probability
-    cases = [(np.array([0.6, 0.3, 0.1], np.float32), np.array([0.3, 0.3, 0.4], np.float32)),
-             (np.array([0.5, 0.5, 0.0], np.float32), np.array([0.0, 0.2, 0.8], np.float32))]
+    cases = [(np.array([0.3, 0.3, 0.4], np.float32), np.array([0.6, 0.3, 0.1], np.float32)),
+             (np.array([0.0, 0.2, 0.8], np.float32), np.array([0.5, 0.5, 0.0], np.float32))]
     grid = (np.arange(400) + 0.5) / 400  # r spread evenly over [0, 1): the share kept is P(keep)
     seen = []
-    for p, q in cases:
+    for q, p in cases:
         kept = []
         for x in np.flatnonzero(p):
-            call = f"keep_draft(p={show(p)}, q={show(q)}, x={x}, r)"
+            call = f"keep_draft(q={show(q)}, p={show(p)}, x={x}, r)"
             with np.errstate(all="ignore"):
-                kept.append(float(np.mean([bool(attempt(f"{call} with r = {r:.4f}", f, p, q, int(x), float(r), hint=(
+                kept.append(float(np.mean([bool(attempt(f"{call} with r = {r:.4f}", f, q, p, int(x), float(r), hint=(
                     f"q(x) = 0 here: a token the target never emits, which the test must never keep (min(1, 0 / "
                     f"p(x)) = 0)" if q[x] == 0 else None))) for r in grid])))
         xs = np.flatnonzero(p)
@@ -181,7 +181,7 @@ def check_keep_draft(f):
         x = xs[bad]
         keep = np.zeros_like(p)
         keep[xs] = kept
-        out = emitted(p, q, keep)
+        out = emitted(q, p, keep)
         what = (f"for draft token x = {x} with p(x) = {p[x]:.2g} (draft) and q(x) = {q[x]:.2g} (target), keep_draft "
                 f"keeps it for {kept[bad]:.0%} of r in [0, 1); Algorithm 2 keeps it with probability "
                 f"min(1, q(x)/p(x)) = {expected[bad]:.0%}. With your test one step emits the distribution "
@@ -195,12 +195,12 @@ def check_keep_draft(f):
         raise wrong(what, "the acceptance test of step 3 in Chen et al.'s letters: q is the target, p the draft")
 
 
-def top_k_pair(p, q, k):
-    """p and q after the same top-k on each: every token outside both top k has p = q = 0."""
+def top_k_pair(q, p, k):
+    """q and p after the same top-k on each: every token outside both top k has p = q = 0."""
     def cut(x):
         x = np.where(x >= np.sort(x)[-k], x, 0).astype(np.float32)
         return x / x.sum()
-    return cut(p), cut(q)
+    return cut(q), cut(p)
 
 
 def check_alpha(f):
@@ -213,7 +213,7 @@ def check_alpha(f):
     cases += [tuple(rng.dirichlet(np.ones(10)).astype(np.float32) for _ in range(2)) for _ in range(4)]
     # after top-k: tokens outside the top k of both have p = q = 0, most of the vocabulary in a real run
     cases += [(np.array([0.3, 0.7, 0, 0, 0], np.float32), np.array([0.6, 0.4, 0, 0, 0], np.float32)),
-              top_k_pair(*(rng.dirichlet(np.ones(12)).astype(np.float32) for _ in range(2)), 4)[::-1]]
+              top_k_pair(*(rng.dirichlet(np.ones(12)).astype(np.float32) for _ in range(2)), 4)]
     for q, p in cases:
         call = f"alpha(q={show(q, 2)}, p={show(p, 2)})"
         with np.errstate(all="ignore"):
@@ -285,55 +285,55 @@ def critical_value(df, alpha):
     return df * (1 - 2 / (9 * df) + z * math.sqrt(2 / (9 * df))) ** 3
 
 
-def sps_rounds(f, p_model, q_model, ids, K):
-    """f's round from ids, checked for its shape: 1 to K + 1 token ids."""
-    call = f"sps_round(draft, oracle, {ids}, K={K}, rng)"
+def sps_rounds(f, p_model, q_model, ids, n_draft):
+    """f's round from ids, checked for its shape: 1 to n_draft + 1 token ids."""
+    call = f"sps_round(draft, oracle, {ids}, n_draft={n_draft}, rng)"
 
     def run(rng):
-        out = integers(call, attempt(call, f, p_model, q_model, list(ids), K, rng))
-        if not 1 <= len(out) <= K + 1 or not all(0 <= x < SAMPLING_V for x in out):
-            raise wrong(f"{call} returned {out}: a round adds 1 to K + 1 = {K + 1} token ids in [0, {SAMPLING_V})",
-                        "a round drafts K tokens, the argument (the checker calls with K = 1, 2 and 3), and ends "
-                        "with exactly one token of the target's: a resample, or the bonus" if len(out) > K + 1 else
+        out = integers(call, attempt(call, f, p_model, q_model, list(ids), n_draft, rng))
+        if not 1 <= len(out) <= n_draft + 1 or not all(0 <= x < SAMPLING_V for x in out):
+            raise wrong(f"{call} returned {out}: a round adds 1 to n_draft + 1 = {n_draft + 1} token ids in [0, {SAMPLING_V})",
+                        "a round drafts n_draft tokens, the argument (the checker calls with n_draft = 1, 2 and 3), and ends "
+                        "with exactly one token of the target's: a resample, or the bonus" if len(out) > n_draft + 1 else
                         "a round ends with exactly one token of the target's: a resample, or the bonus")
         return out
     return run
 
 
-def all_kept(p_model, q_model, ids, K):
-    """P(a round from ids keeps all K drafts), exactly: sum over x of min(p(x), q(x)) times the same one token on."""
-    if K == 0:
+def all_kept(p_model, q_model, ids, n_draft):
+    """P(a round from ids keeps all n_draft drafts), exactly: sum over x of min(p(x), q(x)) times the same one token on."""
+    if n_draft == 0:
         return 1.0
     p, q = softmax(p_model.forward(ids)[-1]), softmax(q_model.forward(ids)[-1])
-    return sum(float(min(p[x], q[x])) * all_kept(p_model, q_model, ids + [x], K - 1) for x in range(len(p)))
+    return sum(float(min(p[x], q[x])) * all_kept(p_model, q_model, ids + [x], n_draft - 1) for x in range(len(p)))
 
 
-def full_rounds(f, p_model, q_model, ids, K, n_rounds, rng, lengths=None):
-    """A failure unless about P(all K kept) of n_rounds rounds add K + 1 tokens (4.5 standard deviations).
-    K = 2 comes first (check_sps_round): a round without its bonus fails there, so a failure at another K that
-    never reaches K + 1 tokens is a K ignored."""
-    lengths = lengths or Counter(len(sps_rounds(f, p_model, q_model, ids, K)(rng)) for _ in range(n_rounds))
-    full, expected = lengths[K + 1], all_kept(p_model, q_model, ids, K)
+def full_rounds(f, p_model, q_model, ids, n_draft, n_rounds, rng, lengths=None):
+    """A failure unless about P(all n_draft kept) of n_rounds rounds add n_draft + 1 tokens (4.5 standard deviations).
+    n_draft = 2 comes first (check_sps_round): a round without its bonus fails there, so a failure at another n_draft that
+    never reaches n_draft + 1 tokens is a n_draft ignored."""
+    lengths = lengths or Counter(len(sps_rounds(f, p_model, q_model, ids, n_draft)(rng)) for _ in range(n_rounds))
+    full, expected = lengths[n_draft + 1], all_kept(p_model, q_model, ids, n_draft)
     if abs(full - n_rounds * expected) > 4.5 * math.sqrt(n_rounds * expected * (1 - expected)):
-        raise wrong(f"over {n_rounds} rounds from the prompt {ids} with K = {K}, {full} of your rounds added K + 1 = "
-                    f"{K + 1} tokens ({full / n_rounds:.1%}); all K drafts are kept with probability {expected:.1%} "
+        raise wrong(f"over {n_rounds} rounds from the prompt {ids} with n_draft = {n_draft}, {full} of your rounds added n_draft + 1 = "
+                    f"{n_draft + 1} tokens ({full / n_rounds:.1%}); all n_draft drafts are kept with probability {expected:.1%} "
                     f"here, and then the round adds one more token from q",
-                    f"your rounds never added more than {max(lengths)} tokens with K = {K}: a round drafts K tokens, "
-                    "K the argument" if max(lengths) <= K and K != 2 else
-                    "step 3: each draft is kept by a test of its own, with an r of its own (one r for all K tests "
+                    f"your rounds never added more than {max(lengths)} tokens with n_draft = {n_draft}: a round drafts n_draft tokens, "
+                    "n_draft the argument" if max(lengths) <= n_draft and n_draft != 2 else
+                    "step 3: each draft is kept by a test of its own, with an r of its own (one r for all n_draft tests "
                     "keeps or rejects them together)" if full > n_rounds * expected else
                     "step 4: what a round does when every draft was kept")
 
 
-def check_sps_round(f, n_rounds=300, n_runs=500, K=2, n_new=3):
+def check_sps_round(f, n_rounds=300, n_runs=500, n_draft=2, n_new=3):
     p_model, q_model = sampling_pair()
     ids, V = [1, 4], SAMPLING_V
     rng = np.random.default_rng(1234)
 
-    # 1. The shape of a round: P(its first draft is kept) = alpha; P(all K kept), both exact.
-    rounds = Counter(tuple(sps_rounds(f, p_model, q_model, ids, K)(rng)) for _ in range(n_rounds))
+    # 1. The shape of a round: P(its first draft is kept) = alpha; P(all n_draft kept), both exact.
+    rounds = Counter(tuple(sps_rounds(f, p_model, q_model, ids, n_draft)(rng)) for _ in range(n_rounds))
     if len(rounds) == 1:
-        raise wrong(f"your {n_rounds} rounds from the prompt {ids} with K = {K} all returned {list(list(rounds)[0])}: "
+        raise wrong(f"your {n_rounds} rounds from the prompt {ids} with n_draft = {n_draft} all returned {list(list(rounds)[0])}: "
                     "nothing in them is random", "draw every r and every token with the rng the round is given: a "
                     "generator made inside the round (np.random.default_rng(seed)) repeats the same draws each time")
     lengths = Counter()
@@ -342,7 +342,7 @@ def check_sps_round(f, n_rounds=300, n_runs=500, K=2, n_new=3):
     p1, q1 = softmax(p_model.forward(ids)[-1]), softmax(q_model.forward(ids)[-1])
     alpha = sps_alpha(q1, p1)
     inverted = float(sum(p1[x] * min(1.0, p1[x] / q1[x]) for x in range(V)))
-    setting = f"over {n_rounds} rounds from the prompt {ids} with K = {K} (draft p and target q over {V} tokens)"
+    setting = f"over {n_rounds} rounds from the prompt {ids} with n_draft = {n_draft} (draft p and target q over {V} tokens)"
     first_kept = n_rounds - lengths[1]
     if abs(first_kept - n_rounds * alpha) > 4.5 * math.sqrt(n_rounds * alpha * (1 - alpha)):
         looks = (f" (with the ratio inverted, min(1, p/q), it would be {inverted:.1%})"
@@ -350,12 +350,12 @@ def check_sps_round(f, n_rounds=300, n_runs=500, K=2, n_new=3):
         raise wrong(f"{setting}, your round kept its first draft in {first_kept / n_rounds:.1%} of them; Algorithm 2 "
                     f"keeps it with probability sum_x min(p(x), q(x)) = {alpha:.1%} here{looks}",
                     "step 3's test r < min(1, q(x~)/p(x~)), q the target (the oracle), p the draft")
-    full_rounds(f, p_model, q_model, ids, K, n_rounds, rng, lengths)
+    full_rounds(f, p_model, q_model, ids, n_draft, n_rounds, rng, lengths)
     for other in (1, 3):  # the draft length is an argument: other values of it
         full_rounds(f, p_model, q_model, ids, other, n_rounds // 2, rng)
 
-    # The bonus token of step 4, on its own: with the draft p and K = 1 (a bonus in alpha of the rounds), then
-    # with a draft close to q and K = 2 (a bonus in most rounds, and a row early that is not the text's). Each
+    # The bonus token of step 4, on its own: with the draft p and n_draft = 1 (a bonus in alpha of the rounds), then
+    # with a draft close to q and n_draft = 2 (a bonus in most rounds, and a row early that is not the text's). Each
     # wrong bonus the tests try gives a chi-square many times the critical value here.
     check_bonus(f, p_model, q_model, ids, 1, 1200, rng, "the draft p")
     check_bonus(f, close_draft(), q_model, ids, 2, 800, rng, "a draft close to the target q")
@@ -365,30 +365,30 @@ def check_sps_round(f, n_rounds=300, n_runs=500, K=2, n_new=3):
     for _ in range(n_runs):
         new = []
         while len(new) < n_new:
-            new += sps_rounds(f, p_model, q_model, ids + new, K)(rng)
+            new += sps_rounds(f, p_model, q_model, ids + new, n_draft)(rng)
         counts[tuple(new[:n_new])] += 1
     target = sequence_distribution(q_model, ids, n_new)
     chi2, critical, worst = chi_square(counts, target, n_runs)
     if chi2 > critical:
         first = Counter(seq[0] for seq in counts.elements())
-        raise wrong(f"over {n_runs} runs of your rounds from the prompt {ids} (K = {K}), the first {n_new} tokens do "
+        raise wrong(f"over {n_runs} runs of your rounds from the prompt {ids} (n_draft = {n_draft}), the first {n_new} tokens do "
                     f"not follow the target's distribution: chi-square {chi2:.0f} > {critical:.0f} (alpha = 0.001). "
                     f"The first token came out {show([first[x] / n_runs for x in range(V)], 2)}, q says "
                     f"{show(q1, 2)}; the continuation {list(worst)} came {counts.get(worst, 0)} times, where q "
                     f"expects {n_runs * target[worst]:.0f}",
                     "what each draw samples from: the drafts from p, the resample from (q - p)+ renormalised, the "
-                    "bonus from q after all K drafts")
+                    "bonus from q after all n_draft drafts")
 
 
-def check_bonus(f, p_model, q_model, ids, K, n_rounds, rng, draft_name):
-    """A failure unless the bonus tokens of n_rounds rounds follow q after the K drafts, exactly: for each
-    drafts d of the rounds that kept all K, the bonus counts against q(. | ids + d) (chi-square, alpha = 1e-4)."""
-    run = sps_rounds(f, p_model, q_model, ids, K)
-    bonuses = {}  # the K drafts of a round that kept them all -> Counter of its bonus tokens
+def check_bonus(f, p_model, q_model, ids, n_draft, n_rounds, rng, draft_name):
+    """A failure unless the bonus tokens of n_rounds rounds follow q after the n_draft drafts, exactly: for each
+    drafts d of the rounds that kept all n_draft, the bonus counts against q(. | ids + d) (chi-square, alpha = 1e-4)."""
+    run = sps_rounds(f, p_model, q_model, ids, n_draft)
+    bonuses = {}  # the n_draft drafts of a round that kept them all -> Counter of its bonus tokens
     for _ in range(n_rounds):
         out = run(rng)
-        if len(out) == K + 1:
-            bonuses.setdefault(tuple(out[:K]), Counter())[out[K]] += 1
+        if len(out) == n_draft + 1:
+            bonuses.setdefault(tuple(out[:n_draft]), Counter())[out[n_draft]] += 1
 
     def after(model, tokens):  # model's next-token distribution after ids + tokens, float64
         return softmax(model.forward(ids + list(tokens))[-1]).astype(np.float64)
@@ -404,17 +404,17 @@ def check_bonus(f, p_model, q_model, ids, K, n_rounds, rng, draft_name):
         if n == 0:
             return "the text alone"
         if n == 1:
-            return "the text and the first draft" if K > 1 else "the text and the draft"
-        return f"the text and all {K} drafts" if n == K else f"the text and the first {n} drafts"
+            return "the text and the first draft" if n_draft > 1 else "the text and the draft"
+        return f"the text and all {n_draft} drafts" if n == n_draft else f"the text and the first {n} drafts"
 
     def one_more(d):  # q after the drafts and one more token drawn from q: the row after the right one
         q_K = after(q_model, d)
         return sum(q_K[b] * after(q_model, d + (b,)) for b in range(SAMPLING_V))
     candidates = {  # the usual wrong rows, each a distribution for the drafts d
-        f"q one row early, after {drafts_text(K - 1)}": lambda d: after(q_model, d[:-1]),
+        f"q one row early, after {drafts_text(n_draft - 1)}": lambda d: after(q_model, d[:-1]),
         "q one row late, after the drafts and one more token": one_more,
-        f"the draft's p of the last draft, after {drafts_text(K - 1)}": lambda d: after(p_model, d[:-1]),
-        f"the draft's p after {drafts_text(K)}": lambda d: after(p_model, d),
+        f"the draft's p of the last draft, after {drafts_text(n_draft - 1)}": lambda d: after(p_model, d[:-1]),
+        f"the draft's p after {drafts_text(n_draft)}": lambda d: after(p_model, d),
         f"the uniform distribution over the {SAMPLING_V} tokens": lambda d: np.full(SAMPLING_V, 1 / SAMPLING_V),
     }
     fits = {}
@@ -427,13 +427,13 @@ def check_bonus(f, p_model, q_model, ids, K, n_rounds, rng, draft_name):
     m = sum(counts.values())
     looks = (f"; they follow {best} instead: {show(candidates[best](drafts), 2)} there (chi-square {fits[best]:.0f})"
              if fits[best] <= critical else "")
-    raise wrong(f"over {n_rounds} rounds from the prompt {ids} with K = {K} and {draft_name}, "
-                f"{sum(sum(c.values()) for c in bonuses.values())} kept all K drafts and added a bonus token, and "
-                f"those do not follow q after the K drafts: chi-square {chi2:.0f} > {critical:.0f} (alpha = 0.0001, "
+    raise wrong(f"over {n_rounds} rounds from the prompt {ids} with n_draft = {n_draft} and {draft_name}, "
+                f"{sum(sum(c.values()) for c in bonuses.values())} kept all n_draft drafts and added a bonus token, and "
+                f"those do not follow q after the n_draft drafts: chi-square {chi2:.0f} > {critical:.0f} (alpha = 0.0001, "
                 f"{df} degrees of freedom). After the drafts {list(drafts)} ({m} rounds) the bonus came out "
                 f"{show([counts[b] / m for b in range(SAMPLING_V)], 2)}, q there is "
                 f"{show(after(q_model, drafts), 2)}{looks}",
-                "step 4: the bonus is drawn from q after the text and ALL K drafts, the last of the K + 1 rows of "
+                "step 4: the bonus is drawn from q after the text and ALL n_draft drafts, the last of the n_draft + 1 rows of "
                 "step 2 (row t is q after the first t drafts)")
 
 
@@ -444,16 +444,16 @@ def reference_probabilities():
 
 def reference_keep_draft():
     from sps import acceptance_probability
-    return lambda p, q, x, r: r < acceptance_probability(q, p, x)
+    return lambda q, p, x, r: r < acceptance_probability(q, p, x)
 
 
 def reference_sps_round():
     # sps.py runs rounds inline in speculative_sample; its trace records the first round's new tokens.
     from sps import speculative_sample
 
-    def sps_round(draft, oracle, tokens, K, rng):
+    def sps_round(draft, oracle, tokens, n_draft, rng):
         stats = Stats(trace=[])
-        next(speculative_sample(draft, oracle, tokens, K + 1, n_draft=K, rng=rng, stats=stats))  # Chen et al.'s K
+        next(speculative_sample(draft, oracle, tokens, n_draft + 1, n_draft=n_draft, rng=rng, stats=stats))  # Chen et al.'s n_draft
         return stats.trace[0].new
     return sps_round
 

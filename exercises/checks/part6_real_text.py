@@ -140,13 +140,13 @@ def learned_alpha():
     return rate(runs, bottom=lambda s: s.accepted + s.rejections)
 
 
-def best_by(score, Ks):
-    """The K with the highest score, the smallest on a tie."""
-    return max(Ks, key=lambda K: (score(K), -K))
+def best_by(score, n_drafts):
+    """The n_draft with the highest score, the smallest on a tie."""
+    return max(n_drafts, key=lambda n_draft: (score(n_draft), -n_draft))
 
 
 def check_best_draft_length(f):
-    from speed.predict import expected_tokens_per_round, predicted_speedup
+    from decoding import expected_tokens_per_round, predicted_speedup
     flat = {k: 10.0 for k in range(1, 12)}
     steep = {k: 10.0 * (1 + 0.25 * (k - 1)) for k in range(1, 12)}
     cpu = {1: 4.0, 2: 4.3, 3: 4.6, 4: 5.1, 5: 5.4, 6: 6.0, 7: 6.3, 8: 6.9, 9: 7.4}  # a small model's, uneven
@@ -158,65 +158,65 @@ def check_best_draft_length(f):
         if isinstance(case, str):  # the learned pair's alpha, measured here, with a CPU-like curve and a flat one
             case = (learned_alpha(), 0.3, cpu) if case == "learned" else (learned_alpha(), 0.1, flat)
         alpha, c, T = case
-        Ks = range(1, max(T))
+        n_drafts = range(1, max(T))
         call = f"best_draft_length(alpha={alpha:.4g}, c={c}, T={{{', '.join(f'{k}: {v:g}' for k, v in T.items())}}})"
         got = attempt(call, f, alpha, c, dict(T), hints=(
-            (ZeroDivisionError, "with alpha = 1 every draft is kept: a round yields K + 1 tokens, and the formula's "
-                                "(1 - alpha^(K+1)) / (1 - alpha) is 0 / 0 there"),
-            (KeyError, f"K runs from 1 to max(T) - 1 = {max(T) - 1}: the check of K drafts reads K + 1 tokens, and "
-                       "T[K + 1] must be measured")))
-        tokens = lambda K: expected_tokens_per_round(alpha, K)  # noqa: E731
-        speed = {K: predicted_speedup(alpha, K, c, T[K + 1] / T[1]) for K in Ks}
-        best = best_by(speed.get, Ks)
+            (ZeroDivisionError, "with alpha = 1 every draft is kept: a round yields n_draft + 1 tokens, and the formula's "
+                                "(1 - alpha^(n_draft+1)) / (1 - alpha) is 0 / 0 there"),
+            (KeyError, f"n_draft runs from 1 to max(T) - 1 = {max(T) - 1}: the check of n_draft drafts reads n_draft + 1 tokens, and "
+                       "T[n_draft + 1] must be measured")))
+        tokens = lambda n_draft: expected_tokens_per_round(alpha, n_draft)  # noqa: E731
+        speed = {n_draft: predicted_speedup(alpha, n_draft, c, T[n_draft + 1] / T[1]) for n_draft in n_drafts}
+        best = best_by(speed.get, n_drafts)
         if isinstance(got, (float, np.floating)) and not float(got).is_integer():
-            raise wrong(f"{call} returned {got!r}, expected K = {best} (predicted speedup {speed[best]:.4f})",
-                        "return the draft length K itself, not its score")
+            raise wrong(f"{call} returned {got!r}, expected n_draft = {best} (predicted speedup {speed[best]:.4f})",
+                        "return the draft length n_draft itself, not its score")
         if isinstance(got, (float, np.floating, bool, np.bool_)):  # 3.0 == 3, but range(3.0) and T[3.0 + 1] fail
-            count(call, got, f"a draft length (here K = {best})")
+            count(call, got, f"a draft length (here n_draft = {best})")
         if got == best:
             continue
-        what = f"{call} returned {got!r}, expected K = {best} (predicted speedup {speed[best]:.4f})"
+        what = f"{call} returned {got!r}, expected n_draft = {best} (predicted speedup {speed[best]:.4f})"
         if isinstance(got, bool) or not isinstance(got, (int, np.integer)):
-            raise wrong(what, "return the draft length K itself, not its score or a list")
+            raise wrong(what, "return the draft length n_draft itself, not its score or a list")
         if got not in speed:
-            index = (f", one less than the best K: the index of the best score in a list that starts at K = 1"
+            index = (f", one less than the best n_draft: the index of the best score in a list that starts at n_draft = 1"
                      if got == best - 1 else "")
             raise wrong(f"{what}: {got} is outside 1..{max(T) - 1}{index}",
-                        "the K of the best score, not its index (scores[i] is K = i + 1)" if index else
-                        "K runs from 1 to max(T) - 1: the check of K drafts reads K + 1 tokens, so T[K + 1] must exist")
-        what = what[:-1] + f", {speed[got]:.4f} at K = {got})"
+                        "the n_draft of the best score, not its index (scores[i] is n_draft = i + 1)" if index else
+                        "n_draft runs from 1 to max(T) - 1: the check of n_draft drafts reads n_draft + 1 tokens, so T[n_draft + 1] must exist")
+        what = what[:-1] + f", {speed[got]:.4f} at n_draft = {got})"
         if speed[got] == speed[best]:
-            raise wrong(f"{what}: the two tie", "on a tie, the smallest K")
+            raise wrong(f"{what}: the two tie", "on a tie, the smallest n_draft")
         if alpha == 1 and got == max(T) - 1:
-            raise wrong(f"{what}: at alpha = 1 every round yields K + 1 tokens, but the longest K is not the best "
-                        f"when checking K + 1 tokens costs T[K + 1] / T[1] = {T[got + 1] / T[1]:g} single-token passes",
-                        "alpha = 1 needs its own tokens per round, K + 1, not its own answer: score every K as for "
+            raise wrong(f"{what}: at alpha = 1 every round yields n_draft + 1 tokens, but the longest n_draft is not the best "
+                        f"when checking n_draft + 1 tokens costs T[n_draft + 1] / T[1] = {T[got + 1] / T[1]:g} single-token passes",
+                        "alpha = 1 needs its own tokens per round, n_draft + 1, not its own answer: score every n_draft as for "
                         "any alpha")
         variants = [
-            (lambda K: predicted_speedup(alpha, K, c), "that is the best K if checking were free, T[K + 1] = T[1]",
-             "the cost of the check, T[K + 1] / T[1], grows with K"),
-            (lambda K: tokens(K) / (K * c + T[K] / T[1]), "that is the best K with the check of K drafts costed at "
-             "T[K]", "the oracle's pass over K drafts reads K + 1 tokens (the last kept token, then the drafts): T[K + 1]"),
-            (lambda K: tokens(K) / (T[K + 1] / T[1]), "that is the best K with the drafting free",
-             "a round also runs the draft K times: K * c, in oracle passes"),
-            (lambda K: tokens(K) / ((K + 1) * c + T[K + 1] / T[1]), "that is the best K with K + 1 draft passes a round",
-             "a round runs the draft K times, once per draft: the oracle's own token needs no draft pass"),
-            (lambda K: (K if alpha == 1 else (1 - alpha ** K) / (1 - alpha)) / (K * c + T[K + 1] / T[1]),
-             "that is the best K with (1 - alpha^K) / (1 - alpha) tokens a round, the drafts kept alone",
-             "a round yields the drafts it keeps AND the oracle's own token: 1 + alpha + ... + alpha^K"),
-            (lambda K: tokens(K) / (K * c + T[K + 1]), "that is the best K with T[K + 1] in milliseconds next to K * c, "
-             "in oracle passes", "T[K + 1] / T[1]: the check in single-token oracle passes, the unit of c"),
-            (lambda K: tokens(K) / (K * c + T[K + 1] / T[1]) if K < max(T) - 1 else -1, "that is the best K below "
-             f"{max(T) - 1}: the range stopped one short", f"K runs up to max(T) - 1 = {max(T) - 1} inclusive"),
+            (lambda n_draft: predicted_speedup(alpha, n_draft, c), "that is the best n_draft if checking were free, T[n_draft + 1] = T[1]",
+             "the cost of the check, T[n_draft + 1] / T[1], grows with n_draft"),
+            (lambda n_draft: tokens(n_draft) / (n_draft * c + T[n_draft] / T[1]), "that is the best n_draft with the check of n_draft drafts costed at "
+             "T[n_draft]", "the oracle's pass over n_draft drafts reads n_draft + 1 tokens (the last kept token, then the drafts): T[n_draft + 1]"),
+            (lambda n_draft: tokens(n_draft) / (T[n_draft + 1] / T[1]), "that is the best n_draft with the drafting free",
+             "a round also runs the draft n_draft times: n_draft * c, in oracle passes"),
+            (lambda n_draft: tokens(n_draft) / ((n_draft + 1) * c + T[n_draft + 1] / T[1]), "that is the best n_draft with n_draft + 1 draft passes a round",
+             "a round runs the draft n_draft times, once per draft: the oracle's own token needs no draft pass"),
+            (lambda n_draft: (n_draft if alpha == 1 else (1 - alpha ** n_draft) / (1 - alpha)) / (n_draft * c + T[n_draft + 1] / T[1]),
+             "that is the best n_draft with (1 - alpha^n_draft) / (1 - alpha) tokens a round, the drafts kept alone",
+             "a round yields the drafts it keeps AND the oracle's own token: 1 + alpha + ... + alpha^n_draft"),
+            (lambda n_draft: tokens(n_draft) / (n_draft * c + T[n_draft + 1]), "that is the best n_draft with T[n_draft + 1] in milliseconds next to n_draft * c, "
+             "in oracle passes", "T[n_draft + 1] / T[1]: the check in single-token oracle passes, the unit of c"),
+            (lambda n_draft: tokens(n_draft) / (n_draft * c + T[n_draft + 1] / T[1]) if n_draft < max(T) - 1 else -1, "that is the best n_draft below "
+             f"{max(T) - 1}: the range stopped one short", f"n_draft runs up to max(T) - 1 = {max(T) - 1} inclusive"),
         ]
-        matches = [(said, hint) for score, said, hint in variants if best_by(score, Ks) == got]
+        matches = [(said, hint) for score, said, hint in variants if best_by(score, n_drafts) == got]
         if got == best - 1:
-            matches.append((f"{got} is one less than the best K: the index of the best score in a list that starts "
-                            "at K = 1", "the K of the best score, not its index (scores[i] is K = i + 1)"))
-        if matches:  # several mistakes can give the same K: name them all
+            matches.append((f"{got} is one less than the best n_draft: the index of the best score in a list that starts "
+                            "at n_draft = 1", "the n_draft of the best score, not its index (scores[i] is n_draft = i + 1)"))
+        if matches:  # several mistakes can give the same n_draft: name them all
             raise wrong(f"{what}; " + "; or ".join(said for said, _ in matches), "; or ".join(hint for _, hint in matches))
-        raise wrong(what, "score each K by tokens per round, (1 - alpha^(K+1)) / (1 - alpha), over the round's cost in "
-                          "oracle passes, K * c + T[K + 1] / T[1]")
+        raise wrong(what, "score each n_draft by tokens per round, (1 - alpha^(n_draft+1)) / (1 - alpha), over the round's cost in "
+                          "oracle passes, n_draft * c + T[n_draft + 1] / T[1]")
 
 
 # --- exercise 24: which path a tree round keeps --------------------------------------
@@ -478,8 +478,8 @@ def reference_acceptance_by_kind():
 
 
 def reference_best_draft_length():
-    from speed.predict import predicted_speedup
-    return lambda alpha, c, T: max(range(1, max(T)), key=lambda K: (predicted_speedup(alpha, K, c, T[K + 1] / T[1]), -K))
+    from decoding import predicted_speedup
+    return lambda alpha, c, T: max(range(1, max(T)), key=lambda n_draft: (predicted_speedup(alpha, n_draft, c, T[n_draft + 1] / T[1]), -n_draft))
 
 
 def reference_tree_path():
