@@ -7,10 +7,10 @@ alone, greedy or sampling as the processor says), which the session resolves
 to "greedy" or "sample" itself. Adding a method is one new module (its
 generator) and one register() call, here or anywhere before the program asks for it:
 
-    register(Method("mine", "one line saying what it does (mine.py)",
-                    lambda call: mine_generate(call.draft, call.oracle, call.ids, call.n_new, n_draft=call.n_draft,
-                                               stats=call.stats),
-                    n_draft=4))
+    def run_mine(call):
+        return mine_generate(call.draft, call.oracle, call.ids, call.n_new, n_draft=call.n_draft, stats=call.stats)
+
+    register(Method("mine", "one line saying what it does (mine.py)", run_mine, n_draft=4))
 
 A method's generate(call) gets a Call: the models, the prompt's ids, how many
 tokens to make, its draft length, the settings, the Stats to fill in, and the
@@ -130,7 +130,106 @@ def missing_head(method, oracle):
 MEDUSA_WIDTHS = (2, 1, 1, 1, 1, 1, 1, 1)  # head k's candidates under every node of level k - 1: two branches (PERFORMANCE.md)
 
 
-def medusa(c):
+# ---------------------------------------------------------------------------
+# Each method's call: from the Call to its decoder's arguments, one named function each
+# ---------------------------------------------------------------------------
+
+def run_speculative(c):
+    return speculative_generate(c.draft, c.oracle, c.ids, c.n_new, n_draft=c.n_draft, stats=c.stats)
+
+
+def run_threshold(c):
+    return threshold_generate(c.draft, c.oracle, c.ids, c.n_new, n_draft=c.n_draft, stats=c.stats)
+
+
+def run_sps(c):
+    return speculative_sample(c.draft, c.oracle, c.ids, c.n_new, n_draft=c.n_draft, rng=c.rng,
+                              processor=c.settings.processor, stats=c.stats)
+
+
+def run_tree(c):
+    return tree_generate(c.draft, c.oracle, c.ids, c.n_new, n_draft=c.n_draft, stats=c.stats)
+
+
+def run_ngram(c):
+    return ngram_generate(c.oracle, c.ids, c.n_new, n_draft=c.n_draft, drafter=drafter_of(c), stats=c.stats)
+
+
+def run_staged(c):
+    return staged_generate(c.draft, c.oracle, c.ids, c.n_new, n_draft=c.n_draft, drafter=drafter_of(c), stats=c.stats)
+
+
+def run_adaptive(c, rule="egag"):
+    s = c.settings
+    return adaptive_generate(c.draft, c.oracle, c.ids, c.n_new, rule=rule,
+                             n_draft=min(max(c.n_draft, s.n_draft_min), s.n_draft_max),
+                             n_draft_min=s.n_draft_min, n_draft_max=s.n_draft_max, ema=s.ema, stats=c.stats)
+
+
+def run_adaptive_hf(c):
+    return run_adaptive(c, rule="heuristic")
+
+
+def run_suffix(c):
+    return suffix_generate(c.oracle, c.ids, c.n_new, n_draft=c.n_draft, stats=c.stats)
+
+
+def run_suffix_tree(c):
+    return suffix_generate(c.oracle, c.ids, c.n_new, n_draft=c.n_draft, width=3, stats=c.stats)
+
+
+def run_tree_sps(c):
+    return tree_sample_generate(c.draft, c.oracle, c.ids, c.n_new, n_draft=c.n_draft, width=2, rng=c.rng,
+                                processor=c.settings.processor, stats=c.stats)
+
+
+def run_self_speculative(c):
+    return self_speculative_generate(c.oracle, c.ids, c.n_new, n_draft=c.n_draft, n_layers_draft=c.settings.draft_layers,
+                                     stats=c.stats)
+
+
+def run_greedy(c):
+    return greedy_generate(c.oracle, c.ids, c.n_new, stats=c.stats)
+
+
+def run_sample(c):
+    return autoregressive_sample(c.oracle, c.ids, c.n_new, rng=c.rng, processor=c.settings.processor, stats=c.stats)
+
+
+def run_beam(c):
+    return beam_search(c.oracle, c.ids, c.n_new, n_beams=c.settings.n_beams, stats=c.stats)
+
+
+def run_drafter(c):  # the draft model alone: greedy at temperature 0, else sampling
+    if c.settings.processor.temperature == 0:
+        return greedy_generate(c.draft, c.ids, c.n_new, stats=c.stats)
+    return autoregressive_sample(c.draft, c.ids, c.n_new, rng=c.rng, processor=c.settings.processor, stats=c.stats)
+
+
+def run_lookahead(c):
+    return lookahead_generate(c.oracle, c.ids, c.n_new, N=c.n_draft + 1, stats=c.stats)
+
+
+def run_sps_block(c):
+    return block_sample(c.draft, c.oracle, c.ids, c.n_new, n_draft=c.n_draft, rng=c.rng, processor=c.settings.processor,
+                        stats=c.stats)
+
+
+def run_tree_sps_wor(c):
+    return tree_sample_wor_generate(c.draft, c.oracle, c.ids, c.n_new, n_draft=c.n_draft, width=2, rng=c.rng,
+                                    processor=c.settings.processor, stats=c.stats)
+
+
+def run_eagle(c):
+    return eagle_generate(head_of(c.oracle, "eagle"), c.oracle, c.ids, c.n_new, n_draft=c.n_draft, stats=c.stats)
+
+
+def run_eagle_sps(c):
+    return eagle_sample(head_of(c.oracle, "eagle"), c.oracle, c.ids, c.n_new, n_draft=c.n_draft, rng=c.rng,
+                        processor=c.settings.processor, stats=c.stats)
+
+
+def run_medusa(c):
     heads = head_of(c.oracle, "medusa")
     if not 1 <= c.n_draft <= len(heads.heads):
         raise GenerationError(f"medusa's draft length is its tree's depth: from 1 to {len(heads.heads)} "
@@ -138,102 +237,71 @@ def medusa(c):
     return medusa_generate(heads, c.oracle, c.ids, c.n_new, widths=MEDUSA_WIDTHS[:c.n_draft], stats=c.stats)
 
 
-def adaptive(rule):
-    def generate(c):
-        s = c.settings
-        return adaptive_generate(c.draft, c.oracle, c.ids, c.n_new, rule=rule,
-                                 n_draft=min(max(c.n_draft, s.n_draft_min), s.n_draft_max),
-                                 n_draft_min=s.n_draft_min, n_draft_max=s.n_draft_max, ema=s.ema, stats=c.stats)
-    return generate
+def run_early_exit(c):
+    return early_exit_generate(head_of(c.oracle, "exit"), c.oracle, c.ids, c.n_new, n_draft=c.n_draft, stats=c.stats)
 
 
-def draft_alone(c):
-    if c.settings.processor.temperature == 0:
-        return greedy_generate(c.draft, c.ids, c.n_new, stats=c.stats)
-    return autoregressive_sample(c.draft, c.ids, c.n_new, rng=c.rng, processor=c.settings.processor, stats=c.stats)
-
+# ---------------------------------------------------------------------------
+# The registry
+# ---------------------------------------------------------------------------
 
 for method in [
     Method("speculative", "greedy speculative decoding (speculative.py); output = the oracle's greedy output",
-           lambda c: speculative_generate(c.draft, c.oracle, c.ids, c.n_new, n_draft=c.n_draft, stats=c.stats), n_draft=4),
+           run_speculative, n_draft=4),
     Method("threshold", "greedy speculative decoding, draft length set by the draft's confidence (threshold.py)",
-           lambda c: threshold_generate(c.draft, c.oracle, c.ids, c.n_new, n_draft=c.n_draft, stats=c.stats), n_draft=16),
+           run_threshold, n_draft=16),
     Method("sps", "speculative sampling, Chen et al. 2023 Algorithm 2 (sps.py); output ~ the oracle's distribution",
-           lambda c: speculative_sample(c.draft, c.oracle, c.ids, c.n_new, n_draft=c.n_draft, rng=c.rng, processor=c.settings.processor,
-                                        stats=c.stats), n_draft=4, samples=True),
+           run_sps, n_draft=4, samples=True),
     Method("tree", "greedy, tree-shaped drafts checked in one pass with a tree attention mask (tree.py)",
-           lambda c: tree_generate(c.draft, c.oracle, c.ids, c.n_new, n_draft=c.n_draft, stats=c.stats), n_draft=6,
-           needs_cache=True),
+           run_tree, n_draft=6, needs_cache=True),
     Method("ngram", "greedy, drafts from the text itself (NASD): prompt lookup and an n-gram table, no draft model "
-                    "(ngram.py)",
-           lambda c: ngram_generate(c.oracle, c.ids, c.n_new, n_draft=c.n_draft, drafter=drafter_of(c), stats=c.stats),
-           draft_model=False, n_draft=8),
+                    "(ngram.py)", run_ngram, draft_model=False, n_draft=8),
     Method("staged", "greedy, n-gram -> draft -> oracle: the draft's own drafts come from the n-gram drafter (ngram.py)",
-           lambda c: staged_generate(c.draft, c.oracle, c.ids, c.n_new, n_draft=c.n_draft, drafter=drafter_of(c), stats=c.stats),
-           n_draft=4),
+           run_staged, n_draft=4),
     Method("adaptive", "greedy, draft length set by the draft's entropy and a moving average (rule egag, the "
-                       "seed document's EGAG; adaptive.py)",
-           adaptive("egag"), n_draft=4),
+                       "seed document's EGAG; adaptive.py)", run_adaptive, n_draft=4),
     Method("adaptive-hf", "greedy, draft length by Hugging Face's rule heuristic: +2 after a clean round, -1 "
-                          "otherwise (adaptive.py)", adaptive("heuristic"), n_draft=4),
+                          "otherwise (adaptive.py)", run_adaptive_hf, n_draft=4),
     Method("suffix", "greedy, drafts what followed the longest earlier match in the text, found by a suffix "
-                     "automaton; no draft model (SuffixDecoding; beyond/suffix.py)",
-           lambda c: suffix_generate(c.oracle, c.ids, c.n_new, n_draft=c.n_draft, stats=c.stats), draft_model=False, n_draft=8),
+                     "automaton; no draft model (SuffixDecoding; beyond/suffix.py)", run_suffix, draft_model=False,
+           n_draft=8),
     Method("suffix-tree", "greedy, a tree of the most frequent continuations of the longest earlier match, checked "
-                          "in one pass; no draft model (SuffixDecoding; beyond/suffix.py)",
-           lambda c: suffix_generate(c.oracle, c.ids, c.n_new, n_draft=c.n_draft, width=3, stats=c.stats), draft_model=False,
-           n_draft=6, needs_cache=True),
+                          "in one pass; no draft model (SuffixDecoding; beyond/suffix.py)", run_suffix_tree,
+           draft_model=False, n_draft=6, needs_cache=True),
     Method("tree-sps", "speculative sampling over a tree of sampled drafts, SpecInfer's multi-round rejection "
-                       "(beyond/tree_sampling.py); output ~ the oracle's distribution",
-           lambda c: tree_sample_generate(c.draft, c.oracle, c.ids, c.n_new, n_draft=c.n_draft, width=2, rng=c.rng,
-                                          processor=c.settings.processor, stats=c.stats), n_draft=4, samples=True,
-           needs_cache=True),
+                       "(beyond/tree_sampling.py); output ~ the oracle's distribution", run_tree_sps, n_draft=4,
+           samples=True, needs_cache=True),
     Method("self-speculative", "greedy, the oracle's own first layers draft for it, no second model (Draft & Verify, "
-                               "LayerSkip; beyond/self_speculative.py)",
-           lambda c: self_speculative_generate(c.oracle, c.ids, c.n_new, n_draft=c.n_draft, n_layers_draft=c.settings.draft_layers,
-                                               stats=c.stats), draft_model=False, n_draft=4, needs_cache=True),
-    Method("greedy", "the oracle alone, greedy (the baseline of all the greedy methods)",
-           lambda c: greedy_generate(c.oracle, c.ids, c.n_new, stats=c.stats), draft_model=False, verifies=False,
-           exact=True),
-    Method("sample", "the oracle alone, sampling (Algorithm 1, the baseline of sps)",
-           lambda c: autoregressive_sample(c.oracle, c.ids, c.n_new, rng=c.rng, processor=c.settings.processor,
-                                           stats=c.stats), draft_model=False, samples=True, verifies=False,
-           baseline="sample"),
+                               "LayerSkip; beyond/self_speculative.py)", run_self_speculative, draft_model=False,
+           n_draft=4, needs_cache=True),
+    Method("greedy", "the oracle alone, greedy (the baseline of all the greedy methods)", run_greedy, draft_model=False,
+           verifies=False, exact=True),
+    Method("sample", "the oracle alone, sampling (Algorithm 1, the baseline of sps)", run_sample, draft_model=False,
+           samples=True, verifies=False, baseline="sample"),
     Method("beam", "the oracle alone, beam search (beam.py); not streamed: the best beam is known at the end",
-           lambda c: beam_search(c.oracle, c.ids, c.n_new, n_beams=c.settings.n_beams, stats=c.stats),
-           draft_model=False, verifies=False, needs_cache=True),
-    Method("drafter", "the draft model alone, greedy (or sampling with --temperature/--top-k/--top-p)", draft_alone,
+           run_beam, draft_model=False, verifies=False, needs_cache=True),
+    Method("drafter", "the draft model alone, greedy (or sampling with --temperature/--top-k/--top-p)", run_drafter,
            samples=True, verifies=False),
+    Method("lookahead", "greedy, n-grams guessed by Jacobi iteration over a window of future positions and checked in "
+                        "the same pass; no draft model (beyond/lookahead.py); --n-draft is N - 1", run_lookahead,
+           draft_model=False, n_draft=3, needs_cache=True),
+    Method("sps-block", "speculative sampling with block verification: the whole draft judged at once, never fewer "
+                        "kept than sps (Sun et al. 2025; beyond/block_verification.py); output ~ the oracle's "
+                        "distribution", run_sps_block, n_draft=4, samples=True),
+    Method("tree-sps-wor", "tree-sps with each node's children drawn without replacement (distinct siblings) and the "
+                           "draft updated after each rejection (Sequoia; beyond/tree_without_replacement.py); output ~ "
+                           "the oracle's distribution", run_tree_sps_wor, n_draft=4, samples=True, needs_cache=True),
+    Method("eagle", "greedy, drafts from a one-layer head trained on the oracle's own features, read by its LM head "
+                    "(EAGLE, Li et al. 2024; beyond/eagle.py); no draft model", run_eagle, draft_model=False, n_draft=4,
+           needs_cache=True, head="eagle"),
+    Method("eagle-sps", "speculative sampling with the EAGLE head's drafts (beyond/eagle.py); output ~ the oracle's "
+                        "distribution", run_eagle_sps, draft_model=False, n_draft=4, samples=True, needs_cache=True,
+           head="eagle"),
+    Method("medusa", "greedy, heads on the oracle's last state guess 2, 3, 4 tokens ahead; a tree of their top "
+                     "candidates checked in one pass (Medusa, Cai et al. 2024; beyond/medusa.py); --n-draft is the "
+                     "depth", run_medusa, draft_model=False, n_draft=3, needs_cache=True, head="medusa"),
+    Method("early-exit", "greedy, the oracle's first layers draft through a trained adapter (Kangaroo, Liu et al. "
+                         "2024; beyond/early_exit.py); self-speculative's exit, trained", run_early_exit,
+           draft_model=False, n_draft=4, needs_cache=True, head="exit"),
 ]:
     register(method)
-register(Method("lookahead", "greedy, n-grams guessed by Jacobi iteration over a window of future positions and "
-                            "checked in the same pass; no draft model (beyond/lookahead.py); --n-draft is N - 1",
-                lambda c: lookahead_generate(c.oracle, c.ids, c.n_new, N=c.n_draft + 1, stats=c.stats), draft_model=False,
-                n_draft=3, needs_cache=True))
-register(Method("sps-block", "speculative sampling with block verification: the whole draft judged at once, "
-                             "never fewer kept than sps (Sun et al. 2025; beyond/block_verification.py); output ~ "
-                             "the oracle's distribution",
-                lambda c: block_sample(c.draft, c.oracle, c.ids, c.n_new, n_draft=c.n_draft, rng=c.rng,
-                                       processor=c.settings.processor, stats=c.stats), n_draft=4, samples=True))
-register(Method("tree-sps-wor", "tree-sps with each node's children drawn without replacement (distinct "
-                                "siblings) and the draft updated after each rejection (Sequoia; "
-                                "beyond/tree_without_replacement.py); output ~ the oracle's distribution",
-                lambda c: tree_sample_wor_generate(c.draft, c.oracle, c.ids, c.n_new, n_draft=c.n_draft, width=2,
-                                                   rng=c.rng, processor=c.settings.processor, stats=c.stats),
-                n_draft=4, samples=True, needs_cache=True))
-register(Method("eagle", "greedy, drafts from a one-layer head trained on the oracle's own features, read by its LM "
-                         "head (EAGLE, Li et al. 2024; beyond/eagle.py); no draft model",
-                lambda c: eagle_generate(head_of(c.oracle, "eagle"), c.oracle, c.ids, c.n_new, n_draft=c.n_draft, stats=c.stats),
-                draft_model=False, n_draft=4, needs_cache=True, head="eagle"))
-register(Method("eagle-sps", "speculative sampling with the EAGLE head's drafts (beyond/eagle.py); output ~ the "
-                             "oracle's distribution",
-                lambda c: eagle_sample(head_of(c.oracle, "eagle"), c.oracle, c.ids, c.n_new, n_draft=c.n_draft, rng=c.rng,
-                                       processor=c.settings.processor, stats=c.stats),
-                draft_model=False, n_draft=4, samples=True, needs_cache=True, head="eagle"))
-register(Method("medusa", "greedy, heads on the oracle's last state guess 2, 3, 4 tokens ahead; a tree of their top "
-                          "candidates checked in one pass (Medusa, Cai et al. 2024; beyond/medusa.py); --n-draft is "
-                          "the depth", medusa, draft_model=False, n_draft=3, needs_cache=True, head="medusa"))
-register(Method("early-exit", "greedy, the oracle's first layers draft through a trained adapter (Kangaroo, Liu et "
-                              "al. 2024; beyond/early_exit.py); self-speculative's exit, trained",
-                lambda c: early_exit_generate(head_of(c.oracle, "exit"), c.oracle, c.ids, c.n_new, n_draft=c.n_draft, stats=c.stats),
-                draft_model=False, n_draft=4, needs_cache=True, head="exit"))

@@ -13,11 +13,14 @@ from speculative import greedy_generate
 from toy_method import echo_generate
 
 
+def run_echo(c):
+    return echo_generate(c.oracle, c.ids, c.n_new, n_draft=c.n_draft, stats=c.stats)
+
+
 @pytest.fixture
 def toy():
     method = methods.register(Method("echo", "greedy, the last token repeated as the draft (tests/toy_method.py)",
-                                     lambda c: echo_generate(c.oracle, c.ids, c.n_new, n_draft=c.n_draft, stats=c.stats),
-                                     draft_model=False, n_draft=3))
+                                     run_echo, draft_model=False, n_draft=3))
     yield method
     del methods.METHODS["echo"]
 

@@ -280,3 +280,11 @@ def test_the_draft_length_has_one_flag_and_one_session_command(tmp_path):
     setters = [name for name, (handler, _, usage, _) in table.items() if usage.split()[0] in ("/n_draft", "/gamma", "/K")]
     assert setters == ["n_draft"]
     assert not hasattr(runner.Settings, "k") and not {"gamma", "K", "egag_gamma_min", "egag_gamma_max"} & set(table)
+
+
+def test_each_method_is_registered_by_a_named_function():
+    # A reader (or a tool) follows the call from --method to its decoder: no lambda in the registry.
+    tree = parse("app.methods")
+    assert not [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Lambda)]
+    from app import methods
+    assert all(m.generate.__name__.startswith("run_") for m in methods.METHODS.values())
