@@ -20,6 +20,12 @@ greedy_generate, at the end, is the baseline: the oracle alone, one pass per tok
 The command line is app/cli.py; running this file starts it.
 """
 
+if __name__ == "__main__":  # python speculative.py: hand over to the command line, app/cli.py
+    from app.program import interrupt_quietly
+    interrupt_quietly()  # first, before NumPy loads: Ctrl-C meanwhile is one line, not a traceback
+    from app.cli import main_entry  # it imports this file as the module `speculative`: its code runs once, there
+    raise SystemExit(main_entry())
+
 import numpy as np
 
 from decoding import Line, Stats, cache_lengths, check_args, check_room, feed
@@ -100,10 +106,3 @@ def greedy_generate(model, ids, n_new, stats=None):
         tokens.append(int(np.argmax(logits)))
         stats.add_round(tokens[-1:])
         yield tokens[-1]
-
-
-if __name__ == "__main__":  # the command line: app/cli.py
-    from app.program import interrupt_quietly
-    interrupt_quietly()  # first: Ctrl-C while the command line and the models load is one line, not a traceback
-    from app.cli import main_entry
-    main_entry()
