@@ -181,7 +181,7 @@ RUNS = """
 import contextlib, io, runpy, sys
 defined = []
 def trace(frame, event, arg):  # each `def` line of speculative.py's module code that runs, and as which module
-    if frame.f_code.co_name != "<module>" or not frame.f_code.co_filename.endswith("/speculative.py"):
+    if frame.f_code.co_name != "<module>" or frame.f_code.co_filename.replace("\\\\", "/").split("/")[-1] != "speculative.py":
         return None
     def line(frame, event, arg):
         if event == "line" and LINES[frame.f_lineno - 1].startswith("def "):
