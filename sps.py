@@ -109,19 +109,19 @@ def autoregressive_sample(model, ids, n_new, rng=None, processor=None, stats=Non
         yield tokens[-1]
 
 
-def speculative_sample(draft, oracle, ids, n_new, n_draft=4, rng=None, processor=None, stats=None, verify=None,
+def speculative_sample(draft, oracle, ids, n_new, n_draft=4, rng=None, processor=None, stats=None, rule=None,
                        **flags):
     """Algorithm 2: yields n_new ids distributed exactly as autoregressive_sample(oracle, ...).
 
     n_draft is the paper's K; a round drafts fewer near the end, where fewer tokens are left.
     One processor makes both p and q (as autoregressive_sample's processor or flags).
-    verify is steps 3 and 4: token_verification, the paper's, unless another lossless rule with its
+    rule is steps 3 and 4: token_verification, the paper's, unless another lossless rule with its
     signature is given (beyond/block_verification.py's, which keeps steps 1 and 2 as they are here).
     """
     stats = Stats() if stats is None else stats
     rng = np.random.default_rng() if rng is None else rng  # one generator for the whole run
     processor = as_processor(processor, **flags)
-    verify = token_verification if verify is None else verify
+    rule = token_verification if rule is None else rule
     check_args(ids, n_new, draft, oracle, n_draft=n_draft)
     tokens, end = list(ids), len(ids) + n_new
     draft_cache, oracle_cache = KVCache(), KVCache()
@@ -133,7 +133,7 @@ def speculative_sample(draft, oracle, ids, n_new, n_draft=4, rng=None, processor
         # q(x | x_1..x_n, x̃_1..x̃_t) (0-based here: q[0] conditions on no draft).
         q = processor(feed(oracle, oracle_cache, tokens + drafted, stats, "oracle", n_logits=k + 1))
         # Steps 3 and 4: keep each draft with probability min(1, q/p), or end at a draw from the residual.
-        new_tokens, n_accepted, details, reason = verify(q, p, drafted, rng, n_draft, explain=stats.trace is not None)
+        new_tokens, n_accepted, details, reason = rule(q, p, drafted, rng, n_draft, explain=stats.trace is not None)
         context = len(tokens)
         tokens += new_tokens
         rollback(len(tokens) - 1, draft_cache, oracle_cache)

@@ -21,9 +21,9 @@ from tqdm import tqdm
 
 from app import methods, program, runner, tables
 from decoding import Stats, check_room
-from errors import UserError, printable
+from errors import printable
 from processors import Processor
-from weights import files, reading
+from weights import files
 from weights.models import DEFAULT_MODELS_DIR
 
 GREEDY_BASELINE, SAMPLING_BASELINE = "greedy", "sample"
@@ -37,7 +37,7 @@ def ablation_set(n_draft=4, temperature=1.0):
     sampling = Processor(temperature)
     document = [
         (GREEDY_BASELINE, "the oracle alone (target AR)", {}),
-        ("drafter", "the draft alone, greedy", {"processor": Processor(0.0)}),
+        ("draft-alone", "the draft alone, greedy", {"processor": Processor(0.0)}),
         ("speculative", f"fixed n_draft {n_draft}", {"n_draft": n_draft}),
         ("adaptive", "entropy-adaptive draft length (EGAG)", {"n_draft": n_draft}),
         ("adaptive-hf", "+2 / -1 heuristic", {"n_draft": n_draft}),
@@ -85,21 +85,8 @@ def row(method, setting, stats, seconds, matches):
             "acceptance": round(stats.kept_fraction, 3) if stats.drafted else "",
             "tokens_per_pass": round(stats.tokens_per_round, 2) if stats.rounds else "",
             "speedup": "", "matches_greedy": ("yes" if matches else "NO") if m.exact else
-            "n/a (the draft's own text)" if method == "drafter" else "n/a (sampling)" if m.samples else
+            "n/a (the draft's own text)" if method == "draft-alone" else "n/a (sampling)" if m.samples else
             "n/a (not greedy decoding)"}
-
-
-def read_prompts(path):
-    """One prompt per line; blank lines are skipped; a line may contain \\n for a newline."""
-    try:
-        text = reading.read_text(path, "prompts")  # bounded, a regular file only: not /dev/zero, not a FIFO
-    except UnicodeDecodeError as e:
-        raise UserError(f"{path}: not UTF-8 text (byte {e.start}); save it as UTF-8") from None
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")  # as open() reads lines: universal newlines
-    prompts = [line.replace("\\n", "\n") for line in lines if line.strip()]
-    if not prompts:
-        raise UserError(f"{path}: no prompts in it (one per line)")
-    return prompts
 
 
 def parse_args(argv):
@@ -131,7 +118,7 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(argv)
-    prompts = list(args.prompts) + (read_prompts(args.prompts_file) if args.prompts_file else [])
+    prompts = list(args.prompts) + (runner.read_prompt_lines(args.prompts_file) if args.prompts_file else [])
     prompts = prompts or ["The meaning of life is", "Once upon a time, in a small village at the edge of the forest,"]
     names = {"draft": args.draft, "oracle": args.oracle}
     load = functools.lru_cache(maxsize=None)(lambda role: runner.load_model(names[role], args.models_dir))

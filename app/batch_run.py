@@ -13,8 +13,7 @@ import numpy as np
 import batch
 from app import display, runner
 from decoding import Stats
-from errors import UserError, printable
-from weights import reading
+from errors import printable
 
 def greedy(settings, draft, oracle, batch_ids, stats):
     return batch.greedy_generate_batch(oracle, batch_ids, settings.max_new_tokens, stats=stats)
@@ -32,23 +31,6 @@ def sps(settings, draft, oracle, batch_ids, stats):
 
 
 BATCHED = {"greedy": greedy, "speculative": speculative, "sps": sps}  # the methods that decode a batch
-
-
-def read_prompt_lines(path):
-    """The prompts of a file, one a line (a final newline ends the last one); an empty file or line is one line of error."""
-    try:
-        text = reading.read_text(path, "prompts")  # bounded, a regular file only: not /dev/zero, not a FIFO
-    except UnicodeDecodeError as e:
-        raise UserError(f"{printable(path)}: not UTF-8 text (byte {e.start}); save it as UTF-8") from None
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")  # as open() reads lines: universal newlines
-    if lines and lines[-1] == "":
-        lines.pop()  # the newline that ends the last line
-    if not lines:
-        raise UserError(f"{printable(path)}: no prompts in it (one a line)")
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            raise UserError(f"{printable(path)}: line {number} is empty (one prompt a line)")
-    return lines
 
 
 def run(settings, loaded, prompts, view):

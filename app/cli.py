@@ -43,7 +43,7 @@ def main(argv=None):
     names = {"draft": args.draft, "oracle": args.oracle}
     if args.prompts is not None:  # many prompts, one batch (batch.py)
         from app import batch_run
-        prompts = batch_run.read_prompt_lines(args.prompts)  # before the models load: a bad file is one line at once
+        prompts = runner.read_prompt_lines(args.prompts)  # before the models load: a bad file is one line at once
         # The models and their tokenizer; each prompt's room is checked by the batch, with its number.
         loaded = runner.prepare(lambda role: runner.load_model(names[role], models_dir, plain=args.plain), args.method,
                                 "", 0, names)
@@ -82,7 +82,7 @@ def parse_args(argv):
                              "must fit the models' context window)")
     parser.add_argument("--temperature", type=setting("temperature"), default=None,
                         help=f"sampling temperature of the sampling methods, {runner.bounds('temperature')} (default: 1; "
-                             "drafter: 0); 0 is greedy, and a tiny temperature approaches greedy")
+                             "draft-alone: 0); 0 is greedy, and a tiny temperature approaches greedy")
     parser.add_argument("--top-k", type=setting("top_k"), default=None,
                         help=f"sample only among the k most likely tokens (the sampling methods), {runner.bounds('top_k')}")
     parser.add_argument("--top-p", type=setting("top_p"), default=None,
@@ -171,7 +171,7 @@ def speed_line():
 def settings_from(args):
     temperature = args.temperature
     if temperature is None:  # sampling's default is 1; the draft alone and the session start greedy
-        greedy_default = args.method == "drafter" or args.interactive
+        greedy_default = args.method == "draft-alone" or args.interactive
         temperature = 0.0 if greedy_default and args.top_k is None and args.top_p is None else 1.0
     return runner.Settings(method=args.method, max_new_tokens=args.max_new_tokens, n_draft=args.n_draft,
                            processor=Processor(temperature, args.top_k, args.top_p), seed=args.seed, n_beams=args.n_beams or 4,

@@ -79,7 +79,7 @@ def summary(method, stats, elapsed):
     """The statistics line: tokens/s, oracle passes, tokens per pass, acceptance, where the time went."""
     # Stats.rounds, named as it is counted: a verification per round (the tree methods' prompt pass aside),
     # a step of all beams, a pass of the draft model run alone
-    passes = {"drafter": "draft model passes", "beam": "steps"}.get(method, "oracle passes")
+    passes = {"draft-alone": "draft model passes", "beam": "steps"}.get(method, "oracle passes")
     line = (f"{method}: {stats.n_generated} new tokens in {elapsed:.2f} s, {stats.n_generated / max(elapsed, 1e-9):.1f} tokens/s; "
             f"{stats.rounds} {passes}, {stats.tokens_per_round:.2f} tokens per pass")
     if stats.drafted:

@@ -200,7 +200,7 @@ def run_beam(c):
     return beam_search(c.oracle, c.ids, c.n_new, n_beams=c.settings.n_beams, stats=c.stats)
 
 
-def run_drafter(c):  # the draft model alone: greedy at temperature 0, else sampling
+def run_draft_alone(c):  # the draft model alone: greedy at temperature 0, else sampling
     if c.settings.processor.temperature == 0:
         return greedy_generate(c.draft, c.ids, c.n_new, stats=c.stats)
     return autoregressive_sample(c.draft, c.ids, c.n_new, rng=c.rng, processor=c.settings.processor, stats=c.stats)
@@ -280,7 +280,7 @@ for method in [
            samples=True, verifies=False, baseline="sample"),
     Method("beam", "the oracle alone, beam search (beam.py); not streamed: the best beam is known at the end",
            run_beam, draft_model=False, verifies=False, needs_cache=True),
-    Method("drafter", "the draft model alone, greedy (or sampling with --temperature/--top-k/--top-p)", run_drafter,
+    Method("draft-alone", "the draft model alone, greedy (or sampling with --temperature/--top-k/--top-p)", run_draft_alone,
            samples=True, verifies=False),
     Method("lookahead", "greedy, n-grams guessed by Jacobi iteration over a window of future positions and checked in "
                         "the same pass; no draft model (beyond/lookahead.py); --n-draft is N - 1", run_lookahead,

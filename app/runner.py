@@ -22,9 +22,10 @@ import numpy as np
 from app import display, methods
 from app.program import UsageError
 from decoding import GenerationError, Stats, check_pair, check_room
-from errors import printable
+from errors import UserError, printable
 from gpt2 import GPT2
 from processors import Processor
+from weights import reading
 from weights.models import resolve_model_dir, shown_dir
 from weights.tokenizer import TokenizerError, check_vocabulary, encode, endoftext_id, load_tokenizer
 
@@ -157,6 +158,24 @@ def prompt_ids(enc, prompt):
     except UnicodeEncodeError:  # bytes the locale could not decode arrive as lone surrogates
         raise GenerationError("the prompt is not valid UTF-8 text (is the terminal's locale UTF-8? try LANG=C.UTF-8)") from None
     return encode(enc, prompt) if prompt else [endoftext_id(enc)]
+
+
+def read_prompt_lines(path):
+    """The prompts of a file, one a line (speculative.py --prompts, bench.py ablation --prompts): a line may
+    write a newline as \\n; a final newline ends the last line; an empty file or an empty line is one line of error."""
+    try:
+        text = reading.read_text(path, "prompts")  # bounded, a regular file only: not /dev/zero, not a FIFO
+    except UnicodeDecodeError as e:
+        raise UserError(f"{printable(path)}: not UTF-8 text (byte {e.start}); save it as UTF-8") from None
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")  # as open() reads lines: universal newlines
+    if lines and lines[-1] == "":
+        lines.pop()  # the newline that ends the last line
+    if not lines:
+        raise UserError(f"{printable(path)}: no prompts in it (one a line)")
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            raise UserError(f"{printable(path)}: line {number} is empty (one prompt a line)")
+    return [line.replace("\\n", "\n") for line in lines]
 
 
 @dataclass

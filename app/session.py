@@ -338,7 +338,7 @@ def command_table(s):
         "speculative": (lambda: s.set_method("speculative"), "greedy speculative decoding (sampling: /method sps)",
                         "/speculative", "/speculative"),
         "target": (lambda: s.set_method("target"), "the oracle alone (greedy or sampling, by the processor)", "/target", "/target"),
-        "drafter": (lambda: s.set_method("drafter"), "the draft model alone", "/drafter", "/drafter"),
+        "draft_alone": (lambda: s.set_method("draft-alone"), "the draft model alone", "/draft_alone", "/drafter"),
         "draft": (lambda name: s.set_model("draft", name), "the draft model: a name or a directory", "/draft NAME_OR_DIR", ""),
         "oracle": (lambda name: s.set_model("oracle", name), "the oracle: a name or a directory", "/oracle NAME_OR_DIR", ""),
         "length": number("max_new_tokens", "tokens to generate (fewer than the models' context window)", "/length N",

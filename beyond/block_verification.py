@@ -84,7 +84,7 @@ def block_sample(draft, oracle, ids, n_new, n_draft=4, rng=None, processor=None,
     would or more. One processor makes both p and q (a processors.Processor, or its flags temperature,
     top_k, top_p). Steps 1 and 2 are sps.speculative_sample's own (draft k tokens from p, one oracle pass
     for q); block_verification takes the place of its steps 3 and 4."""
-    return speculative_sample(draft, oracle, ids, n_new, n_draft, rng, processor, stats, verify=block_verification,
+    return speculative_sample(draft, oracle, ids, n_new, n_draft, rng, processor, stats, rule=block_verification,
                               **flags)
 
 

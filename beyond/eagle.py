@@ -95,12 +95,12 @@ def eagle_generate(head, oracle, ids, n_new, n_draft=4, stats=None):
     The checks run at the call, before any token."""
     check(head, oracle, ids, n_new, n_draft)
 
-    def verify(drafted, dists, logits):  # speculative.py's step 3: the agreeing prefix + one
+    def rule(drafted, dists, logits):  # speculative.py's step 3: the agreeing prefix + one
         n_accepted, new_tokens, oracle_choice = accept(drafted, logits)
         return new_tokens, oracle_choice, Line(n_draft, len(drafted))
 
     return eagle_rounds(head, oracle, list(ids), n_new, n_draft, Stats() if stats is None else stats,
-                        dist=lambda logits: logits, choose=lambda logits: int(np.argmax(logits)), verify=verify,
+                        dist=lambda logits: logits, choose=lambda logits: int(np.argmax(logits)), rule=rule,
                         chosen="its argmax")
 
 
@@ -114,18 +114,18 @@ def eagle_sample(head, oracle, ids, n_new, n_draft=4, rng=None, processor=None, 
 
     stats = Stats() if stats is None else stats
 
-    def verify(drafted, p, logits):  # sps.py's steps 3 and 4, the head's p (each draft's) beside the oracle's q
+    def rule(drafted, p, logits):  # sps.py's steps 3 and 4, the head's p (each draft's) beside the oracle's q
         new_tokens, _, details, _ = token_verification(processor(logits), p, drafted, rng, n_draft,
                                                        explain=stats.trace is not None)
         return new_tokens, None, details
 
     return eagle_rounds(head, oracle, list(ids), n_new, n_draft, stats,
-                        dist=processor, choose=lambda p: sample(p, rng), verify=verify, chosen="a token drawn from its q")
+                        dist=processor, choose=lambda p: sample(p, rng), rule=rule, chosen="a token drawn from its q")
 
 
-def eagle_rounds(head, oracle, tokens, n_new, n_draft, stats, dist, choose, verify, chosen):
+def eagle_rounds(head, oracle, tokens, n_new, n_draft, stats, dist, choose, rule, chosen):
     """The rounds of both decoders, once checked: choose(dist(logits)) picks a token (dist: the logits
-    themselves, or sampling's p), verify(drafted, the drafts' dists, the oracle's logits) -> (new tokens,
+    themselves, or sampling's p), rule(drafted, the drafts' dists, the oracle's logits) -> (new tokens,
     the oracle's greedy choices or None, details); chosen: how the trace names choose's pick from the oracle
     ("its argmax", "a token drawn from its q")."""
     end = len(tokens) + n_new
@@ -144,7 +144,7 @@ def eagle_rounds(head, oracle, tokens, n_new, n_draft, stats, dist, choose, veri
         drafted, dists = draft_chain(head, head_cache, tokens, features, k, stats, dist, choose) if k else ([], [])
         # 2. One oracle pass over [newest token, d_1 .. d_k]: its logits after each, and their true features.
         fresh, logits = timed_states(oracle, oracle_cache, (tokens + drafted)[oracle_cache.n_tokens():], stats, "oracle")
-        new_tokens, oracle_choice, details = verify(drafted, dists, logits)
+        new_tokens, oracle_choice, details = rule(drafted, dists, logits)
         n_accepted = len(new_tokens) - 1
         features = np.concatenate([features, fresh[:n_accepted + 1]])  # true features of the kept rows
         context = len(tokens)

@@ -7,7 +7,7 @@ import sys
 
 from conftest import ROOT
 
-METHODS = ["greedy", "drafter", "speculative", "adaptive", "adaptive-hf", "threshold", "tree", "staged", "ngram", "sample", "sps",
+METHODS = ["greedy", "draft-alone", "speculative", "adaptive", "adaptive-hf", "threshold", "tree", "staged", "ngram", "sample", "sps",
            "suffix", "suffix-tree", "tree-sps", "self-speculative", "beam", "lookahead", "sps-block",
            "tree-sps-wor", "eagle", "eagle-sps", "medusa", "early-exit"]  # the document's set, then the others
 
@@ -19,7 +19,7 @@ def run(*args, cwd=ROOT):
 
 def test_the_ablations_on_the_demo_pair_write_their_csv(demo_dirs, tmp_path):
     prompts = tmp_path / "prompts.txt"
-    prompts.write_text("The meaning of life is\n\nOnce upon a time\\nthere was\n", encoding="utf-8")
+    prompts.write_text("The meaning of life is\nOnce upon a time\\nthere was\n", encoding="utf-8")
     out = tmp_path / "ablation.csv"
     r = run("--draft", demo_dirs["draft"], "--oracle", demo_dirs["oracle"], "--prompts", prompts, "-n", 12, "--out", out)
     assert r.returncode == 0, r.stderr
@@ -28,7 +28,7 @@ def test_the_ablations_on_the_demo_pair_write_their_csv(demo_dirs, tmp_path):
     assert [row["method"] for row in rows] == METHODS
     assert all(int(row["tokens"]) == 2 * 12 for row in rows)  # two prompts, exactly -n tokens each
     greedy = [row for row in rows if not row["matches_greedy"].startswith("n/a")]
-    assert {row["method"] for row in greedy} == set(METHODS) - {"drafter", "sample", "sps", "tree-sps", "beam",
+    assert {row["method"] for row in greedy} == set(METHODS) - {"draft-alone", "sample", "sps", "tree-sps", "beam",
                                                                 "sps-block", "tree-sps-wor", "eagle-sps"}
     assert all(row["matches_greedy"] == "yes" for row in greedy)  # every greedy method gave the oracle's text
     assert all(float(row["speedup"]) > 0 for row in rows)
@@ -38,9 +38,12 @@ def test_the_ablations_on_the_demo_pair_write_their_csv(demo_dirs, tmp_path):
 
 def test_bad_input_is_one_line(tmp_path, tiny_dirs):
     empty = tmp_path / "empty.txt"
-    empty.write_text("\n\n", encoding="utf-8")
-    for args, fragment in [(["--prompts", empty], "no prompts"), (["--prompts", tmp_path / "missing.txt"], "missing.txt"),
-                           (["-n", "0"], "--max-new-tokens"), (["--gamma", "0"], "--gamma")]:
+    empty.write_text("", encoding="utf-8")
+    gap = tmp_path / "gap.txt"
+    gap.write_text("one\n\ntwo\n", encoding="utf-8")
+    for args, fragment in [(["--prompts", empty], "no prompts"), (["--prompts", gap], "line 2 is empty"),
+                           (["--prompts", tmp_path / "missing.txt"], "missing.txt"),
+                           (["-n", "0"], "--max-new-tokens"), (["--n-draft", "0"], "--n-draft")]:
         r = run("--draft", tiny_dirs["related"], "--oracle", tiny_dirs["oracle"], *args)
         assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr
         assert r.stderr.strip().splitlines()[-1].startswith("error:") and fragment in r.stderr, r.stderr

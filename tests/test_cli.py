@@ -33,7 +33,7 @@ def assert_one_line_error(r, *fragments, code=None):
 
 
 @pytest.mark.parametrize("method", ["speculative", "threshold", "sps", "greedy", "sample", "tree", "ngram", "staged",
-                                    "adaptive", "adaptive-hf", "beam", "drafter"])
+                                    "adaptive", "adaptive-hf", "beam", "draft-alone"])
 def test_each_method_runs_and_reports(pair, method):
     r = run("the cat and", *pair, "--method", method, "-n", "12", "--compare")
     assert r.returncode == 0, r.stderr
@@ -42,7 +42,7 @@ def test_each_method_runs_and_reports(pair, method):
     assert f"{method}: 12 new tokens" in r.stderr and "tokens/s" in r.stderr and "speedup" in r.stderr
     if method in ("speculative", "threshold", "sps", "tree", "staged", "adaptive", "adaptive-hf"):
         assert "acceptance" in r.stderr
-    if method not in ("sps", "sample", "drafter", "beam"):
+    if method not in ("sps", "sample", "draft-alone", "beam"):
         assert "identical output" in r.stderr
 
 

@@ -111,7 +111,7 @@ def test_every_documented_toggle_answers(terminal):
                          ("/n_draft_min 2", "n_draft_min 2"), ("/n_draft_max 6", "n_draft_max 6"),
                          ("/egag_ema 0.9", "egag_ema 0.9"), ("/ngram_n 3", "ngram_n 3"), ("/top_k_filler 3", "top_k_filler 3"),
                          ("/set_ngramstorage onelevel 3", "n-gram storage onelevel, n 3"), ("/reset_in_between off", "reset_in_between off"),
-                         ("/target", "method greedy"), ("/drafter", "method drafter"), ("/speculative", "method speculative"),
+                         ("/target", "method greedy"), ("/draft_alone", "method draft-alone"), ("/speculative", "method speculative"),
                          ("/trace on", "trace on"), ("/debug off", "trace off"), ("/cache off", "cache off"), ("/cache on", "cache on"),
                          ("/compare on", "compare on"), ("/method sps", "method sps"), ("/temperature 0.5", "temperature 0.5"),
                          ("/processor greedy", "processor greedy"), ("/plain on", "plain on"), ("/plain off", "plain off"),
