@@ -75,7 +75,7 @@ def adaptive_generate(draft, oracle, ids, n_new, rule="egag", n_draft=4, n_draft
                 break
         # 2-4. As in speculative_generate.
         n_accepted, new_tokens, oracle_choice = verify(oracle, oracle_cache, tokens, drafted, stats)
-        context = len(tokens)
+        context_length = len(tokens)
         tokens += new_tokens
         rollback(len(tokens) - 1, draft_cache, oracle_cache)
         # 5. The next round's n_draft.
@@ -87,7 +87,7 @@ def adaptive_generate(draft, oracle, ids, n_new, rule="egag", n_draft=4, n_draft
                 average_accepted = ema * average_accepted + (1 - ema) * n_accepted
                 n_draft = round(average_accepted) + 1
             n_draft = min(max(n_draft, n_draft_min), n_draft_max)
-        stats.add_round(new_tokens, drafted, n_accepted, context=context, oracle=oracle_choice,
+        stats.add_round(new_tokens, drafted, n_accepted, context_length=context_length, oracle=oracle_choice,
                         cached=cache_lengths(draft_cache, oracle_cache),
                         details=AdaptiveDetails(rule, used, k_limit, entropies, entropy_bound, average_before,
                                                 average_accepted, ema, (n_draft_min, n_draft_max), n_draft))

@@ -100,7 +100,7 @@ def speculative_generate_batch(draft, oracle, batch_ids, n_new, n_draft=4, stats
             kept.append(n_accepted)
         # 4. Each row of both caches back to its own kept tokens, all but the newest.
         rollback_rows([len(row) - 1 for row in rows], draft_cache, oracle_cache)
-        stats.add_round(*round_record(rows, drafted, kept), context=None,
+        stats.add_round(*round_record(rows, drafted, kept), context_length=None,
                         details=BatchRound(n_draft, k, row_records(live, rows, drafted, kept)))
         # 5. Rows with all their tokens leave the batch.
         live = leave(live, tokens, ends, draft_cache, oracle_cache)
@@ -144,7 +144,7 @@ def speculative_sample_batch(draft, oracle, batch_ids, n_new, n_draft=4, rng=Non
             row += new_tokens
             kept.append(len(new_tokens) - 1)
         rollback_rows([len(row) - 1 for row in rows], draft_cache, oracle_cache)
-        stats.add_round(*round_record(rows, drafted, kept), context=None,
+        stats.add_round(*round_record(rows, drafted, kept), context_length=None,
                         details=BatchRound(n_draft, k, row_records(live, rows, drafted, kept)))
         live = leave(live, tokens, ends, draft_cache, oracle_cache)
     return [row[len(ids):] for row, ids in zip(tokens, batch_ids)]

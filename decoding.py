@@ -37,7 +37,7 @@ class GenerationError(UserError):
 @dataclass
 class Round:
     """One draft-and-verify round, as --trace, --html and the tests see it."""
-    context: int        # tokens in the text before the round
+    context_length: int  # tokens in the text before the round
     drafted: list       # the draft's proposals (a tree: every node, level by level)
     accepted: int       # how many drafts were kept
     new: list           # what the round added: the accepted drafts, then one token of the oracle's

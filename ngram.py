@@ -176,11 +176,11 @@ def top_tokens(logits, k):  # [n, V] -> n lists of k token ids, most likely firs
     return np.take_along_axis(top, order, axis=-1).tolist()
 
 
-def learn(drafter, tokens, context, oracle_top, stats):
+def learn(drafter, tokens, context_length, oracle_top, stats):
     """Step 5: the drafter learns the accepted text and, with the filler, the oracle's top-k (draft time)."""
     start = time.perf_counter()
     drafter.update(tokens)
-    drafter.fill(tokens, context, oracle_top)
+    drafter.fill(tokens, context_length, oracle_top)
     stats.add_time("draft", time.perf_counter() - start)
 
 
@@ -205,13 +205,13 @@ def ngram_generate(oracle, ids, n_new, n_draft=8, drafter=None, stats=None):
         # 2-4. Verify, accept, roll back, as in speculative_generate.
         n_accepted, new_tokens, oracle_choice, top = verify_with_top_k(oracle, oracle_cache, tokens, drafted, stats,
                                                                       drafter.top_k_filler)
-        context = len(tokens)
+        context_length = len(tokens)
         tokens += new_tokens
         rollback(len(tokens) - 1, oracle_cache)
-        stats.add_round(new_tokens, drafted, n_accepted, context=context, oracle=oracle_choice,
+        stats.add_round(new_tokens, drafted, n_accepted, context_length=context_length, oracle=oracle_choice,
                         cached=cache_lengths(None, oracle_cache), details=NgramDetails(drafter.source, n_draft, room))
         # 5. Learn from the round.
-        learn(drafter, tokens, context, top, stats)
+        learn(drafter, tokens, context_length, top, stats)
         yield from new_tokens
 
 
@@ -243,11 +243,11 @@ def staged_generate(draft, oracle, ids, n_new, n_draft=8, drafter=None, stats=No
         # 2-4. The oracle checks the k drafts as in speculative_generate.
         n_accepted, new_tokens, oracle_choice, top = verify_with_top_k(oracle, oracle_cache, tokens, drafted, stats,
                                                                       drafter.top_k_filler)
-        context = len(tokens)
+        context_length = len(tokens)
         tokens += new_tokens
         rollback(len(tokens) - 1, draft_cache, oracle_cache)
-        stats.add_round(new_tokens, drafted, n_accepted, context=context, oracle=oracle_choice,
+        stats.add_round(new_tokens, drafted, n_accepted, context_length=context_length, oracle=oracle_choice,
                         cached=cache_lengths(draft_cache, oracle_cache), details=StagedDetails(stages, n_draft, k))
         # 5. Learn from the round.
-        learn(drafter, tokens, context, top, stats)
+        learn(drafter, tokens, context_length, top, stats)
         yield from new_tokens

@@ -48,11 +48,11 @@ def speculative_generate(draft, oracle, ids, n_new, n_draft=4, stats=None):
             drafted.append(int(np.argmax(logits)))
         # 2 and 3. One oracle pass checks them all; keep the agreeing prefix + one.
         n_accepted, new_tokens, oracle_choice = verify(oracle, oracle_cache, tokens, drafted, stats)
-        context = len(tokens)
+        context_length = len(tokens)
         tokens += new_tokens
         # 4. Both caches back to the kept tokens.
         rollback(len(tokens) - 1, draft_cache, oracle_cache)
-        stats.add_round(new_tokens, drafted, n_accepted, context=context, oracle=oracle_choice,
+        stats.add_round(new_tokens, drafted, n_accepted, context_length=context_length, oracle=oracle_choice,
                         cached=cache_lengths(draft_cache, oracle_cache), details=Line(n_draft, k))
         yield from new_tokens
 

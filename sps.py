@@ -134,10 +134,10 @@ def speculative_sample(draft, oracle, ids, n_new, n_draft=4, rng=None, processor
         q = processor(feed(oracle, oracle_cache, tokens + drafted, stats, "oracle", n_logits=k + 1))
         # Steps 3 and 4: keep each draft with probability min(1, q/p), or end at a draw from the residual.
         new_tokens, n_accepted, details, reason = rule(q, p, drafted, rng, n_draft, explain=stats.trace is not None)
-        context = len(tokens)
+        context_length = len(tokens)
         tokens += new_tokens
         rollback(len(tokens) - 1, draft_cache, oracle_cache)
-        stats.add_round(new_tokens, drafted, n_accepted, context=context, cached=cache_lengths(draft_cache, oracle_cache),
+        stats.add_round(new_tokens, drafted, n_accepted, context_length=context_length, cached=cache_lengths(draft_cache, oracle_cache),
                         details=details, reason=reason)
         yield from new_tokens
 

@@ -76,14 +76,14 @@ def threshold_generate(draft, oracle, ids, n_new, n_draft=16, threshold=0.4,
         drafted, cumulative = draft_while_confident(draft, draft_cache, tokens, k_limit, threshold, stats)
         # 2, 3 and 4, as in speculative_generate.
         n_accepted, new_tokens, oracle_choice = verify(oracle, oracle_cache, tokens, drafted, stats)
-        context = len(tokens)
+        context_length = len(tokens)
         tokens += new_tokens
         rollback(len(tokens) - 1, draft_cache, oracle_cache)
         # 5. Adapt the threshold to this round's outcome.
         used = threshold
         if drafted:
             threshold = next_threshold(threshold, cumulative, n_accepted, threshold_all_correct_boost)
-        stats.add_round(new_tokens, drafted, n_accepted, context=context, oracle=oracle_choice,
+        stats.add_round(new_tokens, drafted, n_accepted, context_length=context_length, oracle=oracle_choice,
                         cached=cache_lengths(draft_cache, oracle_cache),
                         details=ThresholdDetails(used, [float(c) for c in cumulative], k_limit, threshold,
                                                  threshold_all_correct_boost, n_draft))

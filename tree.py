@@ -140,7 +140,7 @@ def tree_generate(draft, oracle, ids, n_new, n_draft=6, branch=2, max_nodes=16, 
         draft_cache.keep(list(range(min(n, draft_cache.n_tokens()))) + [n + i for i in path if i < n_fed])
         tokens += new_tokens
         rollback(len(tokens) - 1, draft_cache, oracle_cache)
-        stats.add_round(new_tokens, [node.token for node in nodes], len(path), context=n, oracle=choice,
+        stats.add_round(new_tokens, [node.token for node in nodes], len(path), context_length=n, oracle=choice,
                         cached=cache_lengths(draft_cache, oracle_cache),
                         details=TreeDetails([node.parent for node in nodes], path, [node.p for node in nodes],
                                             confidence, branch, n_draft, depth))

@@ -112,12 +112,12 @@ def format_trace(trace, token_bytes, n_prompt):
         lines += [f"  {line}" for line in LEGENDS.get(kind, ())]
     for i, r in enumerate(trace, 1):
         setting = SETTINGS[r.kind](r.details) if r.kind in SETTINGS else ""
-        lines.append(f"round {i}: context {r.context} tokens{setting}")
+        lines.append(f"round {i}: context {r.context_length} tokens{setting}")
         lines += DRAFTS.get(r.kind, line_lines)(r, show)
         lines += [f"  why      {reason}" for reason in round_reasons(r, show)]
         lines.append(f"  text     {text.decode(b''.join(token_bytes(t) for t in r.new), final=i == len(trace))!r}")
         caches = ", ".join(f"{name} {n}" for name, n in (r.cached or {}).items() if n is not None)
-        lines.append(f"  caches   {caches} positions (context is now {r.context + len(r.new)} tokens)")
+        lines.append(f"  caches   {caches} positions (context is now {r.context_length + len(r.new)} tokens)")
     return lines
 
 

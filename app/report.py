@@ -327,9 +327,9 @@ def round_row(run, r, number, is_open):
     if r.cached:
         draft_cache = "none" if r.cached.get("draft") is None else r.cached["draft"]
         caches = (f'<p class="caches">After the rollback the caches hold: draft {draft_cache}, oracle {r.cached["oracle"]} '
-                  f"positions; the text is {r.context + len(r.new)} tokens (the newest is fed in the next round).</p>")
+                  f"positions; the text is {r.context_length + len(r.new)} tokens (the newest is fed in the next round).</p>")
     return (f'<details class="round"{" open" if is_open else ""}><summary><b>Round {number}</b> '
-            f'<span class="context">(after {r.context} tokens)</span> {kept}: {chips(run, r.new, marks)}</summary>\n'
+            f'<span class="context">(after {r.context_length} tokens)</span> {kept}: {chips(run, r.new, marks)}</summary>\n'
             f'<div class="body">{body}{caches}</div></details>')
 
 

@@ -135,7 +135,7 @@ def eagle_rounds(head, oracle, tokens, n_new, n_draft, stats, dist, choose, rule
     # The prompt: the oracle's features for it, and its first token (no draft: nothing to read yet).
     features, logits = timed_states(oracle, oracle_cache, tokens, stats, "oracle", n_logits=1)
     tokens.append(choose(dist(logits[-1])))
-    stats.add_round(tokens[-1:], context=end - n_new, cached={"draft": 0, "oracle": oracle_cache.n_tokens()},
+    stats.add_round(tokens[-1:], context_length=end - n_new, cached={"draft": 0, "oracle": oracle_cache.n_tokens()},
                     reason=f"the prompt's pass: the oracle's features of the prompt, and {chosen} after it; "
                            "no draft yet, the head reads those features from the next round")
     yield tokens[-1]
@@ -147,12 +147,12 @@ def eagle_rounds(head, oracle, tokens, n_new, n_draft, stats, dist, choose, rule
         new_tokens, oracle_choice, details = rule(drafted, dists, logits)
         n_accepted = len(new_tokens) - 1
         features = np.concatenate([features, fresh[:n_accepted + 1]])  # true features of the kept rows
-        context = len(tokens)
+        context_length = len(tokens)
         tokens += new_tokens
         # 3. The oracle's cache to the kept tokens; the head's to the pairs whose features were true.
         rollback(len(tokens) - 1, oracle_cache)
-        head_cache.truncate(min(head_cache.n_tokens(), context - 1))
-        stats.add_round(new_tokens, drafted, n_accepted, context=context, oracle=oracle_choice,
+        head_cache.truncate(min(head_cache.n_tokens(), context_length - 1))
+        stats.add_round(new_tokens, drafted, n_accepted, context_length=context_length, oracle=oracle_choice,
                         cached={"draft": head_cache.n_tokens(), "oracle": oracle_cache.n_tokens()}, details=details,
                         reason="drafts from the EAGLE head's guessed features, read by the oracle's own LM head")
         yield from new_tokens

@@ -285,7 +285,7 @@ def lookahead_generate(oracle, ids, n_new, W=3, N=4, G=3, rng=None, stats=None):
         window = advance(window, outputs, N)
         stats.add_time("draft", time.perf_counter() - start)
         # drafted: the best candidate, the line the oracle's choices are compared along; the others are in details
-        stats.add_round(new_tokens, drafted, n_accepted, context=n, oracle=along,
+        stats.add_round(new_tokens, drafted, n_accepted, context_length=n, oracle=along,
                         cached=cache_lengths(None, cache),
                         details=LookaheadDetails(fed, candidates, g, ngrams, len(rows.tokens)),
                         reason=reason(fed, W, N, candidates, g, n_accepted, len(ngrams), len(pool), left))

@@ -111,7 +111,7 @@ def medusa_generate(heads, oracle, ids, n_new, widths=(2, 1, 1), stats=None):
     features, logits = timed_states(oracle, cache, tokens, stats, "oracle", n_logits=1)
     feature = features[-1]
     tokens.append(int(np.argmax(logits[-1])))
-    stats.add_round(tokens[-1:], context=len(ids), cached={"draft": None, "oracle": cache.n_tokens()},
+    stats.add_round(tokens[-1:], context_length=len(ids), cached={"draft": None, "oracle": cache.n_tokens()},
                     reason="the prompt's pass: the oracle's last state after the prompt, which the heads read next")
     yield tokens[-1]
     while len(tokens) < end:
@@ -125,7 +125,7 @@ def medusa_generate(heads, oracle, ids, n_new, widths=(2, 1, 1), stats=None):
         n = len(tokens)
         cache.keep(list(range(n)) + [n + i for i in path])  # the text, the root and the kept branch
         feature = features[at + 1]  # the state the oracle's next token came from: the heads read it next
-        stats.add_round(new_tokens, [node.token for node in nodes], len(path), context=n, oracle=choice.tolist(),
+        stats.add_round(new_tokens, [node.token for node in nodes], len(path), context_length=n, oracle=choice.tolist(),
                         cached={"draft": None, "oracle": cache.n_tokens()},
                         details=MedusaDetails([node.parent for node in nodes], path, [node.p for node in nodes],
                                               n_draft=len(widths), depth=depth, widths=list(widths)),

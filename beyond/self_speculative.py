@@ -147,12 +147,12 @@ def rounds(draft, oracle, tokens, n_new, n_draft, stats, adapter=None):  # self_
         drafted, hidden = draft_tokens(draft, shared, tokens, k, stats, adapter, *exits)
         # 2 and 3. The oracle's layers L.. over those rows; keep the agreeing prefix + one.
         n_accepted, new_tokens, oracle_choice = verify_from_layer(oracle, upper, deep, hidden, drafted, stats)
-        context = len(tokens)
+        context_length = len(tokens)
         tokens += new_tokens
         # 4. Both caches hold context + k positions; keep all but the newest token.
         rollback(len(tokens) - 1, shared, deep, *exits)
         trained = adapter is not None
-        stats.add_round(new_tokens, drafted, n_accepted, context=context, oracle=oracle_choice,
+        stats.add_round(new_tokens, drafted, n_accepted, context_length=context_length, oracle=oracle_choice,
                         cached=cache_lengths(shared, deep),
                         details=LayersDetails(n_draft, k, n_layers, oracle.n_layer, trained),
                         reason=f"draft = {draft_name(n_layers, oracle.n_layer, trained)}; {n_accepted} of {k} accepted")

@@ -335,19 +335,19 @@ def suffix_generate(oracle, ids, n_new, n_draft=8, min_match=1, width=1, max_nod
         drafted = drafter.propose(room) if nodes is None else [node.token for node in nodes]
         stats.add_time("draft", time.perf_counter() - start)
         details = SuffixDetails(drafter.source, drafter.reason, n_draft=n_draft, room=room)
-        context = len(tokens)
+        context_length = len(tokens)
         # 2-4. Verify, accept, roll back: a line as in speculative_generate, a tree as in tree_generate.
         if nodes is None:
             n_accepted, new_tokens, oracle_choice = verify(oracle, oracle_cache, tokens, drafted, stats)
         else:
             path, new_tokens, oracle_choice = verify_tree(oracle, oracle_cache, tokens, nodes, stats)
-            oracle_cache.keep(list(range(context)) + [context + i for i in path])
+            oracle_cache.keep(list(range(context_length)) + [context_length + i for i in path])
             n_accepted = len(path)
             details.tree = TreeDetails([node.parent for node in nodes], path, [node.p for node in nodes],
                                        n_draft=n_draft, depth=room)
         tokens += new_tokens
         rollback(len(tokens) - 1, oracle_cache)
-        stats.add_round(new_tokens, drafted, n_accepted, context=context, oracle=oracle_choice,
+        stats.add_round(new_tokens, drafted, n_accepted, context_length=context_length, oracle=oracle_choice,
                         cached=cache_lengths(None, oracle_cache), details=details)
         # 5. The automaton learns the accepted tokens (draft time: it is the drafter's work).
         start = time.perf_counter()

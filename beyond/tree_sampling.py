@@ -158,7 +158,7 @@ def tree_sample_generate(draft, oracle, ids, n_new, n_draft=4, width=2, max_node
         if stats.trace is not None:
             details = explain_round(nodes, path, visits, last, new_tokens, width, siblings)
             details.n_draft, details.depth = n_draft, depth
-        stats.add_round(new_tokens, [node.token for node in nodes], len(path), context=n,
+        stats.add_round(new_tokens, [node.token for node in nodes], len(path), context_length=n,
                         oracle=chosen_after(nodes, path, new_tokens), cached=cache_lengths(draft_cache, oracle_cache),
                         details=details)
         yield from new_tokens

@@ -38,7 +38,7 @@ def test_greedy_text_is_greedy_decodings(oracle, seed, n_draft):
                        oracle, ids)
     assert stats.drafted > 0 and len(stats.from_draft) == 20
     for r in stats.trace[1:]:  # every cache holds all but the newest token after its round
-        assert r.cached["oracle"] == r.context + len(r.new) - 1
+        assert r.cached["oracle"] == r.context_length + len(r.new) - 1
 
 
 @pytest.mark.parametrize("n_new", range(0, 6))

@@ -34,7 +34,7 @@ def test_greedy_text_is_greedy_decodings(oracle, seed, n_draft, exit_layer):
     assert_same_greedy(list(greedy_generate(oracle, ids, 20)), got, oracle, ids)
     assert stats.drafted > 0 and len(stats.from_draft) == 20
     for r in stats.trace:  # both caches hold all but the newest token after every round
-        assert r.cached["oracle"] == r.cached["draft"] == r.context + len(r.new) - 1
+        assert r.cached["oracle"] == r.cached["draft"] == r.context_length + len(r.new) - 1
         assert r.details.trained and r.details.layers == exit_layer
 
 

@@ -206,9 +206,9 @@ def test_each_round_is_what_the_oracle_says_with_no_cache(oracle):
         d = r.details
         assert len(r.oracle) == len(r.drafted) + 1
         for i, choice in enumerate(r.oracle[:r.accepted + 1]):
-            assert choice == int(np.argmax(oracle.forward(text[:r.context] + r.drafted[:i], n_logits=1)[-1]))
+            assert choice == int(np.argmax(oracle.forward(text[:r.context_length] + r.drafted[:i], n_logits=1)[-1]))
         # The candidates are the pool's n-grams after the text's last token, made in earlier rounds.
-        last = text[r.context - 1]
+        last = text[r.context_length - 1]
         for candidate in d.candidates:
             assert any(ng[0] == last and ng[1:1 + len(candidate)] == candidate for ng in made.get(last, []))
         assert r.drafted == (d.candidates[d.best] if d.candidates else [])
@@ -216,7 +216,7 @@ def test_each_round_is_what_the_oracle_says_with_no_cache(oracle):
         for candidate in d.candidates:
             n = 0
             while n < len(candidate) and candidate[n] == int(np.argmax(
-                    oracle.forward(text[:r.context] + candidate[:n], n_logits=1)[-1])):
+                    oracle.forward(text[:r.context_length] + candidate[:n], n_logits=1)[-1])):
                 n += 1
             assert n <= r.accepted
         # A full window's n-grams: column c of every level, then the oracle's argmax after that line of text.
@@ -225,7 +225,7 @@ def test_each_round_is_what_the_oracle_says_with_no_cache(oracle):
         for c, ng in enumerate(d.ngrams):
             line = window[0][:c] + [window[1][c], window[2][c]]
             assert ng[:-1] == ([last] + window[0])[c:c + 1] + line[c:]
-            assert ng[-1] == int(np.argmax(oracle.forward(text[:r.context] + line, n_logits=1)[-1]))
+            assert ng[-1] == int(np.argmax(oracle.forward(text[:r.context_length] + line, n_logits=1)[-1]))
             made.setdefault(ng[0], []).append(ng)
         # The reason quotes these numbers: the window, the n-grams made, the candidate, how far it matched, why it ended.
         why = r.reason

@@ -33,7 +33,7 @@ def test_greedy_text_is_greedy_decodings(oracle, seed, widths):
     got = list(medusa_generate(random_heads(oracle, seed=seed), oracle, ids, 24, widths=widths, stats=stats))
     assert_same_greedy(list(greedy_generate(oracle, ids, 24)), got, oracle, ids)
     for r in stats.trace[1:]:
-        assert r.cached["oracle"] == r.context + len(r.new) - 1  # the kept branch, all but the newest token
+        assert r.cached["oracle"] == r.context_length + len(r.new) - 1  # the kept branch, all but the newest token
 
 
 def test_kept_branches_are_the_oracles(oracle):

@@ -144,7 +144,7 @@ def test_suffix_drafts_show_the_match_and_what_followed_it(runs, method, tmp_pat
     assert len(figures) == len(matched) >= 5
     full = run.prompt_ids + run.tokens
     for figure, r in zip(figures, matched):
-        m, n = r.details.match, r.context
+        m, n = r.details.match, r.context_length
         start, end = m["end"] - m["length"] + 1, m["end"]
 
         def marked(cls):  # {position: token} of the text's tokens marked cls in the strip
@@ -178,7 +178,7 @@ def beyond_run(method, prompt_ids, rounds):
     """A Run of hand-made rounds: (drafted, n accepted, new, oracle choices, details)."""
     stats, tokens, context = Stats(trace=[]), [], len(prompt_ids)
     for drafted, n, new, choices, details in rounds:
-        stats.add_round(new, drafted, n, context=context, oracle=choices, cached={"draft": None, "oracle": context},
+        stats.add_round(new, drafted, n, context_length=context, oracle=choices, cached={"draft": None, "oracle": context},
                         details=details)
         tokens += new
         context += len(new)
@@ -355,7 +355,7 @@ def test_lookahead_draws_the_window_the_checked_ngrams_and_each_new_ngram_as_a_d
             held = []
             for x, y in ends:
                 rect = box_at(parsed, svg, x, y)
-                held.append(whole[r.context - 1] if "node-root" in rect["classes"] else token_of(parsed, rect))
+                held.append(whole[r.context_length - 1] if "node-root" in rect["classes"] else token_of(parsed, rect))
             assert held == ngram
             n_diagonals += 1
     assert n_diagonals and any(r.details.candidates for r in trace) and any(r.accepted for r in trace)
@@ -469,7 +469,7 @@ def test_eagle_draws_the_chain_of_guessed_features_and_drafts(oracle, enc, metho
         assert len(fed) == len(r.drafted) and labels.count("true f (oracle)") == 1
         assert len(inside(parsed, svg, "line", "feeds")) == 2 * (len(r.drafted) - 1)
         assert labels.count("kept \u2713") == r.accepted
-        newest = page_label(run, whole[r.context - 1])
+        newest = page_label(run, whole[r.context_length - 1])
         assert newest in labels
     run.method = "speculative"  # the same rounds under a method without the head: no chain drawn
     assert 'class="eagle"' not in report.page(run)

@@ -78,7 +78,7 @@ def test_threshold_reasons_follow_the_drafts_probabilities_and_the_rule(related,
         t, cumulative = d.threshold, d.cumulative
         p = 1.0
         for i, x in enumerate(r.drafted):
-            probs = probs_after(related, text[:r.context] + r.drafted[:i])
+            probs = probs_after(related, text[:r.context_length] + r.drafted[:i])
             assert is_argmax(probs, x)
             p *= float(probs[x])
             assert cumulative[i] == pytest.approx(p, rel=1e-4)
@@ -109,7 +109,7 @@ def test_adaptive_reasons_follow_the_entropies_and_the_rule(related, oracle, rul
     for r in trace:
         d = r.details
         for i, (x, h) in enumerate(zip(r.drafted, d.entropies)):
-            probs = probs_after(related, text[:r.context] + r.drafted[:i])
+            probs = probs_after(related, text[:r.context_length] + r.drafted[:i])
             assert is_argmax(probs, x)
             assert h == pytest.approx(-float(np.sum(probs * np.log(np.maximum(probs, 1e-30)))), abs=1e-3)
         g, n = d.n_draft, len(r.drafted)
@@ -143,7 +143,7 @@ def test_prompt_lookup_reasons_say_where_the_match_stands(oracle):
     lookups = [r for r in trace if r.details.source["from"] == "prompt lookup"]
     assert lookups  # the repeated prompt gives matches
     for r in lookups:
-        source, context = r.details.source, text[:r.context]
+        source, context = r.details.source, text[:r.context_length]
         m, at = source["length"], source["at"]
         assert context[at:at + m] == context[-m:] and at + m < len(context)  # an earlier occurrence of the tail
         assert r.drafted == context[at + m:at + m + len(r.drafted)]          # the drafts are what followed it
@@ -163,7 +163,7 @@ def test_staged_reasons_name_the_stage_of_each_draft(related, oracle):
         assert len(stages) == len(r.drafted)
         assert not stages or stages[-1] == "draft"  # each of the draft model's checks ends with its own token
         for i, x in enumerate(r.drafted):  # every draft, whoever guessed it, is the draft model's greedy token
-            assert is_argmax(probs_after(related, text[:r.context] + r.drafted[:i]), x)
+            assert is_argmax(probs_after(related, text[:r.context_length] + r.drafted[:i]), x)
         why = reasons(r)
         for x, stage in zip(r.drafted, stages):
             assert f"<{x}>[{'n-gram' if stage == 'n-gram' else 'model'}]" in why
@@ -179,7 +179,7 @@ def test_tree_reasons_follow_the_branches_and_the_oracles_choices(related, oracl
     text = ids + tokens
     branched_somewhere = False
     for r in trace:
-        parents, path, context = r.details.parents, r.details.path, text[:r.context]
+        parents, path, context = r.details.parents, r.details.path, text[:r.context_length]
 
         def ancestors(i):
             line = []
@@ -268,7 +268,7 @@ def test_the_tree_trace_tells_two_nodes_of_the_same_token_apart(related, oracle)
 
 def drafting_room(r, n_prompt, n_new):
     """The most a round could draft: one less than the tokens still to make when it began."""
-    return n_prompt + n_new - r.context - 1
+    return n_prompt + n_new - r.context_length - 1
 
 
 @pytest.mark.parametrize("method", ["threshold", "adaptive", "adaptive-hf", "tree", "ngram", "staged", "suffix",
@@ -300,7 +300,7 @@ def test_every_trace_says_when_the_tokens_left_cut_the_draft(related, oracle, me
     for n_new in (3, 6, 9, 10):
         _, trace = runs[method](n_new)
         for r in trace:
-            room = len(ids) + n_new - r.context - 1  # the most the round could draft: the tokens left, less one
+            room = len(ids) + n_new - r.context_length - 1  # the most the round could draft: the tokens left, less one
             why = reasons(r)
             said = f"only {room + 1} token{'s were' if room + 1 != 1 else ' was'} left to make"
             assert (said in why) == (room < n_draft), (method, n_new, room, why)
@@ -320,7 +320,7 @@ def test_block_verification_trace_shows_w_h_and_the_tests_from_the_end(related, 
         lines = display.block_lines(r, show)
         w = 1.0
         for i, x in enumerate(r.drafted, 1):
-            before = text[:r.context] + r.drafted[:i - 1]
+            before = text[:r.context_length] + r.drafted[:i - 1]
             p, q = probs_after(related, before)[x], probs_after(oracle, before)[x]
             w_before, w = w, min(1.0, w * q / p)
             s = d.steps[i - 1]
@@ -352,7 +352,7 @@ def test_block_verification_trace_shows_w_h_and_the_tests_from_the_end(related, 
         if d.last["from"] == "residual":
             assert f"residual <{r.new[-1]}> drawn after draft {tau} from max(w_{tau} q - p, 0)" in "\n".join(lines)
             # q(x) is the oracle's q, recomputed; the block residual's chance stands beside it by name
-            before = text[:r.context] + r.drafted[:tau]
+            before = text[:r.context_length] + r.drafted[:tau]
             q_tau, p_tau, token = probs_after(oracle, before), probs_after(related, before), r.new[-1]
             w_tau = ([1.0] + [t["w"] for t in d.steps])[tau]
             block_residual = np.maximum(np.float32(w_tau) * q_tau - p_tau, 0)
@@ -388,7 +388,7 @@ def test_lookahead_trace_puts_each_guess_under_its_place_and_each_new_ngram_ends
             expected = {(i + 1 if l == 0 else i + l): t for i, t in enumerate(level)}
             assert shown == expected, (l, line)
             guess.update({(l, j): t for j, t in expected.items()})
-        before = text[:r.context]
+        before = text[:r.context_length]
         for c, ngram in enumerate(d.ngrams):
             top = len(d.window) - 1
             assert ngram[0] == (before[-1] if c == 0 else guess[(0, c)])
@@ -418,7 +418,7 @@ def test_medusa_trace_shows_each_heads_candidates_and_the_branch_the_oracle_foll
     tokens, trace = traced(medusa_generate, heads, oracle, PROMPTS[1], 24, widths=(3, 2, 2))
     text, kept = PROMPTS[1] + tokens, 0
     for r in trace[1:]:  # the first round is the prompt's pass
-        d, before = r.details, text[:r.context]
+        d, before = r.details, text[:r.context_length]
         state = oracle.hidden_states(before[:-1])[-1]  # the state whose LM head chose the newest token
         guesses = heads.guesses(state)  # [K, V]
         levels = [0] * len(d.parents)
@@ -493,7 +493,7 @@ def assert_tree_labels_follow_the_models(r, lines, text, related, oracle):
     check met, the label "kept by its test" exactly on the kept path and where r < min(1, q_i/p_i), the printed r
     and q_i/p_i reading the way the test decided, the nodes never tested said to be so and why, and the last token
     drawn from the final residual or, at a kept leaf, from q, with its chance there."""
-    d, context = r.details, text[:r.context]
+    d, context = r.details, text[:r.context_length]
     without = d.siblings == "without replacement"
     label = {int(line.rsplit("= node ", 1)[1]) - 1: line for line in lines if "= node " in line}
     assert sorted(label) == list(range(len(r.drafted)))
@@ -627,7 +627,7 @@ def test_sps_lines_name_the_test_and_the_residual(related, oracle):
         tokens, trace = traced(speculative_sample, related, oracle, ids, 20, n_draft=4, rng=np.random.default_rng(seed))
         text = ids + tokens
         for r in trace:
-            before = text[:r.context]
+            before = text[:r.context_length]
             k = len(r.drafted)
             p_rows = probs_rows(related, before + r.drafted[:-1], k) if k else []
             q_rows = probs_rows(oracle, before + r.drafted, k + 1)
@@ -642,7 +642,7 @@ def test_the_sps_label_check_catches_a_verdict_its_numbers_contradict(related, o
     from sps import speculative_sample
     tokens, trace = traced(speculative_sample, related, oracle, PROMPTS[0], 12, n_draft=4, rng=np.random.default_rng(0))
     r = next(r for r in trace if r.accepted)
-    before = (PROMPTS[0] + tokens)[:r.context]
+    before = (PROMPTS[0] + tokens)[:r.context_length]
     k = len(r.drafted)
     p_rows, q_rows = probs_rows(related, before + r.drafted[:-1], k), probs_rows(oracle, before + r.drafted, k + 1)
     assert_sps_lines_follow(r, p_rows, q_rows)
@@ -664,7 +664,7 @@ def test_eagle_sps_lines_name_the_test_and_the_residual(oracle):
     text = ids + tokens
     assert trace[0].reason.startswith("the prompt's pass: the oracle's features of the prompt, and a token drawn from its q")
     for r in trace[1:]:
-        before = text[:r.context]
+        before = text[:r.context_length]
         features = oracle.hidden_states(before)[:-1]  # f_t for every token but the newest
         cache = KVCache()
         guess = head.forward(before[1:], features, cache)[-1:]

@@ -270,7 +270,7 @@ def hand_made_run(rounds, prompt="a <b> & \"c\"\x07"):
     for drafted, choices in rounds:
         n = next((i for i, (d, c) in enumerate(zip(drafted, choices)) if d != c), len(drafted))
         new = drafted[:n] + [choices[n]]
-        stats.add_round(new, drafted, n, context=context, oracle=choices, cached={"draft": context + len(new) - 1,
+        stats.add_round(new, drafted, n, context_length=context, oracle=choices, cached={"draft": context + len(new) - 1,
                                                                                     "oracle": context + len(new) - 1})
         tokens += new
         context += len(new)
@@ -321,7 +321,7 @@ def test_the_sps_chart_escapes_its_labels():
     stats = Stats(trace=[])
     top = [{"token": t, "p": p, "q": q, "min": min(p, q), "residual": res}
            for t, p, q, res in ((0, 0.6, 0.2, 0.0), (2, 0.1, 0.5, 0.8), (1, 0.05, 0.15, 0.2))]
-    stats.add_round([2], [0], 0, context=3, cached={"draft": 3, "oracle": 3}, details=SpsDetails(
+    stats.add_round([2], [0], 0, context_length=3, cached={"draft": 3, "oracle": 3}, details=SpsDetails(
         1, 1, steps=[{"token": 0, "p": 0.6, "q": 0.2, "accept_prob": 1 / 3, "r": 0.5, "accepted": False}],
         resampled={"token": 2, "top": top}))
     run = report.Run("x", [0, 1, 2], [2], stats, "sps", {"n_draft": 1}, {"oracle": "o"}, 1.0, NASTY.__getitem__)

@@ -245,7 +245,7 @@ def test_suffix_equals_greedy(oracle, k, width):
         for record in stats.trace:
             length += len(record.new)
             assert record.cached == {"draft": None, "oracle": length - 1}
-            assert record.context + len(record.new) == length
+            assert record.context_length + len(record.new) == length
             assert len(record.drafted) <= (k if width == 1 else 16)
         assert length == len(ids) + 30
 
@@ -259,7 +259,7 @@ def test_drafts_are_accepted_on_repetitive_text(oracle):
         assert stats.accepted > 0 and stats.rounds < 30
         kept = next(r for r in stats.trace if r.accepted)
         assert kept.details.reason.startswith("longest match: ")
-        assert kept.details.match["end"] < kept.context - 1
+        assert kept.details.match["end"] < kept.context_length - 1
 
 
 def test_a_line_drafts_from_the_latest_occurrence_in_every_round(oracle):
@@ -267,9 +267,9 @@ def test_a_line_drafts_from_the_latest_occurrence_in_every_round(oracle):
     stats = Stats(trace=[])
     out = ids + list(suffix_generate(oracle, ids, 20, n_draft=4, stats=stats))
     for r in stats.trace:
-        text = out[:r.context]
+        text = out[:r.context_length]
         length, ends = earlier_matches(text)[-1]
-        room = min(4, len(out) - r.context - 1)
+        room = min(4, len(out) - r.context_length - 1)
         assert r.drafted == (brute_proposal(text, max(ends), room) if length else [])
 
 

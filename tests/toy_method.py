@@ -15,8 +15,8 @@ def echo_generate(oracle, ids, n_new, n_draft=3, stats=None):
     while len(tokens) < end:
         drafted = tokens[-1:] * min(n_draft, end - len(tokens) - 1)
         n_accepted, new_tokens, choice = verify(oracle, cache, tokens, drafted, stats)
-        context = len(tokens)
+        context_length = len(tokens)
         tokens += new_tokens
         rollback(len(tokens) - 1, cache)
-        stats.add_round(new_tokens, drafted, n_accepted, context=context, oracle=choice, cached=cache_lengths(None, cache))
+        stats.add_round(new_tokens, drafted, n_accepted, context_length=context_length, oracle=choice, cached=cache_lengths(None, cache))
         yield from new_tokens

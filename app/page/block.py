@@ -87,7 +87,7 @@ def block_figure(run, r):
            f'<line class="axis-line" x1="{left}" y1="{base}" x2="{width - 10}" y2="{base}"/>',
            f'<line class="grid" x1="{left}" y1="{y_plot}" x2="{width - 10}" y2="{y_plot}"/>',
            f'<rect class="node-root" x="{x_of(0) - 50}" y="{y_tok}" width="100" height="{box_h}"><title>the text so far, '
-           f'{r.context} tokens</title></rect><text x="{x_of(0)}" y="{y_tok + 20}" text-anchor="middle" class="axis">'
+           f'{r.context_length} tokens</title></rect><text x="{x_of(0)}" y="{y_tok + 20}" text-anchor="middle" class="axis">'
            "the text</text>"]
     for i, s in enumerate(d.steps, 1):
         cls = "node-path" if s["kept"] else "node-unchecked"

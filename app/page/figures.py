@@ -180,7 +180,7 @@ def sampled_tree_figure(run, r):
                    f'y2="{y + box_h / 2:.1f}"/>')
     x, y = at(-1)
     svg.append(f'<rect class="node-root" x="{x}" y="{y:.1f}" width="{box_w}" height="{box_h}"><title>the text so far, '
-               f'{r.context} tokens</title></rect><text x="{x + 8}" y="{y + 20:.1f}" class="axis">the text</text>')
+               f'{r.context_length} tokens</title></rect><text x="{x + 8}" y="{y + 20:.1f}" class="axis">the text</text>')
     for i in range(n):
         x, y = at(i)
         token = r.drafted[i]
@@ -321,7 +321,7 @@ def suffix_figure(run, r):
     m = r.details.match
     if "end" not in m:
         return ""  # nothing matched, or too short: the round's reason says so
-    text = (list(getattr(run, "prompt_ids", [])) + list(getattr(run, "tokens", [])))[:r.context]
+    text = (list(getattr(run, "prompt_ids", [])) + list(getattr(run, "tokens", [])))[:r.context_length]
     n, length, end = len(text), m["length"], m["end"]
     start = end - length + 1
     if not (0 <= start and end < n - 1 and length <= n and text[start:end + 1] == text[n - length:]):

@@ -87,7 +87,7 @@ def eagle_figure(run, r, number):
     if not k:
         return ""
     text = list(getattr(run, "prompt_ids", [])) + list(getattr(run, "tokens", []))
-    newest = text[r.context - 1] if 0 < r.context <= len(text) else None
+    newest = text[r.context_length - 1] if 0 < r.context_length <= len(text) else None
     left, col, box_w, box_h = 150, 150, 124, 26
     y_feat, y_tok, y_head, y_out, y_draft, y_check = 30, 64, 112, 160, 194, 250
     width, height = left + col * k + 10, y_check + box_h + 14

@@ -48,10 +48,10 @@ def lookahead_figure(run, r):
         y += line
     level_y[-1] = y  # the text's last token: column 0 of level 0, and the first token of every checked n-gram
     text = list(getattr(run, "prompt_ids", [])) + list(getattr(run, "tokens", []))
-    last = text[r.context - 1] if 0 < r.context <= len(text) else None
+    last = text[r.context_length - 1] if 0 < r.context_length <= len(text) else None
     svg.append(f'<text x="8" y="{y + 18}" class="small">the text</text>'
                f'<rect class="node-root" x="{x_of(0)}" y="{y}" width="{box_w}" height="{box_h}"><title>the text\'s '
-               f'last token, {r.context} tokens in all</title></rect>'
+               f'last token, {r.context_length} tokens in all</title></rect>'
                f'<text x="{x_of(0) + 6}" y="{y + 18}">{svg_label(run, last, 8) if last is not None else "&hellip;"}</text>')
     diagonals = []  # each n-gram is a diagonal: column c of every level, one place further each, then the argmax
     for c in range(len(d.ngrams)):

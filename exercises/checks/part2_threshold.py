@@ -37,9 +37,9 @@ def check_draft_while_confident(f):
             tokens = ids + list(threshold_generate(draft, oracle, ids, n_new, n_draft=n_draft, threshold=threshold,
                                                    threshold_all_correct_boost=boost, stats=stats))
             for r, record in enumerate(stats.trace, 1):
-                context, t = tokens[:record.context], record.details.threshold
-                k_limit = min(n_draft, len(ids) + n_new - record.context - 1)
-                call = f"draft_while_confident(draft, <text of {record.context} tokens>, k_limit={k_limit}, threshold={t:.3f})"
+                context, t = tokens[:record.context_length], record.details.threshold
+                k_limit = min(n_draft, len(ids) + n_new - record.context_length - 1)
+                call = f"draft_while_confident(draft, <text of {record.context_length} tokens>, k_limit={k_limit}, threshold={t:.3f})"
                 given = list(context)
                 got = attempt(call, f, draft, given, k_limit, t)
                 unchanged(call, {"tokens": (context, given)})  # threshold.py's caller goes on with its tokens
@@ -47,7 +47,7 @@ def check_draft_while_confident(f):
                 if got != record.drafted:
                     raise diagnose_drafting(draft, context, k_limit, t, record.drafted, got,
                                             f"round {r} of threshold.py's run (n_draft={n_draft}, starting threshold "
-                                            f"{threshold}): with the text of {record.context} tokens, k_limit = {k_limit} and "
+                                            f"{threshold}): with the text of {record.context_length} tokens, k_limit = {k_limit} and "
                                             f"threshold {t:.3f},")
 
 
