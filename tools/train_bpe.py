@@ -23,7 +23,7 @@ so that its tokens and merges differ from the learned pair's (GPT-2's own, cut t
      0-255 the 256 bytes in GPT-2's own order) and merges.txt (a #version line, then one
      merge a line, line r making id 256 + r), and <|endoftext|> takes the last id.
 These are GPT-2's file formats: weights/tokenizer.py loads them unchanged through tiktoken.
-Pure Python: no PyTorch, a minute or two for 4,096 tokens.
+Pure Python and regex (which tiktoken installs): no PyTorch.
 """
 
 import argparse
