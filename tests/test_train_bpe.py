@@ -1,6 +1,6 @@
 """tools/train_bpe.py, the byte-level BPE trainer of the draft with a tokenizer of its own (draft-4k): its merges
 are the most frequent pairs with the stated tie-break, its files are GPT-2's and load through the project's
-tokenizer, which splits every training word as the trainer did."""
+tokenizer, which splits every training word as the trainer did; and the shipped draft-4k tokenizer."""
 
 import json
 import os
@@ -85,3 +85,61 @@ def test_the_files_are_gpt2s_and_the_project_splits_every_training_word_as_the_t
     for word in words:
         expected = train_bpe.merge_word([bytes([b]) for b in word], ranks)
         assert [enc.decode_single_token_bytes(t) for t in enc.encode_ordinary(word.decode())] == expected
+
+
+def gpt2_pair_bpe(word, bpe_ranks):
+    """GPT-2's own encoder.py: merge the adjacent pair listed first in merges.txt, everywhere, until none is listed
+    (how transformers' GPT2Tokenizer reads merges.txt, where tiktoken reads vocab.json's ranks)."""
+    word = list(word)
+    while len(word) > 1:
+        rank, first = min((bpe_ranks.get(pair, float("inf")), pair) for pair in zip(word, word[1:]))
+        if rank == float("inf"):
+            break
+        merged, i = [], 0
+        while i < len(word):
+            if i + 1 < len(word) and (word[i], word[i + 1]) == first:
+                merged.append(word[i] + word[i + 1])
+                i += 2
+            else:
+                merged.append(word[i])
+                i += 1
+        word = merged
+    return word
+
+
+def test_the_shipped_tokenizer_is_its_own_and_reads_the_same_through_merges_as_through_ranks():
+    enc = load_tokenizer(SHIPPED)
+    with open(os.path.join(SHIPPED, "config.json")) as f:
+        assert enc.n_vocab == json.load(f)["vocab_size"] == 4096
+    with open(os.path.join(SHIPPED, "vocab.json"), encoding="utf-8") as f:
+        vocab = json.load(f)
+    with open(os.path.join(ROOT, "assets", "learned-pair", "vocab.json"), encoding="utf-8") as f:
+        oracle_vocab = json.load(f)
+    assert vocab[ENDOFTEXT] == 4095
+    assert set(vocab) != set(oracle_vocab) and set(vocab) - set(oracle_vocab)  # tokens the oracle's has not
+    with open(os.path.join(SHIPPED, "merges.txt"), encoding="utf-8") as f:
+        bpe_ranks = {tuple(line.split()): r for r, line in enumerate(f.read().split("\n")[1:]) if line}
+    alphabet = bytes_to_unicode()
+    with open(os.path.join(ROOT, "assets", "learned-pair", "prompts.json"), encoding="utf-8") as f:
+        texts = [entry["prompt"] for entry in json.load(f)]
+    for text in texts:
+        ids = enc.encode_ordinary(text)
+        assert enc.decode(ids) == text
+        pieces = regex.findall(train_bpe.GPT2_PATTERN, text)
+        by_merges = [t for p in pieces for t in gpt2_pair_bpe("".join(alphabet[b] for b in p.encode()), bpe_ranks)]
+        assert by_merges == ["".join(alphabet[b] for b in enc.decode_single_token_bytes(i)) for i in ids]
+
+
+def test_the_shipped_draft_4k_is_the_summed_files_a_gpt2_of_its_own_vocabulary():
+    from gpt2 import GPT2
+    from weights import demo_pair
+    from weights.checkpoint import open_safetensors
+    from weights.tokenizer import check_vocabulary
+    sums = demo_pair.shipped_sums()
+    for name in ("config.json", "model.safetensors", "vocab.json", "merges.txt"):
+        assert demo_pair.same_file(os.path.join(SHIPPED, name), sums[f"draft-4k/{name}"]), name
+    entries, metadata, _ = open_safetensors(os.path.join(SHIPPED, "model.safetensors"))
+    assert metadata == {"format": "pt"} and "lm_head.weight" not in entries  # the hub's format, the LM head tied to wte
+    model = GPT2.from_pretrained(SHIPPED)
+    assert (model.n_layer, model.n_head, model.n_embd, model.n_positions) == (1, 2, 128, 512)
+    check_vocabulary(load_tokenizer(SHIPPED), model.vocab_size, SHIPPED)
