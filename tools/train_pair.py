@@ -111,27 +111,27 @@ class Block(nn.Module):
 
 
 class GPT2(nn.Module):
-    def __init__(self, n_layer, n_head, n_embd):
+    def __init__(self, n_layer, n_head, n_embd, vocab_size=VOCAB):
         super().__init__()
-        self.wte = nn.Embedding(VOCAB, n_embd)
+        self.wte = nn.Embedding(vocab_size, n_embd)
         self.wpe = nn.Embedding(WINDOW, n_embd)
         nn.init.normal_(self.wte.weight, std=0.02)
         nn.init.normal_(self.wpe.weight, std=0.01)
         self.h = nn.ModuleList(Block(n_embd, n_head, n_layer) for _ in range(n_layer))
         self.ln_f = nn.LayerNorm(n_embd, eps=1e-5)
 
-    def forward(self, ids):  # [B, T] -> logits [B, T, VOCAB]
+    def forward(self, ids):  # [B, T] -> logits [B, T, vocab_size]
         x = self.wte(ids) + self.wpe(torch.arange(ids.shape[1]))
         for block in self.h:
             x = block(x)
         return self.ln_f(x) @ self.wte.weight.T  # the LM head is wte, as in GPT-2
 
 
-def config(shape):
-    """config.json for the project's loader: the hub's GPT2Config keys."""
+def config(shape, vocab_size=VOCAB):
+    """config.json for the project's loader: the hub's GPT2Config keys (<|endoftext|> is the last id)."""
     return {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], **shape, "n_positions": WINDOW,
-            "n_ctx": WINDOW, "vocab_size": VOCAB, "layer_norm_epsilon": 1e-5, "activation_function": "gelu_new",
-            "bos_token_id": VOCAB - 1, "eos_token_id": VOCAB - 1}
+            "n_ctx": WINDOW, "vocab_size": vocab_size, "layer_norm_epsilon": 1e-5, "activation_function": "gelu_new",
+            "bos_token_id": vocab_size - 1, "eos_token_id": vocab_size - 1}
 
 
 # ---------------------------------------------------------------------------
