@@ -140,7 +140,7 @@ def crossvocab_generate(draft, oracle, draft_enc, oracle_enc, ids, n_new, n_draf
         candidates = as_drafting(stats, encode_bytes, oracle_enc, text)[:end - len(tokens) - 1]
         # 3. One oracle pass checks them; keep the agreeing prefix + one.
         n_kept, new_tokens, oracle_choice = verify(oracle, oracle_cache, tokens, candidates, stats)
-        context = len(tokens)
+        context_length = len(tokens)
         tokens += new_tokens
         # 4. The oracle's cache back to the kept tokens, the draft's list and cache back to the agreed text.
         rollback(len(tokens) - 1, oracle_cache)
@@ -149,7 +149,7 @@ def crossvocab_generate(draft, oracle, draft_enc, oracle_enc, ids, n_new, n_draf
         draft_tokens += drafted[:draft_kept] + reencoded
         details = CrossVocabDetails(n_draft, drafted, text, candidates, n_kept, new_tokens, draft_kept, reencoded,
                                     stopped)
-        stats.add_round(new_tokens, candidates, n_kept, context=context, oracle=oracle_choice,
+        stats.add_round(new_tokens, candidates, n_kept, context_length=context_length, oracle=oracle_choice,
                         cached=cache_lengths(draft_cache, oracle_cache), details=details)
         yield from new_tokens
 
@@ -191,7 +191,7 @@ def crossvocab_sample(draft, oracle, draft_enc, oracle_enc, ids, n_new, n_draft=
         # 3. sps.py's rule; with no candidate, the oracle's own token drawn from q[0].
         new_tokens, rs = accept_or_resample(q, p, candidates, rng)
         n_kept = len(new_tokens) - 1
-        context = len(tokens)
+        context_length = len(tokens)
         tokens += new_tokens
         # 4. Both back to the agreed text, as in the greedy round.
         rollback(len(tokens) - 1, oracle_cache)
@@ -202,7 +202,7 @@ def crossvocab_sample(draft, oracle, draft_enc, oracle_enc, ids, n_new, n_draft=
                  for t, (x, r) in enumerate(zip(candidates, rs))]
         details = CrossVocabDetails(n_draft, drafted, spell(draft_enc, drafted), candidates, n_kept, new_tokens,
                                     draft_kept, reencoded, stopped, tests)
-        stats.add_round(new_tokens, candidates, n_kept, context=context,
+        stats.add_round(new_tokens, candidates, n_kept, context_length=context_length,
                         cached=cache_lengths(draft_cache, oracle_cache), details=details)
         yield from new_tokens
 

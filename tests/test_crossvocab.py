@@ -165,7 +165,7 @@ def test_greedy_is_the_oracles_greedy_text(pair, expected, kind, n_draft):
             assert r.drafted == d.candidates and r.accepted == d.kept and r.new == d.new and len(d.draft_ids) <= n_draft
             # after the round the draft's token list spells the text again: kept drafts + the re-encoded rest
             assert spell(draft_enc, d.draft_ids[:d.draft_kept] + d.reencoded) == spell(oracle_enc, r.new)
-            assert r.cached["oracle"] == r.context + len(r.new) - 1
+            assert r.cached["oracle"] == r.context_length + len(r.new) - 1
 
 
 def test_drafts_are_accepted_and_rounds_end_everywhere(pair, expected):
