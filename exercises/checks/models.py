@@ -1,5 +1,6 @@
-"""The models the checks run on, made once per run in a temporary directory: two tiny random pairs, and the
-shipped learned pair (assets/learned-pair: English, the Python documentation) with its held-out prompts."""
+"""The models the checks run on, made once per run in a temporary directory: two tiny random pairs, a tiny pair of
+two vocabularies (exercise 27), and the shipped learned pair (assets/learned-pair: English, the Python
+documentation) with its held-out prompts."""
 
 import atexit
 import functools
@@ -85,3 +86,70 @@ def held_out_prompts():
         kinds.setdefault(entry["kind"], tuple(encode(entry["prompt"])[:24]))
     return tuple(kinds.items())
 
+
+
+# --- two vocabularies (exercise 27): a toy oracle and a draft of another byte-level BPE ---------------------------
+# As tests/test_crossvocab.py builds them: the oracle's BPE is tests/conftest.py's tiny one; the draft's has other
+# merges (" the" made another way, "é" and " é", the first two bytes of "—", a token across the end of "é" and a
+# space, letter pairs the oracle lacks), so the two split text differently and agree only in part.
+
+ORACLE_MERGES = ["h e", "Ġ t", "Ġt he", "i n", "Ġ a", "e r", "Ġ s", "o n", "Ġa n", "Ġan d", "r e", "Ġ o",
+                 "Ġo f", "a t", "e n"]
+DRAFT_MERGES = ["t h", "Ġ th", "Ġth e", "h e", "i n", "Ã ©", "Ġ Ã©", "â Ģ", "© Ġ", "c a", "ca f"]
+DRAFT_MERGES += [f"{a} {b}" for i, a in enumerate("abcdefghijklmnopqrstuvwxyz")
+                 for j, b in enumerate("abcdefghijklmnopqrstuvwxyz")
+                 if (i + 2 * j) % 3 == 0 and a + b not in {"th", "he", "in", "ca"}]
+
+
+def write_bpe(model_dir, merges):
+    """vocab.json + merges.txt of a byte-level BPE of these merges (GPT-2's notation), <|endoftext|> the last id."""
+    import json
+    from weights import files
+    from weights.tokenizer import ENDOFTEXT, bytes_to_unicode
+    vocab = {c: i for i, c in enumerate(bytes_to_unicode().values())}
+    for merge in merges:
+        vocab[merge.replace(" ", "")] = len(vocab)
+    vocab[ENDOFTEXT] = len(vocab)
+    os.makedirs(model_dir, exist_ok=True)
+    files.write_text(os.path.join(model_dir, "vocab.json"), json.dumps(vocab, ensure_ascii=False))
+    files.write_text(os.path.join(model_dir, "merges.txt"), "#version: 0.2\n" + "\n".join(merges) + "\n")
+    return model_dir
+
+
+def translated_copy(oracle_dir, draft_dir, merges, noise, seed):
+    """A draft of another vocabulary made from the oracle: its weights plus noise, each draft token's embedding
+    row the oracle's row of the token with the same bytes, or of the oracle's token for its longest first bytes."""
+    import json
+    from crossvocab import token_id
+    from weights import files
+    from weights.tokenizer import load_tokenizer
+    write_bpe(draft_dir, merges)
+    draft_enc, oracle_enc = load_tokenizer(draft_dir), load_tokenizer(oracle_dir)
+    with open(os.path.join(oracle_dir, "config.json"), encoding="utf-8") as f:
+        config = {**json.load(f), "vocab_size": draft_enc.n_vocab}
+    tensors = dict(checkpoint.load_safetensors(os.path.join(oracle_dir, "model.safetensors")))
+    rows = []
+    for d in range(draft_enc.n_vocab):
+        token = draft_enc.decode_single_token_bytes(d)
+        rows.append(next(o for n in range(len(token), 0, -1) if (o := token_id(oracle_enc, token[:n])) is not None))
+    tensors["wte.weight"] = tensors["wte.weight"][rows]
+    rng = np.random.default_rng(seed)
+    files.write_text(os.path.join(draft_dir, "config.json"), json.dumps(config))
+    noisy = {k: t + np.float32(noise) * rng.standard_normal(t.shape, dtype=np.float32) for k, t in tensors.items()}
+    checkpoint.save_safetensors(os.path.join(draft_dir, "model.safetensors"), {k: t.shape for k, t in noisy.items()},
+                                noisy.__getitem__)
+    return draft_dir
+
+
+@functools.lru_cache(maxsize=1)
+def crossvocab_pair():
+    """(draft, oracle, draft_enc, oracle_enc): a tiny random oracle of a tiny BPE, and a draft in a BPE of other
+    merges and another size, close to the oracle where the two vocabularies share tokens."""
+    from weights.tokenizer import load_tokenizer
+    base = models_dir()
+    config = {"n_layer": 3, "n_head": 4, "n_embd": 64, "n_positions": 128, "vocab_size": 256 + len(ORACLE_MERGES) + 1}
+    oracle_dir = write_bpe(checkpoint.random_checkpoint(os.path.join(base, "cv-oracle"), config, seed=2, scale=0.3),
+                           ORACLE_MERGES)
+    draft_dir = translated_copy(oracle_dir, os.path.join(base, "cv-draft"), DRAFT_MERGES, noise=0.01, seed=6)
+    return (gpt2.GPT2.from_pretrained(draft_dir), gpt2.GPT2.from_pretrained(oracle_dir),
+            load_tokenizer(draft_dir), load_tokenizer(oracle_dir))
