@@ -5,8 +5,8 @@ search keeps the n_beams best partial continuations ("beams"), each scored by
 the sum of its tokens' log-probabilities, and extends all of them by every
 possible token at each step. With n_beams = 1 it is greedy decoding (but at a
 float32 near-tie: two logits a hair apart can give equal float32 scores, and
-then the lower token id wins where argmax picks the larger logit). The source
-document's project (romsto/Speculative-Decoding, sampling/base_decoding.py)
+then the lower token id wins where argmax picks the larger logit). The project
+seed 003 documents (docs/sources.md; romsto/Speculative-Decoding, sampling/base_decoding.py)
 has it as a baseline beside autoregressive decoding.
 
     beams = [the prompt, with score 0]

@@ -1,7 +1,8 @@
 """Logits processors: how float32 logits [..., V] become the distribution a token is drawn from.
 
-The source document (romsto/Speculative-Decoding, utils/logits_processor.py)
-names five samplers, and so does this module:
+Seed 003 (docs/sources.md: the documentation of a project laid out as
+romsto/Speculative-Decoding, utils/logits_processor.py) names five samplers,
+and so does this module:
   greedy       all the mass on the argmax: temperature 0
   multinomial  softmax(logits / temperature)
   topk k       only the k largest logits survive, then softmax
@@ -122,7 +123,7 @@ class Processor:
 
     @property
     def name(self):
-        """The document's name for this processor: greedy, multinomial, topk, nucleus or topknucleus."""
+        """Seed 003's name for this processor: greedy, multinomial, topk, nucleus or topknucleus."""
         if self.temperature == 0:
             return "greedy"
         return {(False, False): "multinomial", (True, False): "topk", (False, True): "nucleus",

@@ -2,7 +2,7 @@
 
 The command line (--method and --help), the session (/method, /help), the
 benchmark, the ablations and the report all read this registry. The one name
-besides it is the session's "target" (the seed document's /target: the oracle
+besides it is the session's "target" (seed 003's /target, docs/sources.md: the oracle
 alone, greedy or sampling as the processor says), which the session resolves
 to "greedy" or "sample" itself. Adding a method is one new module (its
 generator) and one register() call, here or anywhere before the program asks for it:
@@ -259,7 +259,7 @@ for method in [
     Method("staged", "greedy, n-gram -> draft -> oracle: the draft's own drafts come from the n-gram drafter (ngram.py)",
            run_staged, n_draft=4),
     Method("adaptive", "greedy, draft length set by the draft's entropy and a moving average (rule egag, the "
-                       "seed document's EGAG; adaptive.py)", run_adaptive, n_draft=4),
+                       "EGAG of seed 003 in docs/sources.md; adaptive.py)", run_adaptive, n_draft=4),
     Method("adaptive-hf", "greedy, draft length by Hugging Face's rule heuristic: +2 after a clean round, -1 "
                           "otherwise (adaptive.py)", run_adaptive_hf, n_draft=4),
     Method("suffix", "greedy, drafts what followed the longest earlier match in the text, found by a suffix "

@@ -3,7 +3,7 @@
 Load the models once, then type: a line of text is a prompt, generated with
 the current settings and streamed with the accepted drafts marked, followed
 by the statistics line; a line starting with / changes a setting. /help lists
-the commands, each beside the source document's own (its infer.py session).
+the commands, each beside its name in seed 003's workbench (docs/sources.md).
 Ctrl-C stops a generation and returns to the prompt; Ctrl-D or /quit leaves.
 A bad command or value is one line, and the session goes on.
 """
@@ -87,8 +87,8 @@ class Session:
             return False
         if name not in self.commands:
             ours = [ours for ours, (_, _, _, theirs) in self.commands.items() if theirs == f"/{name}" and ours != name]
-            if ours:  # the source document's name for one of ours: a pointer, not a second name
-                raise UsageError(f"unknown command /{name}: the source document's /{name} is /{ours[0]} here")
+            if ours:  # seed 003's name for one of ours: a pointer, not a second name
+                raise UsageError(f"unknown command /{name}: seed 003's /{name} is /{ours[0]} here")
             raise UsageError(f"unknown command /{name}; /help lists the commands")
         handler, _, usage, _ = self.commands[name]
         try:
@@ -195,7 +195,7 @@ class Session:
         self.say(f"method {self.method_said()}")
 
     def toggle_method(self, method, value=None, off_method="speculative"):
-        """The document's /egag and /ngram: on switches to the method, off back to plain speculative."""
+        """Seed 003's /egag and /ngram: on switches to the method, off back to plain speculative."""
         on = flag(value, self.settings.method != method)
         self.set_method(method if on else off_method)
 
@@ -320,14 +320,15 @@ class Session:
 
     def show_help(self):
         width = max(len(usage) for _, _, usage, _ in self.commands.values())
-        self.say("type a prompt to generate; the commands (and the source document's own, where it has one):")
+        self.say("type a prompt to generate; the commands (and seed 003's own, where it has one; seed 003 is the "
+                 "workbench documentation docs/sources.md quotes):")
         for name, (_, text, usage, theirs) in self.commands.items():
-            self.say(f"  {usage.ljust(width)}  {text}" + (f"   [document: {theirs}]" if theirs else ""))
-        self.say(f"  {'/quit'.ljust(width)}  leave (or Ctrl-D)   [document: /quit]")
+            self.say(f"  {usage.ljust(width)}  {text}" + (f"   [seed 003: {theirs}]" if theirs else ""))
+        self.say(f"  {'/quit'.ljust(width)}  leave (or Ctrl-D)   [seed 003: /quit]")
 
 
 def command_table(s):
-    """{name: (handler, what it does, usage, the source document's command)}."""
+    """{name: (handler, what it does, usage, seed 003's command)}."""
     def number(field, text, usage, theirs):  # a numeric setting: its bounds in its help (app/runner.py's LIMITS)
         return (lambda v: s.set_number(field, v), f"{text}, {runner.bounds(field)}", usage, theirs)
 
@@ -368,7 +369,7 @@ def command_table(s):
         "draft_layers": number("draft_layers", "self-speculative: the oracle's first layers that draft (fewer than it "
                                "has)", "/draft_layers N", ""),
         "trace": (lambda v=None: s.set_flag("trace", v), "print every round", "/trace [on|off]", "/debug"),
-        "debug": (lambda v=None: s.set_flag("trace", v), "the document's name for /trace", "/debug [on|off]", "/debug"),
+        "debug": (lambda v=None: s.set_flag("trace", v), "seed 003's name for /trace", "/debug [on|off]", "/debug"),
         "html": (s.set_html, "write each generation's page to FILE", "/html FILE|off", ""),
         "cache": (lambda v=None: s.set_flag("cache", v), "the KV cache; off: every step recomputes the prefix",
                   "/cache [on|off]", "/cache"),

@@ -1,6 +1,6 @@
-"""Shared test fixtures: tiny random GPT-2 checkpoints and a tiny GPT-2-style BPE.
+"""Shared test fixtures: tiny random GPT-2 checkpoints, a tiny GPT-2-style BPE, and the learned demo pair.
 
-Nothing here touches the network or needs the real weights: each checkpoint is
+Nothing here touches the network or needs the real weights: each tiny checkpoint is
 written in the Hugging Face layout (config.json + model.safetensors) by
 weights/checkpoint.random_checkpoint, and the tokenizer files (vocab.json + merges.txt) by
 write_tiny_bpe, in temporary directories of the test run. The model fixtures are the
@@ -99,7 +99,9 @@ def oracle(tiny_dirs):
 
 @pytest.fixture(scope="session")
 def demo_dirs(tmp_path_factory):
-    """The offline demo pair (demo.py): about 0.9 GB written once per test run, in a temporary directory."""
+    """The offline demo pair (demo.py), written once per test run in a temporary directory: about 28 MB (both
+    models, their tokenizer and the oracle's heads), and about 47 MB more of fast copies
+    (model.blocked.safetensors) when the tests load the models through speed/accelerate.py."""
     from weights import demo_pair
     return dict(zip(("draft", "oracle"), demo_pair.build_pair(str(tmp_path_factory.mktemp("demo-models")))))
 

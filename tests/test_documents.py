@@ -7,8 +7,8 @@
    matches a heading, backticks dropped, or the heading's part before its first colon or parenthesis.
 2. Every document that gives the reading order gives the same one: the passage between
    `<!-- reading order -->` and `<!-- /reading order -->` (demo.py: its "Next" lines) names the
-   steps of ORDER, each first named in that order. The other order, discovering part 1 before
-   reading speculative.py, is given once, in docs/TEACHING.md.
+   steps of ORDER, each first named in that order, and no document offers another (the one that
+   discovered part 1 before reading speculative.py is gone from docs/TEACHING.md too).
 
 Each check is a plain function; the last tests feed it a made-up reference or a swapped order and
 show it notices.
@@ -148,9 +148,9 @@ def test_every_document_gives_the_same_reading_order(name):
     assert not problems, "\n".join(problems)
 
 
-def test_the_other_order_is_given_once_in_the_teaching_notes():
+def test_no_document_offers_a_second_order():
     giving = [name for name in MARKDOWN + [NOTEBOOK] if DISCOVER_FIRST in " ".join(read(name).split())]
-    assert giving == ["docs/TEACHING.md"], giving
+    assert giving == [], giving
     for name in MARKDOWN + [NOTEBOOK]:
         assert "closed until exercise 5" not in " ".join(read(name).split()), f"{name} keeps speculative.py closed"
 

@@ -171,7 +171,7 @@ def test_ngram_with_options_still_gives_the_oracles_text(terminal):
 
 def test_bad_commands_are_one_line_and_the_session_goes_on(terminal):
     for line, message in [("/bogus", "unknown command /bogus"), ("/n_draft x", "n_draft must be a whole number"),
-                          ("/n_draft", "usage: /n_draft N"), ("/n_draft 0", "n_draft must be a whole number from 1 to 128"), ("/gamma 4", "the source document's /gamma is /n_draft here"), ("/method magic", "unknown method"),
+                          ("/n_draft", "usage: /n_draft N"), ("/n_draft 0", "n_draft must be a whole number from 1 to 128"), ("/gamma 4", "seed 003's /gamma is /n_draft here"), ("/method magic", "unknown method"),
                           ("/processor beam", "unknown processor"), ("/egag maybe", "expected on or off"),
                           ("/n_draft_min 99", "need n_draft_min <= n_draft_max"), ("/length -1", "length must be a whole number from 0 to 100000"),
                           ("/temperature nan", "temperature must be"), ("/set_ngramstorage fancy", "/set_ngramstorage takes"),
@@ -209,12 +209,12 @@ def test_trace_and_html(terminal, tmp_path):
     assert page.exists() and "<html" in page.read_text(encoding="utf-8")
 
 
-def test_help_lists_the_documents_commands(terminal):
+def test_help_lists_seed_003s_commands(terminal):
     out = terminal.command("/help")
     for name in ("/speculative", "/target", "/drafter", "/length", "/gamma", "/egag", "/egag_gamma_min", "/egag_gamma_max",
                  "/egag_ema", "/processor", "/debug", "/cache", "/ngram", "/top_k_filler", "/set_ngramstorage",
                  "/reset_in_between", "/quit"):
-        assert f"[document: {name}" in out or f"[document: {name}]" in out, name
+        assert f"[seed 003: {name}" in out or f"[seed 003: {name}]" in out, name
 
 
 def test_ctrl_d_and_quit_leave(tiny_dirs):
