@@ -20,6 +20,10 @@ greedy_generate, at the end, is the baseline: the oracle alone, one pass per tok
 The command line is app/cli.py; running this file starts it.
 """
 
+if __name__ == "__main__":  # first, before NumPy loads: Ctrl-C meanwhile is one line, not a traceback
+    from app.interrupt import interrupt_quietly
+    interrupt_quietly()
+
 import numpy as np
 
 from decoding import Line, Stats, cache_lengths, check_args, check_room, feed
@@ -103,7 +107,5 @@ def greedy_generate(model, ids, n_new, stats=None):
 
 
 if __name__ == "__main__":  # the command line: app/cli.py
-    from app.program import interrupt_quietly
-    interrupt_quietly()  # first: Ctrl-C while the command line and the models load is one line, not a traceback
     from app.cli import main_entry
     main_entry()
