@@ -384,6 +384,22 @@ def test_temporary_files_of_killed_writers_are_removed_by_a_writer_only_and_said
     assert len(said) == 1 and said[0].startswith(f"note: removed {dead}, left by a run that was stopped"), said
 
 
+def test_without_file_locks_loads_convert_side_by_side(tmp_path, template, pristine, capfd, monkeypatch):
+    monkeypatch.setattr(accelerate, "fcntl", None)  # no flock: each load converts for itself, whole files of its own
+    model_dir = fresh_copy(template, tmp_path / "m")
+    np.testing.assert_array_equal(load_fast(model_dir).forward(IDS), pristine)
+    np.testing.assert_array_equal(load_fast(model_dir).forward(IDS), pristine)
+    assert notes(capfd) == [] and os.path.exists(os.path.join(model_dir, accelerate.RECORD_FILE))
+
+
+def test_where_files_have_no_change_time_the_conversion_is_made_in_memory(tmp_path, template, pristine, capfd,
+                                                                         monkeypatch):
+    monkeypatch.setattr(accelerate, "CHANGE_TIME", False)  # Windows: st_ctime is the creation time
+    model_dir = fresh_copy(template, tmp_path / "m")
+    np.testing.assert_array_equal(load_fast(model_dir).forward(IDS), pristine)
+    assert sorted(os.listdir(model_dir)) == ["config.json", "model.safetensors"] and notes(capfd) == []
+
+
 def test_replacing_a_mapped_file_refused_windows_falls_back_to_memory(tmp_path, template, pristine, capfd, monkeypatch):
     # Windows refuses to replace a file another process has mapped.
     def refuse(src, dst):

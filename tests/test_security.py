@@ -1214,3 +1214,12 @@ def test_43_9_an_lm_head_that_differs_from_wte_in_one_value_is_refused(tmp_path)
     for load in (accelerate.load_fast, GPT2.from_pretrained):
         with pytest.raises(checkpoint.CheckpointError, match="lm_head.weight is not wte.weight"):
             load(model_dir)
+
+
+def test_43_6_where_there_are_no_modes_or_link_owners_files_are_still_written(tmp_path, monkeypatch):
+    (tmp_path / "page.html").write_text("old")
+    monkeypatch.delattr(files.os, "fchmod")  # Windows before Python 3.13
+    files.write_text(str(tmp_path / "page.html"), "new")
+    assert (tmp_path / "page.html").read_text() == "new"
+    monkeypatch.setattr(files.os, "name", "nt")
+    assert files.why_link_refused(str(tmp_path / "page.html")) is None
