@@ -62,15 +62,17 @@ def endpoint():
     password holds a / ? or #, the parser cuts the URL inside the password."""
     value = os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT
     example = f"(e.g. HF_ENDPOINT={MIRROR})"
+    escape = "in a user name or password, write / ? # @ as %2F %3F %23 %40"
     try:
         parts = urlsplit(value)
-        parts.port  # raises ValueError for a port out of range or not a number
+    except ValueError:  # a [ without its ], or the other way round
+        raise DownloadError(f"HF_ENDPOINT is not a URL {example}; {escape}") from None
+    try:
+        parts.port
     except ValueError:
-        raise DownloadError(f"HF_ENDPOINT is not a URL {example}; in a user name or password, write / ? # @ "
-                            "as %2F %3F %23 %40") from None
+        raise DownloadError(f"HF_ENDPOINT's port is not a number from 0 to 65535 {example}; {escape}") from None
     if "@" in parts.path + parts.query + parts.fragment:  # user:pa/ss@host parses, as host "user", path "/ss@host"
-        raise DownloadError("HF_ENDPOINT has an @ after its host name: in a user name or password, write / ? # @ "
-                            f"as %2F %3F %23 %40 {example}")
+        raise DownloadError(f"HF_ENDPOINT has an @ after its host name {example}; {escape}")
     if parts.scheme not in ("http", "https"):
         raise DownloadError(f"HF_ENDPOINT must start with http:// or https:// {example}")
     if not parts.hostname:
