@@ -1141,6 +1141,22 @@ def test_43_9_a_full_disk_never_names_a_temporary_file(tmp_path):
     assert ".tmp" not in r.stdout and sorted(os.listdir(tmp_path / "out")) == []
 
 
+def test_43_9_a_full_disk_under_a_suite_page_names_the_page(tmp_path, monkeypatch):
+    from app.page import suite as suite_page
+    from app.page.suite import write_suite_page
+    from app.report import ReportError
+    monkeypatch.setattr(suite_page, "suite_svg", lambda rows: "<svg></svg>")  # no rows to draw here
+
+    def full(path, text):
+        raise OSError(28, "No space left on device", path)
+
+    monkeypatch.setattr(files, "write_text", full)
+    with pytest.raises(ReportError) as e:
+        files.write_together(str(tmp_path / "out"), {"suite.html": lambda path: write_suite_page(
+            path, [], {"prompts": 1, "n_new": 1, "rounds": 1, "c": 0.1}, "bench.py suite")})
+    assert str(e.value) == f"cannot write the page to {tmp_path / 'out' / 'suite.html'}: No space left on device"
+
+
 def test_43_9_a_failed_conversion_says_what_failed(tmp_path, capfd, monkeypatch):
     from speed import accelerate
     model_dir = make_model_dir(tmp_path / "m", n_layer=1, tokenizer=False)

@@ -339,6 +339,10 @@ def write_together(folder, writers):
                     os.close(fd)
             except OSError as e:  # a full disk: the file it was for, never the temporary one
                 raise naming(e, targets[name]) from None
+            except UserError as e:  # a writer's own error (a page's) quoting the path it was given: the same
+                if temps[name] not in str(e):
+                    raise
+                raise type(e)(str(e).replace(temps[name], targets[name])) from None
         for name, target in targets.items():  # the old files kept under a second name until all new ones are in
             if os.path.lexists(target):
                 saved[name] = temp_name(folder)
