@@ -130,8 +130,9 @@ def why_link_refused(path):
         folder = os.stat(resolved)
         sticky_and_open = folder.st_mode & stat.S_ISVTX and folder.st_mode & stat.S_IWOTH
         if sticky_and_open and st.st_uid not in (me, folder.st_uid):
-            return (f"{shown(path)}: {shown(step)} is another user's link in {shown(resolved)}, a directory anyone "
-                    "may write: it is not followed (as the kernel's protected_symlinks rule)")
+            where = shown(path) if os.path.abspath(path) == step else f"{shown(path)}: {shown(step)}"
+            return (f"{where} is another user's link in {shown(resolved)}, a directory anyone may write: it is not "
+                    "followed (as the kernel's protected_symlinks rule)")
         if links > MAX_LINKS:
             return f"{shown(path)}: too many levels of links"
         target = os.readlink(step)
