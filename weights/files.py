@@ -127,7 +127,11 @@ def why_link_refused(path):
             resolved = step
             continue
         links += 1
-        folder = os.stat(resolved)
+        try:
+            folder = os.stat(resolved)
+            target = os.readlink(step)
+        except OSError:  # unreadable: the write itself will fail, and say why
+            return None
         sticky_and_open = folder.st_mode & stat.S_ISVTX and folder.st_mode & stat.S_IWOTH
         if sticky_and_open and st.st_uid not in (me, folder.st_uid):
             where = shown(path) if os.path.abspath(path) == step else f"{shown(path)}: {shown(step)}"
@@ -135,7 +139,6 @@ def why_link_refused(path):
                     "followed (as the kernel's protected_symlinks rule)")
         if links > MAX_LINKS:
             return f"{shown(path)}: too many levels of links"
-        target = os.readlink(step)
         rest = target.split("/") + rest
         if target.startswith("/"):
             resolved = "/"
