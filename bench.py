@@ -12,8 +12,8 @@ python bench.py --help says what each part measures. The program is
 app/bench.py; the measuring machinery is speed/measure.py.
 """
 
-if __name__ == "__main__":  # Ctrl-C while the program loads is one line, not a traceback (app/program.py)
-    from app.program import interrupt_quietly
+if __name__ == "__main__":  # Ctrl-C while the program loads is one line, not a traceback (app/interrupt.py)
+    from app.interrupt import interrupt_quietly
     interrupt_quietly()
     from app.bench import main_entry
     main_entry()

@@ -280,7 +280,7 @@ def cgroup_memory_limit(root=CGROUP_ROOT, membership="/proc/self/cgroup"):
     try:
         with open(membership, encoding="utf-8") as f:
             lines = f.read(1 << 16).splitlines()
-    except OSError:
+    except (OSError, ValueError):  # ValueError: not UTF-8, which no kernel writes: as unreadable
         return None
     found = []
     for line in lines:
@@ -301,8 +301,8 @@ def cgroup_values(root, path, name):
         try:
             with open(os.path.join(root, *parts[:depth], name), encoding="utf-8") as f:
                 text = f.read(64).strip()
-        except OSError:
+        except (OSError, ValueError):  # ValueError: not UTF-8, which no kernel writes: as unreadable
             continue
-        if text.isdigit():
+        if text.isascii() and text.isdigit():  # not "²", which isdigit() takes and int() refuses
             values.append(int(text))
     return values

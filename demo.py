@@ -7,8 +7,8 @@ Afterwards every command of speculative.py works with
 --draft demo-draft --oracle demo-oracle. The program is app/demo.py.
 """
 
-if __name__ == "__main__":  # Ctrl-C while the program loads is one line, not a traceback (app/program.py)
-    from app.program import interrupt_quietly
+if __name__ == "__main__":  # Ctrl-C while the program loads is one line, not a traceback (app/interrupt.py)
+    from app.interrupt import interrupt_quietly
     interrupt_quietly()
     from app.demo import main_entry
     main_entry()

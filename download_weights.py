@@ -9,8 +9,8 @@ shape of its kind). The downloader is weights/download.py; its command line
 app/download.py. speculative.py downloads the models it needs by itself.
 """
 
-if __name__ == "__main__":  # Ctrl-C while the program loads is one line, not a traceback (app/program.py)
-    from app.program import interrupt_quietly
+if __name__ == "__main__":  # Ctrl-C while the program loads is one line, not a traceback (app/interrupt.py)
+    from app.interrupt import interrupt_quietly
     interrupt_quietly()
     from app.download import main_entry
     main_entry()

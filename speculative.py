@@ -21,7 +21,7 @@ The command line is app/cli.py; running this file starts it.
 """
 
 if __name__ == "__main__":  # python speculative.py: hand over to the command line, app/cli.py
-    from app.program import interrupt_quietly
+    from app.interrupt import interrupt_quietly
     interrupt_quietly()  # first, before NumPy loads: Ctrl-C meanwhile is one line, not a traceback
     from app.cli import main_entry  # it imports this file as the module `speculative`: its code runs once, there
     raise SystemExit(main_entry())

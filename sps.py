@@ -30,6 +30,7 @@ the rejection term is (q(x) - p(x))+ = q(x) - min(p(x), q(x)), and the two
 add up to q(x). tests/test_sps.py checks this identity on the real functions.
 """
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -66,7 +67,17 @@ def sample(probs, rng):  # [V] -> token id
 
 def acceptance_probability(q, p, x):
     """Step 3's test: the chance to keep draft token x, min(1, q(x) / p(x)). p(x) > 0: x was drawn from p."""
-    return min(1.0, float(q[x] / p[x]))
+    return min(1.0, likelihood_ratio(q, p, x))
+
+
+def likelihood_ratio(q, p, x):
+    """q(x) / p(x), where both are finite numbers, q(x) >= 0 and p(x) > 0; else 0, which keeps no draft.
+    Weights that overflow make NaN, and min(1, NaN) is 1: a NaN must never keep a draft. (A p that is
+    NaN everywhere then makes every draft rejected, and the residual, which falls back to q, draws.)"""
+    qx, px = float(q[x]), float(p[x])  # float64: the ratio of two float32 numbers cannot overflow
+    if not (math.isfinite(qx) and math.isfinite(px) and px > 0 and qx >= 0):
+        return 0.0
+    return qx / px
 
 
 def alpha(q, p):  # [V], [V] -> alpha

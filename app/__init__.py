@@ -10,4 +10,5 @@ bench.py      python bench.py: the cost curve, the real-text suite (suite.py), t
 demo.py       python demo.py: the learned pair, offline
 download.py   python download_weights.py: the downloader's command line
 program.py    how every program runs: one-line errors, Ctrl-C, closed pipes
+interrupt.py  Ctrl-C while a program loads, set by every entry script before any other import
 """

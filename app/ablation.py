@@ -96,20 +96,21 @@ def parse_args(argv):
     parser.add_argument("--prompts", dest="prompts_file", metavar="FILE", help="a file of prompts, one per line")
     parser.add_argument("--draft", default="gpt2", help="draft model (default: gpt2)")
     parser.add_argument("--oracle", default="gpt2-large", help="oracle model (default: gpt2-large)")
-    parser.add_argument("-n", "--max-new-tokens", type=int, default=64, help="tokens per run (default: 64)")
-    parser.add_argument("--n-draft", type=int, default=4, dest="n_draft",
-                        help="draft length of the fixed-length rows (default: 4)")
-    parser.add_argument("--temperature", type=float, default=1.0, help="SpS and sampling temperature (default: 1)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the sampling rows (default: 0)")
+    parser.add_argument("-n", "--max-new-tokens", type=runner.setting("max_new_tokens"), default=64,
+                        help=f"tokens per run, a whole number from 1 to {runner.LIMITS['max_new_tokens'][2]} (default: 64)")
+    parser.add_argument("--n-draft", type=runner.setting("n_draft"), default=4, dest="n_draft",
+                        help=f"draft length of the fixed-length rows, {runner.bounds('n_draft')} (default: 4)")
+    parser.add_argument("--temperature", type=runner.setting("temperature"), default=1.0,
+                        help=f"SpS and sampling temperature, {runner.bounds('temperature')} (default: 1)")
+    parser.add_argument("--seed", type=runner.setting("seed"), default=0,
+                        help=f"seed of the sampling rows, {runner.bounds('seed')} (default: 0; prompt i uses seed + i)")
     parser.add_argument("--out", default="ablation.csv", help="the CSV to write (default: ablation.csv)")
     parser.add_argument("--models-dir", default=DEFAULT_MODELS_DIR, help="where named models live (default: models/)")
     args = parser.parse_args(argv)
-    for name, flag, low in (("max_new_tokens", "--max-new-tokens", 1), ("n_draft", "--n-draft", 1),
-                            ("seed", "--seed", 0)):
-        if getattr(args, name) < low:
-            parser.error(f"{flag} must be at least {low}")
-    if not 0 <= args.temperature < float("inf"):
-        parser.error("--temperature must be a finite number >= 0")
+    if args.prompts_file == "":
+        parser.error("--prompts needs a file name")
+    if args.max_new_tokens < 1:
+        parser.error("--max-new-tokens must be at least 1")
     problem = files.why_not_writable(args.out)
     if problem:
         parser.error(f"--out {problem}")
@@ -118,7 +119,7 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(argv)
-    prompts = list(args.prompts) + (runner.read_prompt_lines(args.prompts_file) if args.prompts_file else [])
+    prompts = list(args.prompts) + (runner.read_prompt_lines(args.prompts_file) if args.prompts_file is not None else [])
     prompts = prompts or ["The meaning of life is", "Once upon a time, in a small village at the edge of the forest,"]
     names = {"draft": args.draft, "oracle": args.oracle}
     load = functools.lru_cache(maxsize=None)(lambda role: runner.load_model(names[role], args.models_dir))

@@ -73,27 +73,27 @@ def parse_args(argv):
                         help="oracle model: a name or a checkpoint directory, as below (default: gpt2-large)")
     parser.add_argument("--method", default="speculative", choices=list(methods.METHODS),
                         help="decoding method (default: speculative)")
-    parser.add_argument("--n-draft", type=setting("n_draft"), default=None,
+    parser.add_argument("--n-draft", type=runner.setting("n_draft"), default=None,
                         help="draft tokens per round: the most for threshold, the starting value for adaptive, the "
                              "tree depth for tree; " + runner.bounds("n_draft") + " (default: " +
                              ", ".join(f"{m.n_draft} {m.name}" for m in methods.METHODS.values() if m.n_draft) + ")")
-    parser.add_argument("--max-new-tokens", "-n", type=setting("max_new_tokens"), default=64,
+    parser.add_argument("--max-new-tokens", "-n", type=runner.setting("max_new_tokens"), default=64,
                         help=f"tokens to generate, {runner.bounds('max_new_tokens')} (default: 64; the prompt and these "
                              "must fit the models' context window)")
-    parser.add_argument("--temperature", type=setting("temperature"), default=None,
+    parser.add_argument("--temperature", type=runner.setting("temperature"), default=None,
                         help=f"sampling temperature of the sampling methods, {runner.bounds('temperature')} (default: 1; "
                              "draft-alone: 0); 0 is greedy, and a tiny temperature approaches greedy")
-    parser.add_argument("--top-k", type=setting("top_k"), default=None,
+    parser.add_argument("--top-k", type=runner.setting("top_k"), default=None,
                         help=f"sample only among the k most likely tokens (the sampling methods), {runner.bounds('top_k')}")
-    parser.add_argument("--top-p", type=setting("top_p"), default=None,
+    parser.add_argument("--top-p", type=runner.setting("top_p"), default=None,
                         help="sample only from the smallest set of most likely tokens with this much mass (the sampling "
                              f"methods), {runner.bounds('top_p')}; a p too small to matter keeps the most likely token")
-    parser.add_argument("--seed", type=setting("seed"), default=None,
+    parser.add_argument("--seed", type=runner.setting("seed"), default=None,
                         help=f"random seed of the sampling methods, {runner.bounds('seed')}: the same seed gives the same text")
-    parser.add_argument("--n-beams", type=setting("n_beams"), default=None,
+    parser.add_argument("--n-beams", type=runner.setting("n_beams"), default=None,
                         help=f"beams for --method beam, {runner.bounds('n_beams')} (default: 4; 1 is greedy decoding, but "
                              "for float32 near-ties)")
-    parser.add_argument("--draft-layers", type=setting("draft_layers"), default=None,
+    parser.add_argument("--draft-layers", type=runner.setting("draft_layers"), default=None,
                         help="the oracle's first layers that draft for --method self-speculative, from 1 to one less "
                              "than the oracle has (default: half of them)")
     parser.add_argument("--models-dir", default=None, help="where named models are stored and downloaded (default: models/ beside this file)")
@@ -176,17 +176,6 @@ def settings_from(args):
     return runner.Settings(method=args.method, max_new_tokens=args.max_new_tokens, n_draft=args.n_draft,
                            processor=Processor(temperature, args.top_k, args.top_p), seed=args.seed, n_beams=args.n_beams or 4,
                            draft_layers=args.draft_layers)
-
-
-def setting(field):
-    """The argparse type of a number the user sets: app/runner.py's LIMITS, the session's too."""
-    def parse(text):
-        try:
-            return runner.parse_setting(field, text, name=f"--{field.replace('_', '-')}")
-        except program.UsageError as e:
-            raise argparse.ArgumentTypeError(str(e).split(" must be ", 1)[1]) from None  # argparse names the flag itself
-    parse.__name__ = field  # argparse's message: "invalid n_draft value" is not shown, ours is
-    return parse
 
 
 def main_entry(argv=None):

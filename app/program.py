@@ -5,12 +5,11 @@ see one clear line on stderr and a non-zero exit, not a usage dump or a Python
 traceback. The errors we expect are UserError (errors.py), OSError (a full
 disk, a directory where a file should be, a dead network), MemoryError (a
 memory limit) and Ctrl-C at any moment: while the program loads
-(interrupt_quietly, the first thing every entry script does), runs, or
-reports. Anything else is a bug and keeps its traceback.
+(app/interrupt.py, the first thing every entry script does, before any
+other import), runs, or reports. Anything else is a bug and keeps its traceback.
 """
 
 import argparse
-import contextlib
 import os
 import signal
 import sys
@@ -52,22 +51,6 @@ def error_line(error):
         what = error.strerror or str(error) or type(error).__name__
         return f"{error.filename}: {what}" if error.filename else what
     return str(error) or type(error).__name__
-
-
-def interrupt_quietly():
-    """Until run() starts main(): Ctrl-C while a script loads ends it with one line, not a traceback.
-
-    The process ends at once (os._exit): an exception raised in the middle of an import can be
-    caught and turned into another by the module being imported (NumPy's does), and nothing
-    has been written yet that would need cleaning up."""
-    signal.signal(signal.SIGINT, lambda signum, frame: exit_now("interrupted", 130))
-
-
-def exit_now(message, code):
-    with contextlib.suppress(OSError, ValueError, AttributeError):
-        sys.stderr.write(f"error: {message}\n")
-        sys.stderr.flush()
-    os._exit(code)
 
 
 BROKEN_PIPE = 128 + 13  # the status a shell reports for a writer whose reader went away (signal 13)

@@ -10,6 +10,7 @@ View asks for: the trace, the statistics line, the oracle alone beside it
 (--compare), the page (--html).
 """
 
+import argparse
 import filecmp
 import os
 import sys
@@ -70,6 +71,18 @@ def parse_setting(field, text, name=None):
     if not inside:
         raise UsageError(f"{name or field} must be {bounds(field)}, not {str(text)[:40]!r}")
     return value
+
+
+def setting(field):
+    """The argparse type of a number a user sets (speculative.py's flags, bench.py ablation's): parse_setting's
+    bounds, the session's too."""
+    def parse(text):
+        try:
+            return parse_setting(field, text, name=f"--{field.replace('_', '-')}")
+        except UsageError as e:
+            raise argparse.ArgumentTypeError(str(e).split(" must be ", 1)[1]) from None  # argparse names the flag itself
+    parse.__name__ = field  # argparse's message: "invalid n_draft value" is not shown, ours is
+    return parse
 
 
 def check_sampling(method, what, command="--method "):

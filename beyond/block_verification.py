@@ -69,13 +69,14 @@ from the first that does not (w stays 1, then 0 for good). h_i is 1 up to that d
 bonus): speculative.py's rule, so the text is greedy decoding's.
 """
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
 from decoding import decisive_digits
-from sps import residual, sample, speculative_sample
+from sps import likelihood_ratio, residual, sample, speculative_sample
 
 
 def block_sample(draft, oracle, ids, n_new, n_draft=4, rng=None, processor=None, stats=None, **flags):
@@ -110,7 +111,7 @@ def block_weights(q, p, drafted):  # q: [k + 1, V], p: k x [V] -> [k + 1] floats
     for an earlier one below 1, but w never exceeds 1: credit cannot be saved for later."""
     w = [1.0]
     for i, x in enumerate(drafted):
-        w.append(min(1.0, w[-1] * float(q[i][x] / p[i][x])))  # p(x) > 0: x was drawn from p
+        w.append(min(1.0, w[-1] * likelihood_ratio(q[i], p[i], x)))  # 0 where q(x) or p(x) is NaN or infinite
     return w
 
 
@@ -122,11 +123,15 @@ def residual_mass(q, p, w):  # [V], [V], w_i -> Z_i
 
 def acceptance_probabilities(q, p, w):  # q: [k + 1, V], p: k x [V], w: [k + 1] -> [k + 1] floats
     """Step 4: h_i = Z_i / (Z_i + 1 - w_i) for i < k, h_k = w_k. h_0 is 1 (w_0 = 1), and h_i is 1 where
-    the denominator is 0 (w_i = 1 and q <= p: then q = p, and P(τ = i) is 0 whatever h_i is)."""
+    the denominator is 0 (w_i = 1 and q <= p: then q = p, and P(τ = i) is 0 whatever h_i is), and 0 where
+    the mass is NaN or infinite (a NaN in q or p: no draft is kept on it)."""
     k = len(p)
     h = []
     for i in range(k):
         mass = residual_mass(q[i], p[i], w[i])
+        if not math.isfinite(mass):  # a NaN in q or p: this prefix never passes
+            h.append(0.0)
+            continue
         denominator = mass + 1.0 - w[i]
         h.append(mass / denominator if denominator > 0 else 1.0)
     return h + [w[k]]

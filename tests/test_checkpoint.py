@@ -1,6 +1,7 @@
 """checkpoint.py: every file checked before it is trusted, atomic writes beside other
 writers, and a converted copy that is never trusted more than its source."""
 
+import collections
 import contextlib
 import json
 import mmap
@@ -11,10 +12,8 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import tracemalloc
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -79,61 +78,130 @@ def notes(capfd):
 
 
 def temp_files(model_dir):
-    return sorted(f for f in os.listdir(model_dir) if f.endswith(".tmp"))
+    return sorted(f for f in os.listdir(model_dir) if f.endswith(".tmp"))  # files.TEMP's, and any other
 
 
 # ---------------------------------------------------------------------------
 # Fault 1: concurrent first loads, and the converted copy checked against its source
 # ---------------------------------------------------------------------------
 
-# Imports gpt2 once, then forks a child per model directory written to its stdin:
-# each child loads it and prints its pid and the hash of its logits for IDS. One
-# os.write per line: a print may be several writes (PYTHONUNBUFFERED), which the
-# other processes' lines could split.
-ZYGOTE = f"""
+# Imports the loader once, then forks a child per line written to its stdin: "DIR\tPOINT\tMODE".
+# Each child loads DIR and prints its pid and the hash of its logits for IDS. On the way, a
+# converting load passes named points (POINTS, in order); at the child's POINT it prints
+# "PID at:POINT" and then, by MODE: "kill" waits there to be killed, "hold FIFO" waits until
+# the test opens FIFO for writing, "pass" goes on. So the test kills a load exactly where it
+# means to, whatever the machine's load: events, never sleeps. One os.write per line: a print
+# may be several writes (PYTHONUNBUFFERED), which the other processes' lines could split.
+POINTS = ("checked",   # its first look found no sound copy; next: the lock (converting_alone)
+          "waiting",   # another load holds the lock: about to wait for it
+          "convert",   # holding the lock, the copy checked again and found wanting: converting
+          "temp",      # the copy's temporary file made, empty
+          "half",      # half of the tensors written to it
+          "written",   # all written and flushed, not yet renamed into place
+          "renamed",   # renamed into place, not yet recorded (model.blocked.json)
+          "recorded")  # recorded: the copy is sound
+ZYGOTE = r"""
 import hashlib, os, signal, sys
-from speed.accelerate import load_fast
+from speed import accelerate
+from weights import files
 signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the children
+stop = {"point": None, "mode": None}
+
+def point(name):
+    if name != stop["point"]:
+        return
+    os.write(1, f"{os.getpid()} at:{name}\n".encode())
+    if stop["mode"] == "kill":
+        while True:
+            signal.pause()
+    if stop["mode"].startswith("hold "):
+        with open(stop["mode"][5:]) as f:  # blocks until the test opens it for writing
+            f.read()
+
+def before(name, f):
+    return lambda *a, **k: (point(name), f(*a, **k))[1]
+
+def after(name, f):
+    return lambda *a, **k: (f(*a, **k), point(name))[0]
+
+accelerate.converting_alone = before("checked", accelerate.converting_alone)
+accelerate.convert = before("convert", accelerate.convert)
+accelerate.write_record = after("recorded", accelerate.write_record)
+temp_file = files.temp_file
+files.temp_file = lambda path, *a: (temp_file(path, *a), point("temp") if path.endswith(accelerate.BLOCKED_FILE) else 0)[0]
+layouts, to_memory_layout = [], accelerate.to_memory_layout
+accelerate.to_memory_layout = lambda key, t: (layouts.append(key), point("half") if len(layouts) == 8 else 0,
+                                              to_memory_layout(key, t))[2]
+replace = os.replace
+def replacing(src, dst, *a, **k):
+    copy = str(dst).endswith(accelerate.BLOCKED_FILE)
+    point("written") if copy else 0
+    replace(src, dst, *a, **k)
+    point("renamed") if copy else 0
+os.replace = replacing
+class Locks:
+    def __getattr__(self, name):
+        import fcntl
+        return getattr(fcntl, name)
+    def flock(self, fd, operation):
+        import fcntl
+        if not operation & fcntl.LOCK_NB:
+            point("waiting")
+        fcntl.flock(fd, operation)
+accelerate.fcntl = Locks()
+
 for line in sys.stdin:
+    model_dir, stop["point"], stop["mode"] = line.rstrip("\n").split("\t")
     pid = os.fork()
     if pid == 0:
         try:
-            logits = load_fast(line.strip()).forward({IDS})
-            os.write(1, f"{{os.getpid()}} {{hashlib.sha256(logits.tobytes()).hexdigest()}}\\n".encode())
+            logits = accelerate.load_fast(model_dir).forward(IDS)
+            os.write(1, f"{os.getpid()} {hashlib.sha256(logits.tobytes()).hexdigest()}\n".encode())
         except BaseException as e:
-            os.write(1, f"{{os.getpid()}} failed:{{type(e).__name__}}\\n".encode())
+            os.write(1, f"{os.getpid()} failed:{type(e).__name__}\n".encode())
             print(e, file=sys.stderr, flush=True)
         finally:
             os._exit(0)
-    os.write(1, f"{{pid}} started\\n".encode())
-"""
+    os.write(1, f"{pid} started\n".encode())
+""".replace("IDS", repr(IDS))
 
 
 class Loaders:
-    """Processes loading model directories at once, killable one by one (ZYGOTE)."""
+    """Processes loading model directories at once, each stopped, held or killed at a named point (ZYGOTE)."""
 
     def __init__(self, log_path):
         self.log = open(log_path, "w")
         self.proc = subprocess.Popen([sys.executable, "-c", ZYGOTE], cwd=ROOT, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self.log, text=True)
-        self.answers = {}  # pid -> "started", then the hash of its logits
+        # pid -> its lines in order: "started" (from the parent, which may come after the child's
+        # first lines), "at:POINT", then the hash of its logits
+        self.answers = collections.defaultdict(list)
         self.pending = b""
 
-    def start(self, model_dir):  # -> the pid of a new process loading model_dir
-        self.proc.stdin.write(model_dir + "\n")
+    def start(self, model_dir, point="", mode="pass"):  # -> the pid of a new process loading model_dir
+        self.proc.stdin.write(f"{model_dir}\t{point}\t{mode}\n")
         self.proc.stdin.flush()
         while True:
-            pid = self.read()
-            if self.answers[pid] == "started":
+            pid, answer = self.read()
+            if answer == "started":
                 return pid
 
-    def result(self, pid, timeout=60):  # -> the hash the process printed
-        deadline = time.monotonic() + timeout
-        while self.answers[pid] == "started":
-            self.read(deadline - time.monotonic())
-        return self.answers[pid]
+    def final(self, pid):  # -> its last line once it has finished (a hash, or failed:...), else None
+        done = [a for a in self.answers[pid] if a != "started" and not a.startswith("at:")]
+        return done[0] if done else None
 
-    def read(self, timeout=60):  # -> the pid of the next line, recorded in self.answers
+    def reaches(self, pid, point):
+        """Wait until the process is at the point (True) or has finished without passing it (False)."""
+        while f"at:{point}" not in self.answers[pid] and self.final(pid) is None:
+            self.read()
+        return f"at:{point}" in self.answers[pid]
+
+    def result(self, pid):  # -> the hash the process printed
+        while self.final(pid) is None:
+            self.read()
+        return self.final(pid)
+
+    def read(self, timeout=120):  # -> (pid, answer) of the next line, recorded in self.answers
         # The pipe's bytes are read as they come, not through a buffered file
         # whose second line select() would not see.
         deadline = time.monotonic() + timeout
@@ -147,8 +215,8 @@ class Loaders:
         line, self.pending = self.pending.split(b"\n", 1)
         assert len(line.split()) == 2, line
         pid, answer = line.decode().split()
-        self.answers[int(pid)] = answer
-        return int(pid)
+        self.answers[int(pid)].append(answer)
+        return int(pid), answer
 
     def close(self):
         self.proc.stdin.close()
@@ -156,47 +224,51 @@ class Loaders:
         self.log.close()
 
 
+# Each round: (where the victim is killed, where the first survivor is held until then, or None)
+KILLS = [(point, None) for point in POINTS if point != "waiting"] + [("waiting", "half")]
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="the loaders are forked (POSIX)")
-def test_concurrent_first_loads_with_one_killed_never_leave_a_bad_converted_copy(tmp_path, capfd, request):
+def test_concurrent_first_loads_with_one_killed_never_leave_a_bad_converted_copy(tmp_path, capfd):
     # The fault: every writer used model.blocked.safetensors.tmp; a second writer's
     # open("wb") truncated the first one's file, which was then renamed into place
     # with a valid stamp, and a kill left it half zeros, trusted by every later run.
     # Here three processes load one fresh checkpoint at once and one of them is
-    # killed at a random moment of its load, 20 times: every survivor and every
-    # later load must give the logits of a copy converted alone, and the only
-    # temporary files left are those of killed writers.
-    # In memory (tmpfs) where there is one: fsync is free there, so the writes, where
-    # the old fault struck, fill the load as they do for a 6 GB model on disk.
-    if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
-        tmp_path = Path(tempfile.mkdtemp(prefix="race-", dir="/dev/shm"))
-        request.addfinalizer(lambda: shutil.rmtree(tmp_path, ignore_errors=True))
-    big = make_model_dir(tmp_path / "big", seed=4, n_layer=4, n_embd=256, tokenizer=False)  # a load long enough to be hit
-    expected = load_fast(fresh_copy(big, tmp_path / "alone")).forward(IDS)
+    # killed at each point of a conversion in turn (POINTS), the others converting
+    # before it, waiting for its lock or coming after: every survivor and every later
+    # load must give the logits of a copy converted alone, without a note (a later
+    # load removes nothing and rebuilds nothing), and the only temporary files left
+    # are the killed writer's.
+    model = make_model_dir(tmp_path / "model", seed=4, n_layer=2, tokenizer=False)
+    expected = load_fast(fresh_copy(model, tmp_path / "alone")).forward(IDS)
     loaders = Loaders(tmp_path / "loaders.log")
     try:
-        start = time.perf_counter()
-        expected_hash = loaders.result(loaders.start(fresh_copy(big, tmp_path / "alone too")))
-        load_seconds = time.perf_counter() - start
-        rng = random.Random(0)
-        for round_ in range(20):
-            model_dir = fresh_copy(big, tmp_path / f"round{round_}")
-            pids = []
-            for _ in range(3):  # started a random moment apart, as from different terminals
-                pids.append(loaders.start(model_dir))
-                time.sleep(rng.uniform(0, 0.5 * load_seconds))
-            victim = pids.pop(rng.randrange(3))
-            time.sleep(rng.uniform(0, load_seconds))
-            with contextlib.suppress(ProcessLookupError):  # it may have finished already
-                os.kill(victim, signal.SIGKILL)
-            for pid in pids:
+        expected_hash = loaders.result(loaders.start(fresh_copy(model, tmp_path / "alone too")))
+        for round_, (kill_at, hold_at) in enumerate(KILLS):
+            model_dir = fresh_copy(model, tmp_path / f"round{round_}")
+            held, fifo = None, str(tmp_path / f"go{round_}")
+            if hold_at:  # a survivor first, converting, held at hold_at while the victim waits for its lock
+                os.mkfifo(fifo)
+                held = loaders.start(model_dir, hold_at, f"hold {fifo}")
+                assert loaders.reaches(held, hold_at), round_
+            victim = loaders.start(model_dir, kill_at, "kill")
+            assert loaders.reaches(victim, kill_at), (round_, kill_at, loaders.answers[victim])
+            waiting = None if held else loaders.start(model_dir, "waiting", "pass")  # blocked on the victim's lock, if it holds it
+            if waiting:
+                loaders.reaches(waiting, "waiting")  # or finished: the victim's copy was already recorded
+            os.kill(victim, signal.SIGKILL)
+            if held:
+                with open(fifo, "w"):  # the survivor goes on
+                    pass
+            late = loaders.start(model_dir)  # and one after the kill
+            for pid in (held or waiting, late):
                 assert loaders.result(pid) == expected_hash, f"round {round_}: a concurrent load gave other logits"
             notes(capfd)
             np.testing.assert_array_equal(load_fast(model_dir).forward(IDS), expected,
                                           err_msg=f"round {round_}: a later load gave other logits")
-            assert notes(capfd) == [], f"round {round_}: the converted copy on disk was bad"
-            leftovers = temp_files(model_dir)
-            assert all(f".{victim}-" in name for name in leftovers), (round_, leftovers)
-            shutil.rmtree(model_dir)
+            assert notes(capfd) == [], f"round {round_} (killed at {kill_at}): a later load removed or rebuilt"
+            leftovers = [f for f in temp_files(model_dir) if not f.startswith(f".speculative-gpt2-{victim}-")]
+            assert leftovers == [], (round_, kill_at, leftovers)
     finally:
         loaders.close()
 
@@ -277,20 +349,55 @@ def dead_pid():
     return child.pid
 
 
-def test_temporary_files_of_killed_writers_are_removed_and_said(tmp_path, template, capfd):
+def temp_name(pid, random="0123456789abcdef"):
+    return f".speculative-gpt2-{pid}-{random}.tmp"
+
+
+LOOKALIKES = ["notes.4000000-0badf00d.tmp", "x.99999999999999999999-00000000.tmp", ".writing-4000000-photos",
+              temp_name(99999999999), temp_name(9999999999), temp_name(0), temp_name(4000000, "0badf00d"), temp_name("12x"),
+              ".speculative-gpt2-4000000-0123456789abcdef.tmp.bak", "model.blocked.safetensors.4000000-0badf00d.tmp"]
+
+
+def test_temporary_files_of_killed_writers_are_removed_by_a_writer_only_and_said(tmp_path, template, capfd):
+    # Only this program's own temporary names (files.TEMP: its prefix, a process id in range, 64
+    # random bits), only a killed process's, and only by a run that writes in that directory: a
+    # load that finds a sound copy removes nothing; one that converts removes what killed ones left.
     model_dir = fresh_copy(template, tmp_path / "m")
-    dead, alive, other = (os.path.join(model_dir, name) for name in (
-        f"{BLOCKED_FILE}.{dead_pid()}-deadbeef.tmp", f"{BLOCKED_FILE}.{os.getppid()}-feedface.tmp", "notes.tmp"))
-    for name in (dead, alive, other):
+    load_fast(model_dir)  # converted: from now on the loads only read
+    dead, alive = (os.path.join(model_dir, temp_name(pid)) for pid in (dead_pid(), os.getppid()))
+    for name in (dead, alive, *(os.path.join(model_dir, n) for n in LOOKALIKES)):
+        if name.endswith("photos"):
+            os.mkdir(name)
+            name = os.path.join(name, "a.jpg")
         with open(name, "wb") as f:
-            f.write(b"half a file")
+            f.write(b"half a file, or the user's own")
+    before = sorted(os.listdir(model_dir))
     notes(capfd)
     load_fast(model_dir)
+    assert sorted(os.listdir(model_dir)) == before and notes(capfd) == []  # a load that only reads
+    os.remove(os.path.join(model_dir, BLOCKED_FILE))
+    load_fast(model_dir)  # converts: writes in the directory
     assert not os.path.exists(dead)  # a killed writer's
     assert os.path.exists(alive)  # a live process's: perhaps writing it now
-    assert os.path.exists(other)  # not ours
+    assert all(os.path.exists(os.path.join(model_dir, n)) for n in LOOKALIKES)  # not ours
     said = notes(capfd)
     assert len(said) == 1 and said[0].startswith(f"note: removed {dead}, left by a run that was stopped"), said
+
+
+def test_without_file_locks_loads_convert_side_by_side(tmp_path, template, pristine, capfd, monkeypatch):
+    monkeypatch.setattr(accelerate, "fcntl", None)  # no flock: each load converts for itself, whole files of its own
+    model_dir = fresh_copy(template, tmp_path / "m")
+    np.testing.assert_array_equal(load_fast(model_dir).forward(IDS), pristine)
+    np.testing.assert_array_equal(load_fast(model_dir).forward(IDS), pristine)
+    assert notes(capfd) == [] and os.path.exists(os.path.join(model_dir, accelerate.RECORD_FILE))
+
+
+def test_where_files_have_no_change_time_the_conversion_is_made_in_memory(tmp_path, template, pristine, capfd,
+                                                                         monkeypatch):
+    monkeypatch.setattr(accelerate, "CHANGE_TIME", False)  # Windows: st_ctime is the creation time
+    model_dir = fresh_copy(template, tmp_path / "m")
+    np.testing.assert_array_equal(load_fast(model_dir).forward(IDS), pristine)
+    assert sorted(os.listdir(model_dir)) == ["config.json", "model.safetensors"] and notes(capfd) == []
 
 
 def test_replacing_a_mapped_file_refused_windows_falls_back_to_memory(tmp_path, template, pristine, capfd, monkeypatch):

@@ -369,14 +369,18 @@ def test_partial_larger_than_the_file_is_started_over(hub, tmp_path):
 
 # --- 8 and 9. HF_ENDPOINT, the mirror and server errors -------------------------
 
-@pytest.mark.parametrize("value, problem", [("ftp://x", "http:// or https://"), ("huggingface.co", "http:// or https://"),
-                                            ("http://127.0.0.1:99999", "Port out of range"), ("http://[::1", "IPv6"), ("http://", "host")])
+@pytest.mark.parametrize("value, problem", [("ftp://x", "must start with http:// or https://"),
+                                            ("huggingface.co", "must start with http:// or https://"),
+                                            ("http://127.0.0.1:99999", "port is not a number from 0 to 65535"),
+                                            ("http://[::1", "is not a URL"), ("http://", "has no host name")])
 def test_bad_hf_endpoint_is_one_line_naming_it(tmp_path, monkeypatch, value, problem):
+    # Named as HF_ENDPOINT, never quoted: a value that does not parse may hold a password cut anywhere (issue 43).
     monkeypatch.setenv("HF_ENDPOINT", value)
     with pytest.raises(DownloadError) as e:
         download("gpt2", str(tmp_path))
     message = str(e.value)
-    assert message.startswith(f"HF_ENDPOINT={value!r}") and problem in message and "\n" not in message
+    assert message.startswith("HF_ENDPOINT") and problem in message and "\n" not in message
+    assert repr(value) not in message and "Port out of range" not in message
     assert os.listdir(tmp_path) == []
 
 
@@ -436,7 +440,8 @@ def test_cli_without_network_says_how_to_set_a_mirror(tmp_path):
 def test_cli_bad_hf_endpoint_is_one_line(tmp_path):
     r = run_cli("gpt2", "--models-dir", str(tmp_path), env={"HF_ENDPOINT": "http://127.0.0.1:99999"})
     assert r.returncode == 1
-    assert r.stderr.count("\n") == 1 and r.stderr.startswith("error: HF_ENDPOINT='http://127.0.0.1:99999'"), r.stderr
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("error: HF_ENDPOINT's port is not a number"), r.stderr
+    assert "99999" not in r.stderr
 
 
 def test_cli_models_dir_that_is_a_file_is_one_line(tmp_path):

@@ -16,6 +16,9 @@ What the rest of the code can rely on:
 - every file is checked before anything is allocated from it (validate_config,
   validate_header, checkpoint_tensors); a bad one is a CheckpointError naming
   the file, the field and the problem;
+- every value of every tensor a load reads in full is a finite number
+  (check_finite): a NaN or an infinity is a CheckpointError naming the file
+  and the tensor, never a model that computes NaN;
 - files are written atomically, even by several processes at once: each
   writer writes its own temporary file, flushes it to disk and renames it into
   place (save_safetensors), so a reader sees a complete file or none;
@@ -143,17 +146,22 @@ def open_safetensors(path, sampled=False):
     bytes after the header, memory-mapped (nothing read yet; `sampled`: only a few
     values will be). Header and data come from one open file: a file replaced
     meanwhile cannot mix two versions."""
+    return open_safetensors_and_stat(path, sampled)[:3]
+
+
+def open_safetensors_and_stat(path, sampled=False):
+    """open_safetensors's (tensors, metadata, data), and the os.stat_result of the very file they come from."""
     try:
         with reading.open_regular(path) as f:  # not a FIFO or a device: only a regular file can be mapped
-            size = os.fstat(f.fileno()).st_size
-            header, data_start = read_header(path, f, size)
-            tensors, metadata = validate_header(path, header, size - data_start)
+            st = os.fstat(f.fileno())
+            header, data_start = read_header(path, f, st.st_size)
+            tensors, metadata = validate_header(path, header, st.st_size - data_start)
             data = map_file(f, sampled)[data_start:]
     except reading.ReadError as e:
         raise CheckpointError(str(e)) from None
     except OSError as e:  # unreadable, vanished
-        raise CheckpointError(f"{path}: cannot read it ({e.strerror or e})") from None
-    return tensors, metadata, data
+        raise CheckpointError(f"{path}: cannot read it ({files.words_of(e)})") from None
+    return tensors, metadata, data, st
 
 
 def read_header(path, f, size):  # -> (the parsed JSON header, byte offset of the data)
@@ -267,8 +275,20 @@ def map_file(f, sampled=False):  # an open file -> read-only uint8 array over it
     return np.frombuffer(pages, dtype=np.uint8)
 
 
+def check_finite(path, name, t):
+    """CheckpointError unless every value of tensor `name` (an array) is a finite number. A NaN or an
+    infinity in a weight makes every output NaN, and NaN compares false: a sampling method would keep
+    every draft, greedy decoding would print token 0. One pass over the values, at memory speed."""
+    if np.isfinite(t).all():
+        return
+    bad = np.asarray(t).reshape(-1)[np.flatnonzero(~np.isfinite(t))[0]]
+    raise CheckpointError(f"{reading.shown(path)}: tensor {name} holds {'NaN' if np.isnan(bad) else 'an infinity'}: "
+                          "the file is damaged (every value of a weight must be a finite number)")
+
+
 def load_safetensors(path):
-    """Read a .safetensors file into a {name: array} dict without copying it (memory-mapped)."""
+    """Read a .safetensors file into a {name: array} dict without copying it (memory-mapped), unchecked
+    but for its header: the downloader's check of the format. Loads go through checkpoint_tensors."""
     tensors, _, data = open_safetensors(path)
     return {name: tensor_view(path, name, data, entry) for name, entry in tensors.items()}
 
@@ -290,8 +310,11 @@ def sample_positions(shape):  # SAMPLES indices spread evenly over an array of t
 
 def checkpoint_tensors(path, config, sampled=False):
     """The tensors GPT-2 needs from a checkpoint file, {key: float32 array}, checked
-    against config.json (every shape, and no tensor left over) before any is read.
-    sampled: only a few values of each will be read (see map_file)."""
+    against config.json (every shape, and no tensor left over) before any is read,
+    then every value finite (check_finite) and a stored LM head equal to wte
+    (check_tied). sampled: only a few values of each will be read (see map_file),
+    and neither value check is made (speed/accelerate.py's converted copy is made
+    from a load in full, and bound to the file it was made from)."""
     entries, _, data = open_safetensors(path, sampled)
     # GPT2LMHeadModel checkpoints prefix every key with 'transformer.'; GPT2Model ones do not.
     names = {name.removeprefix("transformer."): name for name in entries}
@@ -309,17 +332,25 @@ def checkpoint_tensors(path, config, sampled=False):
         listed = ", ".join(unused[:4]) + (f" and {len(unused) - 4} more" if len(unused) > 4 else "")
         raise CheckpointError(f"{path}: has tensors config.json (n_layer={config['n_layer']}) leaves unused: {listed}")
     tensors = {key: tensor_view(path, name, data, entries[name], sampled) for key, name in needed.items()}
+    if not sampled:
+        for key, name in needed.items():
+            check_finite(path, name, tensors[key])
     if "lm_head.weight" in names:
-        check_tied(path, entries[names["lm_head.weight"]], data, tensors["wte.weight"])
+        check_tied(path, entries[names["lm_head.weight"]], data, tensors["wte.weight"], sampled)
     return tensors
 
 
-def check_tied(path, entry, data, wte):
+def check_tied(path, entry, data, wte, sampled=False):
     """GPT-2's LM head is its token embedding (gpt2.py computes x @ wte.T): a stored
-    lm_head.weight must be the same matrix. Sampled: a few values spread over it."""
+    lm_head.weight must be the same matrix, every value (sampled: a few spread over it)."""
     dtype, shape = entry[:2]
-    if dtype not in SAFETENSORS_DTYPES or shape != wte.shape or \
-            not np.array_equal(to_float32(sampled_values(raw_view(data, entry)), dtype), sampled_values(wte), equal_nan=True):
+    if dtype not in SAFETENSORS_DTYPES or shape != wte.shape:
+        same = False
+    elif sampled:
+        same = np.array_equal(to_float32(sampled_values(raw_view(data, entry)), dtype), sampled_values(wte), equal_nan=True)
+    else:
+        same = np.array_equal(tensor_view(path, "lm_head.weight", data, entry), wte)
+    if not same:
         raise CheckpointError(f"{path}: lm_head.weight is not wte.weight, but GPT-2 ties them (gpt2.py uses wte as the LM head)")
 
 

@@ -12,6 +12,7 @@ shipped pair (an older demo pair, a half-written one, an edited file).
 After that, --draft demo-draft --oracle demo-oracle works with every command.
 """
 
+import contextlib
 import hashlib
 import os
 import re
@@ -32,11 +33,12 @@ TOKENIZER_FILES = ("vocab.json", "merges.txt")       # shared, in assets/learned
 # The oracle's heads (weights/heads.HEADS) are in assets/learned-pair/heads/KIND/, copied to demo-oracle/heads/KIND/.
 # What the project writes in a demo model's directory: its files and speed/accelerate.py's converted copy;
 # in demo-oracle, the heads/ directory and one directory a head in it, each holding MODEL_FILES.
-OWN_FILES = {*MODEL_FILES, *TOKENIZER_FILES, "model.blocked.safetensors"}
+OWN_FILES = {*MODEL_FILES, *TOKENIZER_FILES, "model.blocked.safetensors", "model.blocked.json"}
 
 
 def shipped_sums():
-    """{path under assets/learned-pair: sha256} from SHA256SUMS: lines of a digest and a name."""
+    """{path under assets/learned-pair: sha256} from SHA256SUMS: lines of a digest and a name, one for
+    every file the pair is made of (CheckpointError otherwise, before any is used)."""
     path = os.path.join(ASSETS, "SHA256SUMS")
     restore = "the demo pair ships with the repository, restore it with git checkout"
     try:
@@ -51,6 +53,9 @@ def shipped_sums():
         if len(fields) != 2 or not re.fullmatch("[0-9a-f]{64}", fields[0]) or fields[1] in sums:
             raise CheckpointError(f"{printable(path)}: line {number} is not a SHA-256 and a file name of its own: {restore}")
         sums[fields[1]] = fields[0]
+    for name in sorted({source for demo in DEMO_NAMES for source in sources(demo).values()}):
+        if name not in sums:
+            raise CheckpointError(f"{printable(path)} lists no {name}: {restore}")
     return sums
 
 
@@ -80,10 +85,8 @@ def sources(name):
 
 def check_assets(sums):
     """Raise CheckpointError unless every shipped file is the one SHA256SUMS names."""
-    for name in {source for demo in DEMO_NAMES for source in sources(demo).values()}:
+    for name in {source for demo in DEMO_NAMES for source in sources(demo).values()}:  # each listed: shipped_sums
         path = os.path.join(ASSETS, name)
-        if name not in sums:
-            raise CheckpointError(f"{os.path.join(ASSETS, 'SHA256SUMS')} lists no {name}")
         if not same_file(path, sums[name]):
             raise CheckpointError(f"{printable(path)} is not the file shipped with the repository (its SHA-256 differs): "
                                   "restore it with git checkout")
@@ -110,8 +113,9 @@ def build_pair(models_dir):
 
 def write_model(model_dir, name):
     """The demo model `name` written whole into model_dir: in a directory of this writer's own, then renamed
-    into place; what was there before (an older demo pair) is removed once the new one is in place, and only
-    if it is a demo model this project wrote (why_not_ours): a user's file, link or FIFO there is refused."""
+    into place; what was there before (an older demo pair) is moved aside and its files removed by name once
+    the new one is in place, and only if it is a demo model this project wrote (why_not_ours): a user's file,
+    link or FIFO there is refused."""
     problem = why_not_ours(model_dir)
     if problem:
         raise files.WriteError(problem)
@@ -124,16 +128,34 @@ def write_model(model_dir, name):
                 with reading.open_regular(os.path.join(ASSETS, source)) as src, files.open_new(os.path.join(tmp, f)) as dest:
                     shutil.copyfileobj(src, dest)
             except OSError as e:  # a full disk: the file that failed is the destination, named as the user knows it
-                raise OSError(e.errno, e.strerror, os.path.join(model_dir, f)) from None
+                raise OSError(e.errno, files.words_of(e), os.path.join(model_dir, f)) from None
         old = None
         if os.path.lexists(model_dir):
-            old = tmp + ".old"
+            old = files.temp_name(parent)
             os.rename(model_dir, old)
         os.rename(tmp, model_dir)
+        tmp = None
         if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+            remove_model(old, name)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if tmp is not None:
+            remove_model(tmp, name)
+
+
+def remove_model(directory, name):
+    """Remove a demo model's directory of this writer's own (one moved aside, or one never renamed into place)
+    by the names of its files (OWN_FILES, the heads'), and the temporary files of killed writers in it;
+    then its directories, those left empty. Nothing else is removed: what is left stays, in a directory of
+    TEMP's name that the next writer in its parent removes once this process is gone (files.remove_stale)."""
+    heads = [os.path.join("heads", kind) for kind in HEADS]
+    for folder, names in [(os.path.join(directory, d), MODEL_FILES) for d in heads] + [(directory, OWN_FILES)]:
+        for f in names:
+            with contextlib.suppress(OSError):  # not there; or planted, not a file: left where it is
+                os.remove(os.path.join(folder, f))
+        files.remove_stale(folder)
+    for folder in [*heads, "heads", ""]:
+        with contextlib.suppress(OSError):  # not there, or not empty
+            os.rmdir(os.path.join(directory, folder))
 
 
 def why_not_ours(model_dir):
@@ -159,12 +181,13 @@ def why_not_ours(model_dir):
 
 def stranger_in(directory, own_files, refuse, dirs=()):
     """Why `directory` holds what this program did not write, or None: every entry must be a regular file
-    named in own_files (or one of their temporary files), or a real directory named in dirs."""
+    named in own_files or a temporary file of this program's writers (files.TEMP), or a real directory
+    named in dirs."""
     with os.scandir(directory) as entries:
         for entry in entries:
             if entry.name in dirs and entry.is_dir(follow_symlinks=False):
                 continue
-            if entry.name not in own_files and not files.TEMP.search(entry.name):
+            if entry.name not in own_files and not files.is_temporary(entry.name):
                 return (f"{printable(directory, newlines=False)} holds {printable(entry.name, newlines=False)}, "
                         f"which this program did not write: {refuse}")
             if not entry.is_file(follow_symlinks=False):

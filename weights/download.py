@@ -130,7 +130,7 @@ def fetch(session, url, dest):
         if os.path.isfile(dest):  # another download finished it while this one waited
             return
         if os.path.lexists(partial) and not stat.S_ISREG(os.lstat(partial).st_mode):
-            raise DownloadError(f"{partial} is not a partial download (a link or {files.kind_of(os.lstat(partial).st_mode)}): "
+            raise DownloadError(f"{partial} is {files.kind_of(os.lstat(partial).st_mode)}, not a partial download: "
                                 "remove it, then run the same command again")
         try:
             size, sha256 = announced(session, url)
@@ -353,7 +353,7 @@ def try_lock(path):
     """A file descriptor holding the lock at path, or None while another downloader holds it.
     A link or anything but a regular file at path is never opened through: DownloadError."""
     if os.path.lexists(path) and not stat.S_ISREG(os.lstat(path).st_mode):
-        raise DownloadError(f"{path} is not a lock file (a link or {files.kind_of(os.lstat(path).st_mode)}): remove it, "
+        raise DownloadError(f"{path} is {files.kind_of(os.lstat(path).st_mode)}, not a lock file: remove it, "
                             "then run the same command again")
     if fcntl is None and msvcrt is None:  # no OS lock here: creating the file is taking the lock
         try:

@@ -25,9 +25,16 @@ before the work (why_not_writable_in) and written together (write_together):
 all or none replaced. A failed write is an OSError naming the file it was
 for (the destination, not a temporary or a source).
 
-A writer that is killed leaves its temporary file behind; its name carries
-the writer's process id, and the next writer in that directory removes the
-ones whose process is gone, saying so (remove_stale).
+A replaced file keeps the mode (and, where the system allows, the owner) of
+the file it replaces: a 0600 page stays 0600. A link on the way to a name the
+user gave is not followed where Linux's protected_symlinks would not follow it
+(another user's link in a sticky directory anyone may write, such as /tmp).
+
+A writer that is killed leaves its temporary file behind, named
+.speculative-gpt2-PID-RANDOM.tmp (TEMP: a name no user would choose), and the
+next writer in that directory removes the ones whose process is gone, saying
+so (remove_stale). Nothing is removed by a run that only reads, and no name
+but TEMP's is ever taken for a temporary file.
 """
 
 import contextlib
@@ -35,6 +42,7 @@ import errno
 import os
 import re
 import secrets
+import shutil
 import stat
 import sys
 import time
@@ -44,11 +52,10 @@ from weights.reading import kind_of
 
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # not on Windows: there links are checked with lstat first
 STALE_SECONDS = 24 * 3600  # where a process cannot be asked whether it lives (Windows), a day-old temporary is stale
-TEMP = re.compile(r"\.(\d+)-[0-9a-f]{8}\.tmp$")  # NAME.PID-RANDOM.tmp, a writer's temporary file
-TEMP_DIR = re.compile(r"^\.writing-(\d+)-")       # .writing-PID-..., a writer's temporary directory
-
-
-TEMP_SUFFIX_BYTES = len(".4194304-01234567.tmp")  # what temp_file adds to a name (Linux's largest pid)
+# A writer's temporary file or directory: the program's prefix, its process id and 64 random bits.
+TEMP = re.compile(r"\.speculative-gpt2-(\d{1,10})-[0-9a-f]{16}\.tmp")  # fullmatch on a name
+TEMP_BYTES = len(".speculative-gpt2-2147483647-0123456789abcdef.tmp")  # the longest temporary name
+MAX_PID = 2 ** 31 - 1  # pid_t is 32 bits: a larger "process id" in a name is no process of ours
 NAMED = set()  # absolute paths the user named and why_not_writable passed: the only ones written through a link or in place
 
 
@@ -70,11 +77,14 @@ def name_limits(folder):
 
 def why_too_long(path):
     """Why path's name, or the temporary name written beside it, is longer than its file system takes; or None."""
-    name_max, path_max = name_limits(os.path.dirname(path) or ".")
-    if len(os.fsencode(os.path.basename(path))) + TEMP_SUFFIX_BYTES > name_max:
-        return f"{shown(path)}: its name is too long (at most {name_max - TEMP_SUFFIX_BYTES} bytes here)"
-    if len(os.fsencode(path)) + TEMP_SUFFIX_BYTES >= path_max:
-        return f"{shown(path)}: the path is too long (at most {path_max - TEMP_SUFFIX_BYTES - 1} bytes here)"
+    folder = os.path.dirname(path)
+    name_max, path_max = name_limits(folder or ".")
+    if len(os.fsencode(os.path.basename(path))) > name_max:
+        return f"{shown(path)}: its name is too long (at most {name_max} bytes here)"
+    longest = max(len(os.fsencode(path)), len(os.fsencode(folder)) + 1 + TEMP_BYTES)
+    if longest >= path_max:
+        return f"{shown(path)}: the path is too long for this file system (at most {path_max - 1} bytes here, " \
+               "and its directory's with a temporary name)"
     return None
 
 
@@ -87,14 +97,67 @@ def in_place(path):
     return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
 
 
+MAX_LINKS = 40  # as Linux's path resolution: more links than this is a loop
+
+
+def why_link_refused(path):
+    """Why a link on the way to path, a name the user gave, must not be followed; or None. Linux's
+    protected_symlinks rule, applied here too (Python resolves links itself, where the kernel's rule is
+    not asked): a link in a sticky directory anyone may write (/tmp) is followed only when it belongs
+    to the user running this program or to the directory's owner. Another user's link there would send
+    this program's write wherever the running user may write (root's: anywhere)."""
+    if os.name != "posix":  # no link owners to compare (Windows)
+        return None
+    me, resolved, links = os.geteuid(), "/", 0
+    rest = os.path.join(os.getcwd(), path).split("/")  # not normalised: a ".." applies after the links before it
+    while rest:
+        name = rest.pop(0)
+        if name in ("", "."):
+            continue
+        if name == "..":
+            resolved = os.path.dirname(resolved)
+            continue
+        step = os.path.join(resolved, name)
+        try:
+            st = os.lstat(step)
+        except OSError:  # not there (yet): nothing further is a link
+            resolved = step
+            continue
+        if not stat.S_ISLNK(st.st_mode):
+            resolved = step
+            continue
+        links += 1
+        try:
+            folder = os.stat(resolved)
+            target = os.readlink(step)
+        except OSError:  # unreadable: the write itself will fail, and say why
+            return None
+        sticky_and_open = folder.st_mode & stat.S_ISVTX and folder.st_mode & stat.S_IWOTH
+        if sticky_and_open and st.st_uid not in (me, folder.st_uid):
+            where = shown(path) if os.path.abspath(path) == step else f"{shown(path)}: {shown(step)}"
+            return (f"{where} is another user's link in {shown(resolved)}, a directory anyone may write: it is not "
+                    "followed (as the kernel's protected_symlinks rule)")
+        if links > MAX_LINKS:
+            return f"{shown(path)}: too many levels of links"
+        rest = target.split("/") + rest
+        if target.startswith("/"):
+            resolved = "/"
+    return None
+
+
 def why_not_writable(path):
     """Why a file cannot be written at path, the name the user gave, said before a long run rather than
     after it; or None, and from then on path is a name of the user's (NAMED): a link there is followed,
     a device or a pipe written in place."""
     if not path:
         return "needs a file name"
+    if path == "-":  # not standard output, as many programs take it: a file named - would surprise
+        return "- is not a file name here: give one (./- for a file named -)"
     if "\0" in path:
         return f"{shown(path)}: a file name cannot hold a NUL byte"
+    problem = why_link_refused(path)
+    if problem:
+        return problem
     real = os.path.realpath(path)
     if os.path.lexists(real):
         mode = os.stat(real).st_mode
@@ -164,23 +227,67 @@ def open_new(name, mode="wb"):
     return os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8", "newline": ""}))
 
 
+def temp_name(folder):
+    """A name in folder for a temporary file or directory of this writer's own (TEMP)."""
+    return os.path.join(folder, f".speculative-gpt2-{os.getpid()}-{secrets.token_hex(8)}.tmp")
+
+
+def is_temporary(name):
+    """True when name (a file name, not a path) is a temporary one of this program's writers."""
+    return TEMP.fullmatch(name) is not None
+
+
 def temp_file(path, mode="wb"):
     """(an open file, its name) beside path, for this writer alone; os.replace(name, path) when done."""
-    name = f"{path}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
+    name = temp_name(os.path.dirname(path))
     return open_new(name, mode), name
+
+
+def keep_mode(fd, target):
+    """Give the new file open at fd the mode of the regular file at target that it will replace (and its
+    owner and group, where the system allows it): a replaced 0600 file stays 0600. Nothing there: the
+    new file keeps the usual mode (0666 less the umask)."""
+    try:
+        st = os.lstat(target)  # a link here (planted since the check) gives nothing: the rename replaces the link
+    except OSError:
+        return
+    if not stat.S_ISREG(st.st_mode) or not hasattr(os, "fchmod"):  # Windows: no modes to keep
+        return
+    os.fchmod(fd, stat.S_IMODE(st.st_mode) & 0o777)  # not set-user-ID and the like: those are not ours to give
+    mine = os.fstat(fd)
+    if (mine.st_uid, mine.st_gid) != (st.st_uid, st.st_gid):
+        with contextlib.suppress(OSError):  # only root may give a file away; a group of one's own is allowed
+            os.fchown(fd, st.st_uid, st.st_gid)
+
+
+def words_of(e):
+    """What an OSError says, never "[Errno None] None": its strerror, else its own message, else its kind."""
+    return e.strerror or next((a for a in e.args if isinstance(a, str) and a), None) or type(e).__name__
+
+
+def naming(e, path):
+    """The OSError e, naming path (the file the write was for) where it names no file or a temporary one of ours."""
+    if e.filename is None or is_temporary(os.path.basename(str(e.filename))):
+        return OSError(e.errno, words_of(e), path)
+    return e
 
 
 @contextlib.contextmanager
 def replacing(path, mode="wb", durable=False):
     """An open file that becomes path when the block ends without an error (flushed to disk
     first when durable: a crash then never leaves a complete-looking file with missing data).
-    On any error, Ctrl-C included, the old file stays and the temporary one is removed.
+    On any error, Ctrl-C included, the old file stays and the temporary one is removed. The
+    new file keeps the old one's mode (keep_mode).
 
     At a name the user gave (NAMED) a link is followed (the file it names is replaced, the link
-    stays) and a character device or a pipe is written in place, never replaced. At any other
-    name, anything but a regular file is a WriteError. A failure is an OSError naming path."""
+    stays), unless why_link_refused, and a character device or a pipe is written in place, never
+    replaced. At any other name, anything but a regular file is a WriteError. A failure is an
+    OSError naming path."""
     try:
         if os.path.abspath(path) in NAMED:
+            problem = why_link_refused(path)  # again: a link may have been planted since the check
+            if problem:
+                raise WriteError(problem)
             real = os.path.realpath(path)
             if in_place(real):
                 with open(real, mode if "b" in mode else "w", **({} if "b" in mode else {"encoding": "utf-8"})) as f:
@@ -196,8 +303,9 @@ def replacing(path, mode="wb", durable=False):
         try:
             with f:
                 yield f
+                f.flush()
+                keep_mode(f.fileno(), real)
                 if durable:
-                    f.flush()
                     os.fsync(f.fileno())
             os.replace(name, real)  # replaces the name: whatever was planted there meanwhile is not written into
         except BaseException:
@@ -205,9 +313,7 @@ def replacing(path, mode="wb", durable=False):
                 os.remove(name)
             raise
     except OSError as e:
-        if e.filename is None or str(e.filename).endswith(".tmp"):  # a write's error names no file, or our temporary one
-            raise OSError(e.errno, e.strerror, path) from None
-        raise
+        raise naming(e, path) from None
 
 
 def write_together(folder, writers):
@@ -215,7 +321,8 @@ def write_together(folder, writers):
     writing its file at the path it is given. Checked first (why_not_writable_in); each writer
     writes a temporary file of its own, and only when all have succeeded are they renamed into
     place; if a rename fails, the files already replaced get their old contents back. So folder
-    holds the old set or the new one, never a mix (where hard links exist: see SECURITY.md)."""
+    holds the old set or the new one, never a mix (where hard links exist: see SECURITY.md).
+    Each new file keeps the mode of the one it replaces; a failure names the file it was for."""
     problem = why_not_writable_in(folder, writers)
     if problem:
         raise WriteError(problem)
@@ -225,12 +332,24 @@ def write_together(folder, writers):
     temps, saved, replaced = {}, {}, []
     try:
         for name, write in writers.items():
-            f, temps[name] = temp_file(targets[name])
-            f.close()
-            write(temps[name])
+            try:
+                f, temps[name] = temp_file(targets[name])
+                f.close()
+                write(temps[name])
+                fd = os.open(temps[name], os.O_RDONLY | NOFOLLOW)
+                try:
+                    keep_mode(fd, targets[name])
+                finally:
+                    os.close(fd)
+            except OSError as e:  # a full disk: the file it was for, never the temporary one
+                raise naming(e, targets[name]) from None
+            except UserError as e:  # a writer's own error (a page's) quoting the path it was given: the same
+                if temps[name] not in str(e):
+                    raise
+                raise type(e)(str(e).replace(temps[name], targets[name])) from None
         for name, target in targets.items():  # the old files kept under a second name until all new ones are in
             if os.path.lexists(target):
-                saved[name] = f"{target}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
+                saved[name] = temp_name(folder)
                 with contextlib.suppress(OSError):  # no hard links here: no way back, but still whole files
                     os.link(target, saved[name], follow_symlinks=False)
         try:
@@ -305,14 +424,15 @@ def process_is_gone(pid):
 
 
 def remove_stale(folder, log=None):
-    """Remove the temporary files and directories in folder whose writer was killed, and say so (on log, else stderr)."""
+    """Remove the temporary files and directories in folder (TEMP's names, no other) whose writer was
+    killed, and say so (on log, else stderr). Called by writers only, in the directory they write in."""
     try:
         entries = list(os.scandir(folder))
     except OSError:
         return
     for entry in entries:
-        match = TEMP.search(entry.name) or TEMP_DIR.match(entry.name)
-        if not match:
+        match = TEMP.fullmatch(entry.name)
+        if not match or not 0 < int(match.group(1)) <= MAX_PID:
             continue
         with contextlib.suppress(OSError):
             gone = process_is_gone(int(match.group(1)))
@@ -321,9 +441,7 @@ def remove_stale(folder, log=None):
             if not gone:
                 continue
             if entry.is_dir(follow_symlinks=False):
-                for inner in os.scandir(entry.path):
-                    os.remove(inner.path)
-                os.rmdir(entry.path)
+                shutil.rmtree(entry.path)  # a directory of a writer's own, made fresh (temp_dir): links in it are not followed
             else:
                 os.remove(entry.path)
             print(f"note: removed {printable(entry.path, newlines=False)}, left by a run that was stopped "
@@ -331,8 +449,8 @@ def remove_stale(folder, log=None):
 
 
 def temp_dir(parent):
-    """A new directory in parent for this writer alone (.writing-PID-...), renamed into place when complete."""
+    """A new directory in parent for this writer alone (TEMP's name), renamed into place when complete."""
     remove_stale(parent)
-    name = os.path.join(parent, f".writing-{os.getpid()}-{secrets.token_hex(4)}")
+    name = temp_name(parent)
     os.mkdir(name)
     return name

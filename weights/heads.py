@@ -3,7 +3,8 @@
 A head lives in a directory of its own (config.json + model.safetensors), inside the directory of the
 oracle it was trained on: ORACLE/heads/eagle, ORACLE/heads/medusa, ORACLE/heads/exit. Its config.json
 says its kind and the oracle's shapes; every tensor's name and shape is checked against them before
-any is read, as weights/checkpoint.py checks a model. beyond/ gets the tensors as float32 arrays.
+any is read, and every value is finite (checkpoint.check_finite), as weights/checkpoint.py checks a model.
+beyond/ gets the tensors as float32 arrays.
 """
 
 import json
@@ -93,4 +94,5 @@ def load(oracle_dir, kind, oracle):
             raise CheckpointError(f"{reading.shown(path)}: tensor {name} has shape {list(entry[1])}, "
                                   f"expected {list(expected[name])}")
         tensors[name] = np.array(checkpoint.tensor_view(path, name, data, entry), dtype=np.float32)
+        checkpoint.check_finite(path, name, tensors[name])
     return config, tensors

@@ -57,29 +57,35 @@ def mirror_hint():
 
 
 def endpoint():
-    """HF_ENDPOINT, checked, without a trailing slash (read at each call: a change after import counts)."""
+    """HF_ENDPOINT, checked, without a trailing slash (read at each call: a change after import counts).
+    No part of a value that is refused is shown, nor the parser's words, which quote it: where a
+    password holds a / ? or #, the parser cuts the URL inside the password."""
     value = os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT
-    shown = f"HF_ENDPOINT={without_credentials(value)!r}"
+    example = f"(e.g. HF_ENDPOINT={MIRROR})"
+    escape = "in a user name or password, write / ? # @ as %2F %3F %23 %40"
     try:
         parts = urlsplit(value)
-        parts.port  # raises ValueError for a port out of range or not a number
-    except ValueError as e:
-        raise DownloadError(f"{shown} is not a URL: {e} (e.g. HF_ENDPOINT={MIRROR})") from None
+    except ValueError:  # a [ without its ], or the other way round
+        raise DownloadError(f"HF_ENDPOINT is not a URL {example}; {escape}") from None
+    try:
+        parts.port
+    except ValueError:
+        raise DownloadError(f"HF_ENDPOINT's port is not a number from 0 to 65535 {example}; {escape}") from None
+    if "@" in parts.path + parts.query + parts.fragment:  # user:pa/ss@host parses, as host "user", path "/ss@host"
+        raise DownloadError(f"HF_ENDPOINT has an @ after its host name {example}; {escape}")
     if parts.scheme not in ("http", "https"):
-        raise DownloadError(f"{shown} must start with http:// or https:// (e.g. HF_ENDPOINT={MIRROR})")
+        raise DownloadError(f"HF_ENDPOINT must start with http:// or https:// {example}")
     if not parts.hostname:
-        raise DownloadError(f"{shown} has no host name (e.g. HF_ENDPOINT={MIRROR})")
+        raise DownloadError(f"HF_ENDPOINT has no host name {example}")
     return value.rstrip("/")
 
 
-def without_credentials(url):
-    """url with any user:password@ taken out: what messages may show of it."""
-    return re.sub(r"(//)[^/?#]*@", r"\1", url)
-
-
 def host_of(url):
-    """The host (and port) of url, never its credentials: how messages name a server."""
-    parts = urlsplit(url)
+    """The host (and port) of url, never its credentials: how messages name a server ("?" for no URL at all)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # e.g. a redirect to "http://[::1": nothing of it is shown
+        return "?"
     try:
         port = parts.port
     except ValueError:
@@ -90,9 +96,11 @@ def host_of(url):
 
 def shown_url(url):
     """url as messages show it: scheme, host and path; no credentials, no query."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "an address that is not a URL"
     return f"{parts.scheme}://{host_of(url)}{parts.path}"
-
 
 
 # ---------------------------------------------------------------------------
@@ -236,7 +244,10 @@ def open_url(session, method, url, headers=None, stream=False):
             return r
         r.close()
         history.append(r)
-        url = urljoin(url, r.headers["Location"])
+        try:
+            url = urljoin(url, r.headers["Location"])
+        except ValueError:  # e.g. "http://[::1": the parser's words would quote it
+            raise ServerProblem(f"{shown_url(url)} redirects to an address that is not a URL") from None
     raise ServerProblem(f"{shown_url(history[0].url)}: more than {MAX_REDIRECTS} redirects (a redirect loop?)")
 
 
@@ -246,8 +257,8 @@ def send(session, method, url, headers, stream):
         # identity: the bytes on the wire are the file's, so sizes and ranges mean the same on both
         return session.request(method, url, headers={"Accept-Encoding": "identity", **headers}, stream=stream,
                                timeout=(CONNECT_TIMEOUT, STALL_SECONDS), allow_redirects=False)
-    except ValueError as e:  # requests' InvalidURL, MissingSchema, InvalidSchema and urllib3's LocationParseError
-        raise ServerProblem(f"cannot request {without_credentials(url)}: {without_credentials(str(e))}") from None
+    except ValueError:  # requests' InvalidURL, MissingSchema, InvalidSchema and urllib3's LocationParseError
+        raise ServerProblem(f"cannot request {shown_url(url)}: not a URL it can use") from None
     except (requests.ConnectionError, requests.Timeout) as e:
         if stream:
             raise Interrupted(f"cannot reach the server ({type(e).__name__})") from None

@@ -28,6 +28,7 @@ LIMITS = {
     "merges.txt": 16 * MB,
     "SHA256SUMS": 64 << 10,
     "prompts": 4 * MB,
+    "model.blocked.json": 64 << 10,  # speed/accelerate.py's record of its converted copy: about 150 bytes
 }
 NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # not on Windows, which has no FIFOs in the file system
 
