@@ -40,7 +40,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from decoding import GenerationError, Stats, check_lengths, check_pair, check_room, memory_budget
+from decoding import GenerationError, Stats, check_lengths, check_pair, check_room, finite, memory_budget
 from kvcache import BatchKVCache
 from processors import as_processor
 from speculative import accept
@@ -168,7 +168,7 @@ def feed_batch(model, cache, rows, stats, role, n_logits=1):  # -> [n_rows, n_lo
     start = time.perf_counter()
     logits = model.forward_batch(ids, cache, [len(row) for row in new], n_logits=n_logits)
     stats.add_pass(role, time.perf_counter() - start)
-    return logits
+    return finite(logits, model) if role == "oracle" else logits
 
 
 def rollback_rows(n_kept, *caches):

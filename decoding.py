@@ -27,6 +27,8 @@ import time
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+import numpy as np
+
 from errors import UserError
 
 
@@ -147,7 +149,7 @@ def timed_forward(model, cache, ids, stats, role, n_logits=1, **tree):  # -> [n_
     start = time.perf_counter()
     logits = model.forward(ids, cache, n_logits=n_logits, **tree)
     stats.add_pass(role, time.perf_counter() - start)
-    return logits
+    return finite(logits, model) if role == "oracle" else logits
 
 
 def timed_states(model, cache, ids, stats, role, n_logits=None, **tree):  # -> ([n, n_embd], [n_logits, vocab_size])
@@ -158,7 +160,16 @@ def timed_states(model, cache, ids, stats, role, n_logits=None, **tree):  # -> (
         states = model.hidden_states(ids, cache, **tree)
         logits = model.logits(states[-(n_logits or len(states)):])
     stats.add_pass(role, time.perf_counter() - start)
-    return states, logits
+    return states, finite(logits, model) if role == "oracle" else logits
+
+
+def finite(logits, model):
+    """The oracle's logits, when every one is a finite number; else GenerationError. Finite weights (every loader
+    checks them) can still overflow float32 in their products, and the oracle's argmax or draw from NaN would be a
+    wrong token. A draft's may be anything: its drafts are checked (and sps.acceptance_probability keeps none then)."""
+    if not np.isfinite(logits).all():
+        raise GenerationError(f"{model.name}'s logits are not finite numbers: its weights overflow float32 on this text")
+    return logits
 
 
 def cache_lengths(draft_cache, oracle_cache):

@@ -142,7 +142,7 @@ def pytest_sessionfinish(session, exitstatus):
     changed = sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
     problems += [f"the run changed {os.path.relpath(p, ROOT)}" for p in changed]
     problems += [f"left behind: {os.path.relpath(p, ROOT)}" for p in after
-                 if os.path.basename(p).startswith(".writing-") or p.endswith((".incomplete", ".tmp", ".lock"))]
+                 if os.path.basename(p).startswith((".writing-", ".speculative-gpt2-")) or p.endswith((".incomplete", ".tmp", ".lock"))]
     if problems:
         print("\n" + "\n".join(problems), file=sys.stderr)
         session.exitstatus = 1

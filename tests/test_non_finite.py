@@ -212,3 +212,15 @@ def test_a_head_of_3e38_loads_and_eagle_sps_keeps_none_of_its_drafts(demo_dirs, 
         tokens = list(runner.generator(settings, draft, oracle, [464, 2393, 857], stats))
     assert len(tokens) == 24 and stats.drafted > 0 and stats.accepted == 0
     assert methods.get("eagle-sps").head == "eagle"
+
+
+@pytest.mark.parametrize("method", ["speculative", "sps"])
+def test_an_oracle_whose_finite_weights_overflow_is_one_line_not_a_wrong_token(small, method):  # noqa: F811
+    # The loaders take 3e38 (finite); the oracle's products overflow to inf and NaN: an argmax or a draw from
+    # them would be a wrong token with exit 0, so the decoders stop at the oracle's first such pass.
+    from decoding import GenerationError
+    from speculative import speculative_generate
+    p_model, q_model = small
+    generate = speculative_generate if method == "speculative" else sps.speculative_sample
+    with np.errstate(all="ignore"), pytest.raises(GenerationError, match="logits are not finite numbers"):
+        list(generate(p_model, overflowing(q_model), [1, 4], 5, n_draft=2))
