@@ -83,6 +83,16 @@ def tiny_dirs(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def other_vocabulary(tiny_dirs, tmp_path_factory):
+    """The directory of a draft of the tiny oracle with a byte-level BPE of its own (test_crossvocab's second one:
+    other merges, another size), its weights the oracle's translated token by token, plus noise: it agrees with
+    the oracle in part, across vocabularies (crossvocab.py)."""
+    from test_crossvocab import OTHER_MERGES, make_translated_copy
+    return make_translated_copy(tiny_dirs["oracle"], tmp_path_factory.mktemp("other-vocabulary") / "draft",
+                                OTHER_MERGES, noise=0.01, seed=6)
+
+
+@pytest.fixture(scope="session")
 def draft(tiny_dirs):
     return load_fast(tiny_dirs["draft"])
 
@@ -99,9 +109,12 @@ def oracle(tiny_dirs):
 
 @pytest.fixture(scope="session")
 def demo_dirs(tmp_path_factory):
-    """The offline demo pair (demo.py): about 0.9 GB written once per test run, in a temporary directory."""
+    """The offline demo pair (demo.py), and demo-draft-4k beside it: written once per test run, in a temporary
+    directory."""
     from weights import demo_pair
-    return dict(zip(("draft", "oracle"), demo_pair.build_pair(str(tmp_path_factory.mktemp("demo-models")))))
+    models_dir = str(tmp_path_factory.mktemp("demo-models"))
+    draft, oracle = demo_pair.build_pair(models_dir)
+    return {"draft": draft, "oracle": oracle, "draft-4k": os.path.join(models_dir, "demo-draft-4k")}
 
 
 # ---------------------------------------------------------------------------
