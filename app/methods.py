@@ -19,8 +19,8 @@ Its rounds go to Stats.add_round (decoding.py): --trace and --html draw a round
 by its details' `kind` (app/display.py's and app/report.py's tables of
 renderers), and a kind they do not know as a line of drafts with its reason=.
 
-A draft with a vocabulary of its own (its vocab.json and merges.txt are not the
-oracle's, app/runner.py's load_tokenizers) runs through the method's `across`
+A draft with a vocabulary of its own (its vocab.json and merges.txt spell other
+tokens than the oracle's: app/runner.py's load_tokenizers) runs through the method's `across`
 (generate_of, the one place that chooses): speculative and sps cross the
 vocabularies by text (crossvocab.py), draft-alone writes in the draft's own
 tokens; a method without one refuses such a draft in one line (runner.prepare).
