@@ -21,7 +21,9 @@ Greedy: string-level exact match (SLEM), crossvocab_generate. One round:
                  oracle's own next token (speculative.verify);
   4. roll back:  the oracle's cache as in speculative.py; the draft's token list back to its
                  longest prefix that spells a prefix of the agreed text (align_suffix), the
-                 agreed bytes past it encoded in the draft's tokens and appended (catch_up).
+                 agreed bytes past it encoded in the draft's tokens and appended (catch_up);
+                 its cache, like the oracle's, never keeps the newest token (when the agreed
+                 text ends where a kept draft ends, nothing is appended: that draft is fed again).
   The text is exactly the oracle's greedy text: a candidate is kept only when it is the
   oracle's own argmax, whatever the translation made of the drafts.
 
@@ -111,6 +113,8 @@ class CrossVocabDetails:
     reencoded: list     # the agreed text past them, in the draft's tokens, appended to its list (fed next round)
     stopped: str = ""   # why the draft stopped before n_draft, other than the tokens left to make
     tests: list = None  # sampling: per candidate checked, {token, p, q, r, accepted} (p is p', the restricted draft)
+    draft_pieces: list = None      # the bytes of each of draft_ids: --trace and --html show the draft's own tokens
+    reencoded_pieces: list = None  # the bytes of each of reencoded
 
 
 # ---------------------------------------------------------------------------
@@ -147,8 +151,10 @@ def crossvocab_generate(draft, oracle, draft_enc, oracle_enc, ids, n_new, n_draf
         draft_kept, reencoded = as_drafting(stats, catch_up, drafted, new_tokens, draft_enc, oracle_enc)
         rollback(len(draft_tokens) + draft_kept, draft_cache)
         draft_tokens += drafted[:draft_kept] + reencoded
+        rollback(len(draft_tokens) - 1, draft_cache)  # never the newest, as the oracle's: the next round feeds it
         details = CrossVocabDetails(n_draft, drafted, text, candidates, n_kept, new_tokens, draft_kept, reencoded,
-                                    stopped)
+                                    stopped, draft_pieces=pieces(draft_enc, drafted),
+                                    reencoded_pieces=pieces(draft_enc, reencoded))
         stats.add_round(new_tokens, candidates, n_kept, context_length=context_length, oracle=oracle_choice,
                         cached=cache_lengths(draft_cache, oracle_cache), details=details)
         yield from new_tokens
@@ -198,10 +204,12 @@ def crossvocab_sample(draft, oracle, draft_enc, oracle_enc, ids, n_new, n_draft=
         draft_kept, reencoded = as_drafting(stats, catch_up, drafted, new_tokens, draft_enc, oracle_enc)
         rollback(len(draft_tokens) + draft_kept, draft_cache)
         draft_tokens += drafted[:draft_kept] + reencoded
+        rollback(len(draft_tokens) - 1, draft_cache)  # never the newest, as the oracle's: the next round feeds it
         tests = [{"token": x, "p": float(p[t][x]), "q": float(q[t][x]), "r": r, "accepted": t < n_kept}
                  for t, (x, r) in enumerate(zip(candidates, rs))]
         details = CrossVocabDetails(n_draft, drafted, spell(draft_enc, drafted), candidates, n_kept, new_tokens,
-                                    draft_kept, reencoded, stopped, tests)
+                                    draft_kept, reencoded, stopped, tests, pieces(draft_enc, drafted),
+                                    pieces(draft_enc, reencoded))
         stats.add_round(new_tokens, candidates, n_kept, context_length=context_length,
                         cached=cache_lengths(draft_cache, oracle_cache), details=details)
         yield from new_tokens
@@ -292,6 +300,11 @@ def encode_text(enc, text):  # str -> token ids
 def spell(enc, tokens):  # token ids -> bytes
     """The text of tokens: their bytes, joined (<|endoftext|>'s are its 13 bytes)."""
     return b"".join(enc.decode_single_token_bytes(t) for t in tokens)
+
+
+def pieces(enc, tokens):  # token ids -> [bytes of each]
+    """Each token's bytes, apart: what a round's record keeps to show tokens of the draft's vocabulary."""
+    return [enc.decode_single_token_bytes(t) for t in tokens]
 
 
 def token_id(enc, token_bytes):

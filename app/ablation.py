@@ -123,7 +123,8 @@ def main(argv=None):
     prompts = prompts or ["The meaning of life is", "Once upon a time, in a small village at the edge of the forest,"]
     names = {"draft": args.draft, "oracle": args.oracle}
     load = functools.lru_cache(maxsize=None)(lambda role: runner.load_model(names[role], args.models_dir))
-    run = runner.prepare(load, "speculative", prompts[0], args.max_new_tokens)  # the models, the tokenizer, prompt 1
+    run = runner.prepare(load, "speculative", prompts[0], args.max_new_tokens, names,  # the models, the tokenizer, prompt 1
+                         by_token_id=True)
     prompts_ids = [run.ids] + [runner.prompt_ids(run.enc, p) for p in prompts[1:]]
     draft, oracle = run.draft, run.oracle
     for ids in prompts_ids[1:]:

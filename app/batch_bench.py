@@ -60,7 +60,8 @@ def parse_args(argv):
 def main(argv):
     args = parse_args(argv)
     names = {"draft": args.draft, "oracle": args.oracle}
-    loaded = runner.prepare(lambda role: runner.load_model(names[role], args.models_dir), "speculative", "", 1, names)
+    loaded = runner.prepare(lambda role: runner.load_model(names[role], args.models_dir), "speculative", "", 1, names,
+                            by_token_id=True)
     draft, oracle = loaded.draft, loaded.oracle
     prompts = [runner.prompt_ids(loaded.enc, p["prompt"]) for p in suite.read_prompts(suite.PROMPTS)]
     context = int(np.median([len(ids) for ids in prompts]))

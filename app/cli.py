@@ -46,7 +46,7 @@ def main(argv=None):
         prompts = runner.read_prompt_lines(args.prompts)  # before the models load: a bad file is one line at once
         # The models and their tokenizer; each prompt's room is checked by the batch, with its number.
         loaded = runner.prepare(lambda role: runner.load_model(names[role], models_dir, plain=args.plain), args.method,
-                                "", 0, names)
+                                "", 0, names, by_token_id=True)
         view = runner.View(sys.stdout, sys.stderr, trace=args.trace)
         return batch_run.run(settings, loaded, prompts, view)
     loaded = runner.prepare(lambda role: runner.load_model(names[role], models_dir, plain=args.plain), args.method,

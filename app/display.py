@@ -94,7 +94,11 @@ def summary(method, stats, elapsed):
 
 def token_text(token_bytes, token):
     """A token as Python would write it: its text in quotes, or its bytes where they are not whole UTF-8."""
-    raw = token_bytes(token)
+    return bytes_text(token_bytes(token))
+
+
+def bytes_text(raw):
+    """Bytes as Python would write them: their text in quotes, or the bytes themselves where they are not whole UTF-8."""
     try:
         return repr(raw.decode("utf-8"))
     except UnicodeDecodeError:  # part of a character split over several tokens
@@ -490,6 +494,46 @@ def lookahead_lines(r, show):
     return lines
 
 
+def crossvocab_lines(r, show):
+    """A round across vocabularies (crossvocab.py): the draft's own tokens shown as text, their text, the
+    oracle's candidates (that text in its tokens), the oracle's choices (greedy) or each test's p', q and r
+    (sampling), what was kept, and how the draft's token list caught up with the agreed text."""
+    d = r.details  # a crossvocab.CrossVocabDetails
+    own = " ".join(bytes_text(piece) for piece in d.draft_pieces)
+    how = "sampled from p', its p on the tokens both vocabularies share" if d.tests is not None else "greedy"
+    lines = [f"  draft    {own or '(nothing)'}   ({len(d.draft_ids)} token(s) of the draft's own vocabulary, {how})",
+             f"  as text  {bytes_text(d.text)}",
+             f"  checked  {show(r.drafted) or '(nothing)'}   (that text in the oracle's tokens: the candidates)"]
+    if d.tests is None:
+        if r.oracle is not None:
+            lines.append(f"  oracle   {show(r.oracle)}   (its choice after each candidate prefix)")
+        lines.append(f"  kept     {r.accepted} candidate(s) + {show(r.new[-1:])} from the oracle")
+    else:
+        for t, test in enumerate(d.tests, 1):
+            a = min(1.0, test["q"] / test["p"])
+            digits = decisive_digits((test["r"], a), (a, 1.0), (test["r"], 1.0), least=3)
+            lines.append(f"  x~{t} {show([test['token']]):14s} p'(x) {test['p']:.3g}  q(x) {test['q']:.3g}  "
+                         f"min(1, q/p') {a:.{digits}g}  r {test['r']:.{digits}g}  -> "
+                         f"{'accept' if test['accepted'] else 'REJECT'}")
+        last = show(r.new[-1:])
+        drawn = (f"resampled from (q - p')+ renormalised, after candidate {r.accepted + 1} was rejected"
+                 if r.accepted < len(r.drafted) else
+                 f"drawn from q: all {len(r.drafted)} kept" if r.drafted else "drawn from q: nothing drafted")
+        lines.append(f"  kept     {r.accepted} candidate(s) + {last} {drawn}")
+    again = " ".join(bytes_text(piece) for piece in d.reencoded_pieces)
+    lines.append(f"  draft    keeps {d.draft_kept} of its {len(d.draft_ids)} token(s) (their text begins the agreed "
+                 f"text) and reads the rest of it in its own tokens: {again or '(nothing left)'}")
+    return lines
+
+
+def crossvocab_reasons(r, show):
+    d = r.details
+    k = len(d.draft_ids)
+    if d.stopped:
+        return [f"drafted {k} of n_draft {d.n_draft}: {d.stopped}"]
+    return [length_reason(d.n_draft, k)]
+
+
 def sps_reasons(r, show):
     return [length_reason(r.details.n_draft, r.details.k, letter=" (Chen et al.'s K)")]
 
@@ -511,6 +555,12 @@ LEGENDS = {
                  "Each test names the q_i and p_i it used; the p beside a node is the draft's p after its parent. When",
                  "every child is rejected the last token is drawn from the last residual; at a kept leaf, the bonus",
                  "is drawn from q."],
+    "crossvocab": ["across vocabularies (crossvocab.py): the draft writes in its own tokens; their text, in the oracle's",
+                   "tokens, is what the oracle checks (the candidates). Greedy: the candidates are kept up to the first",
+                   "one the oracle would not write itself. Sampling: x is kept when r < min(1, q(x)/p'(x)), r uniform on",
+                   "[0, 1), p' the draft's p on the tokens both vocabularies share, renormalised, q the oracle's; at a",
+                   "rejection the last token is drawn from (q - p')+. Then the draft keeps its tokens whose text begins",
+                   "the agreed text and reads the rest in its own tokens. Each cache counts its own model's tokens."],
     "lookahead": ["lookahead decoding (Fu et al. 2024): no draft model. The window keeps the last N - 1 Jacobi",
                   "iterations, one level each, every guess under the place after the text's last token it guesses. One",
                   "pass of the oracle reads the text's last token, the window and the pool's n-grams that follow that",
@@ -520,7 +570,7 @@ LEGENDS = {
                   "up through the levels, then that argmax, is a new n-gram for the pool (pool +)."],
 }
 SETTINGS = {"threshold": lambda d: f", threshold {d.threshold:.3g}", "adaptive": lambda d: f", n_draft {d.n_draft}"}
-DRAFTS = {"sps": sps_lines, "block": block_lines, "lookahead": lookahead_lines, "staged": staged_lines, "tree": tree_lines, "tree-sps": sampled_tree_lines, "suffix-tree": tree_lines,
+DRAFTS = {"crossvocab": crossvocab_lines, "sps": sps_lines, "block": block_lines, "lookahead": lookahead_lines, "staged": staged_lines, "tree": tree_lines, "tree-sps": sampled_tree_lines, "suffix-tree": tree_lines,
           "medusa": medusa_lines}
 REASONS = {
     "line": lambda r, show: [length_reason(r.details.n_draft, r.details.k)] if isinstance(r.details, Line) else [],
@@ -529,6 +579,7 @@ REASONS = {
         f"that block's state to what ln_f and the LM head expect); untrained, they would read it as it is"]
         if getattr(r.details, "trained", False) else []),
     "sps": sps_reasons,
+    "crossvocab": crossvocab_reasons,
     "block": block_reasons,
     "threshold": threshold_reasons,
     "adaptive": adaptive_reasons,

@@ -18,6 +18,12 @@ sampling methods' random generator. It returns the generator of token ids.
 Its rounds go to Stats.add_round (decoding.py): --trace and --html draw a round
 by its details' `kind` (app/display.py's and app/report.py's tables of
 renderers), and a kind they do not know as a line of drafts with its reason=.
+
+A draft with a vocabulary of its own (its vocab.json and merges.txt spell other
+tokens than the oracle's: app/runner.py's load_tokenizers) runs through the method's `across`
+(generate_of, the one place that chooses): speculative and sps cross the
+vocabularies by text (crossvocab.py), draft-alone writes in the draft's own
+tokens; a method without one refuses such a draft in one line (runner.prepare).
 """
 
 import os
@@ -35,6 +41,7 @@ from beyond.suffix import suffix_generate
 from beyond.tree_without_replacement import tree_sample_wor_generate
 from beyond.tree_sampling import tree_sample_generate
 from beam import beam_search
+from crossvocab import crossvocab_generate, crossvocab_sample
 from decoding import GenerationError
 from gpt2 import nest
 from ngram import NGramDrafter, ngram_generate, staged_generate
@@ -58,6 +65,8 @@ class Method:
     needs_cache: bool = False     # cannot run with /cache off (its drafts or beams share a prefix)
     baseline: str = None          # what --compare and the benchmark run beside it (default: greedy, or sample)
     head: str = None              # drafts with the oracle's trained head of this kind (weights/heads.py), read from its directory
+    across: Callable = None       # generate(call) with a draft of another vocabulary (generate_of); None: such a draft is refused
+    draft_writes: bool = False    # the draft model writes the text alone: the text is in its tokens (draft-alone)
 
     def __post_init__(self):  # the defaults that follow from the other fields
         if self.exact is None:
@@ -78,6 +87,7 @@ class Call:
     stats: object          # decoding.Stats, filled in as the generator runs
     rng: object = None     # numpy Generator of the sampling methods
     drafter: object = None  # an NGramDrafter kept between generations (the session), else a new one
+    encs: tuple = None     # (the draft's tokenizer, the oracle's) when the draft's vocabulary is not the oracle's, else None
 
 
 METHODS = {}
@@ -93,6 +103,17 @@ def get(name):
     if name not in METHODS:
         raise GenerationError(f"unknown method {name!r}; the methods are: {', '.join(METHODS)}")
     return METHODS[name]
+
+
+def generate_of(method, other_vocabulary):
+    """How `method` runs: its generate(), or with a draft whose vocabulary is not the oracle's, its across()
+    (None: it has no way to run with such a draft). The one place a draft of another vocabulary is routed."""
+    return method.across if other_vocabulary else method.generate
+
+
+def across_vocabularies():
+    """The names of the methods that verify a draft of another vocabulary (for the line that refuses one)."""
+    return [m.name for m in METHODS.values() if m.across is not None and m.verifies]
 
 
 def drafter_of(call):
@@ -145,6 +166,17 @@ def run_threshold(c):
 def run_sps(c):
     return speculative_sample(c.draft, c.oracle, c.ids, c.n_new, n_draft=c.n_draft, rng=c.rng,
                               processor=c.settings.processor, stats=c.stats)
+
+
+def run_crossvocab(c):  # speculative with a draft of another vocabulary: string-level exact match
+    draft_enc, oracle_enc = c.encs
+    return crossvocab_generate(c.draft, c.oracle, draft_enc, oracle_enc, c.ids, c.n_new, n_draft=c.n_draft, stats=c.stats)
+
+
+def run_crossvocab_sps(c):  # sps with a draft of another vocabulary: token-level intersection
+    draft_enc, oracle_enc = c.encs
+    return crossvocab_sample(c.draft, c.oracle, draft_enc, oracle_enc, c.ids, c.n_new, n_draft=c.n_draft, rng=c.rng,
+                             processor=c.settings.processor, stats=c.stats)
 
 
 def run_tree(c):
@@ -246,12 +278,13 @@ def run_early_exit(c):
 # ---------------------------------------------------------------------------
 
 for method in [
-    Method("speculative", "greedy speculative decoding (speculative.py); output = the oracle's greedy output",
-           run_speculative, n_draft=4),
+    Method("speculative", "greedy speculative decoding (speculative.py); output = the oracle's greedy output; a "
+                          "draft of another vocabulary: crossvocab.py", run_speculative, n_draft=4, across=run_crossvocab),
     Method("threshold", "greedy speculative decoding, draft length set by the draft's confidence (threshold.py)",
            run_threshold, n_draft=16),
-    Method("sps", "speculative sampling, Chen et al. 2023 Algorithm 2 (sps.py); output ~ the oracle's distribution",
-           run_sps, n_draft=4, samples=True),
+    Method("sps", "speculative sampling, Chen et al. 2023 Algorithm 2 (sps.py); output ~ the oracle's distribution; a "
+                  "draft of another vocabulary: crossvocab.py", run_sps, n_draft=4, samples=True,
+           across=run_crossvocab_sps),
     Method("tree", "greedy, tree-shaped drafts checked in one pass with a tree attention mask (tree.py)",
            run_tree, n_draft=6, needs_cache=True),
     Method("ngram", "greedy, drafts from the text itself (NASD): prompt lookup and an n-gram table, no draft model "
@@ -281,7 +314,7 @@ for method in [
     Method("beam", "the oracle alone, beam search (beam.py); not streamed: the best beam is known at the end",
            run_beam, draft_model=False, verifies=False, needs_cache=True),
     Method("draft-alone", "the draft model alone, greedy (or sampling with --temperature/--top-k/--top-p)", run_draft_alone,
-           samples=True, verifies=False),
+           samples=True, verifies=False, across=run_draft_alone, draft_writes=True),
     Method("lookahead", "greedy, n-grams guessed by Jacobi iteration over a window of future positions and checked in "
                         "the same pass; no draft model (beyond/lookahead.py); --n-draft is N - 1", run_lookahead,
            draft_model=False, n_draft=3, needs_cache=True),

@@ -167,7 +167,7 @@ def running_text(run, marks):
 
 def text_section(run, trace):
     marks = token_marks(run, trace)
-    samples = sampling(run.method) or any(r.kind in SAMPLED for r in trace)  # registered or not
+    samples = sampling(run.method) or any(is_sampled(r) for r in trace)  # registered or not
     return (f"<h2>The text</h2>\n{legend(run.method, set(marks), samples, {r.kind for r in trace if r.drafted})}\n"
             f'<div class="text">{running_text(run, marks)}</div>')
 
@@ -265,6 +265,11 @@ EXTRA_HOW_TO_READ = {  # a round's kind: what its own picture shows
               "picture shows the oracle's blocks with the draft's marked, one column per token fed: the draft runs "
               "blocks 0 to L \u2212 1 (their keys and values are the oracle's too), exits early to propose the next "
               "token, and the oracle verifies from block L on, over the draft's own hidden states.",
+    "crossvocab": "The draft has a vocabulary of its own (crossvocab.py, Timor et al. 2025): each round it writes "
+                  "its tokens, shown first as they are in its vocabulary; their text, in the oracle's tokens, is what "
+                  "the oracle checks (the candidates: p\u2032 beside each when sampling, the draft's p on the tokens both "
+                  "vocabularies share, renormalised). The tokens are the oracle's everywhere else on this page; after "
+                  "the round the draft keeps its tokens whose text begins the agreed text and reads the rest in its own.",
     "suffix": "There is no draft model: each round looks for the longest suffix of the text that occurred earlier, and "
              "drafts what followed its latest earlier occurrence. Each round's picture shows that suffix at the end "
              "of the text, its earlier occurrence, and what followed it.",
@@ -275,13 +280,18 @@ SAMPLED = ("sps", "block", "tree-sps")  # the kinds of round whose drafts are sa
 STYLES = {"sps": "sps", "block": "block", "lookahead": "lookahead", "medusa": "medusa", "tree": "tree", "suffix-tree": "tree", "tree-sps": "tree-sps"}  # kind -> HOW_TO_READ's key
 
 
+def is_sampled(r):
+    """True for a round whose drafts were sampled and kept or resampled (a round across vocabularies: its sampling one)."""
+    return r.kind in SAMPLED or (r.kind == "crossvocab" and r.details.tests is not None)
+
+
 def rounds_section(run, trace):
     head = "<h2>Rounds</h2>\n"
     if not trace:
         return head + "<p>This run kept no record of its rounds (Stats(trace=[]) keeps one).</p>"
     kinds = {r.kind for r in trace}
-    style = next((s for s in ("tree-sps", "medusa", "tree", "block", "sps", "lookahead") if s in {STYLES.get(k) for k in kinds}),
-                 "greedy")
+    styles = {"sps" if r.kind == "crossvocab" and is_sampled(r) else STYLES.get(r.kind) for r in trace}
+    style = next((s for s in ("tree-sps", "medusa", "tree", "block", "sps", "lookahead") if s in styles), "greedy")
     if style == "tree-sps" and any(getattr(r.details, "siblings", "") == "without replacement" for r in trace):
         style = "tree-sps-wor"
     shown = trace[:MAX_ROUNDS]
@@ -310,7 +320,7 @@ def rounds_section(run, trace):
 
 def round_row(run, r, number, is_open):
     marks = round_marks(r)
-    ending = {**MARKS, **(SAMPLING_MARKS if r.kind in SAMPLED else {})}[marks[-1]][0]
+    ending = {**MARKS, **(SAMPLING_MARKS if is_sampled(r) else {})}[marks[-1]][0]
     extra = SETTINGS[r.kind](r.details) if r.kind in SETTINGS else ""
     unit = "nodes" if display.tree_of(r) is not None else "drafts"
     kept = f"kept {r.accepted} of {len(r.drafted)} {unit} + {ending}{extra}"
@@ -408,11 +418,45 @@ def sps_table(run, r):
     return table
 
 
+def piece_chip(piece):
+    """A token of the draft's own vocabulary (a round across vocabularies) as a chip: its bytes, not an oracle id."""
+    return (f'<span class="tok" title="a token of the draft\'s vocabulary">'
+            f'{as_html(visible(piece.decode("utf-8", errors="surrogateescape"), in_token=True))}</span>')
+
+
+def crossvocab_table(run, r):
+    """A round across vocabularies: the draft's own tokens, then the candidates as a line of drafts (greedy) or
+    with each test's p\u2032, q and r (sampling), then how the draft caught up with the agreed text."""
+    d = r.details  # a crossvocab.CrossVocabDetails
+    own = " ".join(piece_chip(piece) for piece in d.draft_pieces) or "nothing"
+    head = f'<p class="note">The draft wrote, in its own vocabulary: {own}. Below, that text in the oracle\'s tokens.</p>'
+    again = " ".join(piece_chip(piece) for piece in d.reencoded_pieces) or "nothing"
+    tail = (f'<p class="note">The draft keeps {plural(d.draft_kept, "token")} of its {len(d.draft_ids)} and reads the rest '
+            f"of the agreed text in its own tokens: {again}.</p>")
+    if d.tests is None:
+        return head + greedy_table(run, r) + tail
+    columns = []
+    for test in d.tests:
+        a = min(1.0, test["q"] / test["p"])
+        decision = "&check; keep: r &lt; min" if test["accepted"] else "&cross; reject: r &ge; min"
+        columns.append(("ok" if test["accepted"] else "miss", chip(run, test["token"], "draft" if test["accepted"] else ""),
+                        probability(test["p"]), probability(test["q"]), probability(a), f"{test['r']:.3f}", decision))
+    mark = last_mark(r)
+    drawn = {"fix": "resampled, from (q \u2212 p\u2032)+", "bonus": "bonus, drawn from q", "oracle": "drawn from q, nothing drafted"}
+    columns.append((mark, chip(run, r.new[-1], mark), "", "", "", "", drawn[mark]))
+    names = ["token x", "p\u2032(x) draft", "q(x) target", "min(1, q/p\u2032)", "r", "decision"]
+    table = ('<div class="scroll"><table class="steps">'
+             + cells("position", [("", str(t + 1)) for t in range(len(columns))])
+             + "".join(cells(name, [(col[0], col[row + 1]) for col in columns]) for row, name in enumerate(names))
+             + "</table></div>")
+    return head + table + tail
+
+
 # Each kind of round (decoding.Round.kind): the setting in its summary, the picture before its table (where
 # its drafts came from), its table, and the picture after it. A kind missing here shows the line table.
 SETTINGS = {"threshold": lambda d: f", threshold {d.threshold:.2f}", "adaptive": lambda d: f", n_draft {d.n_draft}"}
 BEFORE = {"suffix": suffix_figure, "suffix-tree": suffix_figure}
-BODIES = {"sps": sps_table, "block": block_table, "lookahead": lookahead_figure, "tree": tree_list, "suffix-tree": tree_list, "tree-sps": sampled_tree_figure,
+BODIES = {"crossvocab": crossvocab_table, "sps": sps_table, "block": block_table, "lookahead": lookahead_figure, "tree": tree_list, "suffix-tree": tree_list, "tree-sps": sampled_tree_figure,
           "medusa": tree_list}
 AFTER = {"layers": layers_figure, "medusa": medusa_figure}
 # A trained drafter (app/methods.py's Method.head) whose rounds are recorded as another kind's (EAGLE's are a line's

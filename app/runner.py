@@ -4,7 +4,9 @@
     result = run(settings, loaded, prompt, view)                                 # the text as it comes, then the rest
 
 prepare() loads what the method needs (load(role) -> (model, directory)) and
-checks that the pair and the prompt fit. run() makes the method's generator
+checks that the pair and the prompt fit; a draft whose tokenizer is not the
+oracle's runs the method's way across vocabularies (methods.generate_of) or is
+refused in one line. run() makes the method's generator
 (its checks come before any output), streams the text, then shows what the
 View asks for: the trace, the statistics line, the oracle alone beside it
 (--compare), the page (--html).
@@ -22,7 +24,7 @@ import numpy as np
 
 from app import display, methods
 from app.program import UsageError
-from decoding import GenerationError, Stats, check_pair, check_room
+from decoding import GenerationError, Stats, check_room
 from errors import UserError, printable
 from gpt2 import GPT2
 from processors import Processor
@@ -148,20 +150,55 @@ def load_model(name_or_path, models_dir=None, log=sys.stderr, plain=False):
     return model, os.path.abspath(model_dir)
 
 
-def load_shared_tokenizer(draft_dir, oracle_dir, draft=None, oracle=None):
-    """The tokenizer of the draft (else the oracle); both must have the same one, with the models' vocabulary."""
-    dirs = [d for d in (draft_dir, oracle_dir) if d and os.path.isfile(os.path.join(d, "vocab.json"))]
-    if not dirs:
+def load_tokenizers(draft_dir, oracle_dir, draft=None, oracle=None, names=None):
+    """(the oracle's tokenizer, the draft's own or None), each checked against its model's vocab_size.
+
+    None: the draft shares the oracle's tokenizer (the same files, or the same tokens in other files; or
+    only one of the two has tokenizer files, and both models read them). A draft with files of its own,
+    spelling other tokens, has a vocabulary of its own: speculative decoding across vocabularies
+    (crossvocab.py) runs it. weights/tokenizer.py refuses files that are not a byte-level BPE with a token
+    for every byte, so any text the oracle writes can be spelled in the draft's tokens.
+    """
+    names = names or {}
+    has = {role: d is not None and os.path.isfile(os.path.join(d, "vocab.json"))
+           for role, d in (("draft", draft_dir), ("oracle", oracle_dir))}
+    if not any(has.values()):
         raise TokenizerError("neither model directory has vocab.json and merges.txt")
-    if len(dirs) == 2 and not all(filecmp.cmp(os.path.join(draft_dir, f), os.path.join(oracle_dir, f), shallow=False)
-                                  for f in ("vocab.json", "merges.txt")):
-        raise GenerationError(f"the draft ({draft_dir}) and the oracle ({oracle_dir}) have different tokenizers; "
-                              "they must share a vocabulary")
-    enc = load_tokenizer(dirs[0])
-    for model, model_dir in ((draft, draft_dir), (oracle, oracle_dir)):
+    if not has["oracle"]:  # the draft's files stand for both, as ever
+        enc = load_tokenizer(draft_dir)
+        check_models(enc, (draft, draft_dir), (oracle, oracle_dir))
+        return enc, None
+    enc = load_tokenizer(oracle_dir)
+    check_models(enc, (oracle, oracle_dir))
+    if draft is None:
+        return enc, None
+    if not has["draft"]:
+        if draft.vocab_size != enc.n_vocab:  # a vocabulary of its own, and nothing to read it with
+            raise TokenizerError(f"the draft {names.get('draft', draft_dir)} has a vocabulary of {draft.vocab_size} tokens, "
+                                 f"the oracle's has {enc.n_vocab}, and {draft_dir} has no vocab.json and merges.txt of "
+                                 "its own: a draft with another vocabulary needs its tokenizer files")
+        check_models(enc, (draft, draft_dir))
+        return enc, None
+    if all(filecmp.cmp(os.path.join(draft_dir, f), os.path.join(oracle_dir, f), shallow=False)
+           for f in ("vocab.json", "merges.txt")):
+        check_models(enc, (draft, draft_dir))
+        return enc, None
+    draft_enc = load_tokenizer(draft_dir)
+    check_models(draft_enc, (draft, draft_dir))
+    return enc, (None if same_tokens(draft_enc, enc) else draft_enc)
+
+
+def check_models(enc, *models):
+    """Each (model, directory) given must have enc's vocabulary (weights/tokenizer.check_vocabulary)."""
+    for model, model_dir in models:
         if model is not None:
             check_vocabulary(enc, model.vocab_size, model_dir)
-    return enc
+
+
+def same_tokens(a, b):
+    """True when two tokenizers have the same tokens, id for id (files can differ and still say so)."""
+    return (a.n_vocab == b.n_vocab and a.special_tokens_set == b.special_tokens_set and
+            all(a.decode_single_token_bytes(i) == b.decode_single_token_bytes(i) for i in range(a.n_vocab)))
 
 
 def prompt_ids(enc, prompt):
@@ -196,42 +233,82 @@ class Loaded:
     """Everything a generation needs besides its settings: the models, the tokenizer, the prompt's ids."""
     draft: object       # None for the methods without a draft model
     oracle: object
-    enc: object
-    ids: list
+    enc: object         # the tokenizer of the text: the oracle's (and the draft's, when they share it), or draft-alone's own
+    ids: list           # the prompt in enc's tokens
     names: dict = field(default_factory=dict)  # {"draft": name or directory as given, "oracle": ...}
+    encs: tuple = None  # (the draft's tokenizer, the oracle's) when the draft's vocabulary is not the oracle's, else None
+    oracle_ids: list = None  # the prompt in the oracle's tokens (--compare's): ids, unless the text is the draft's
+
+    def __post_init__(self):
+        if self.oracle_ids is None:
+            self.oracle_ids = self.ids
 
 
-def prepare(load, method, prompt, n_new, names=None):
-    """Load what `method` needs (load(role) -> (model, directory)), check that the pair and the prompt fit."""
+def prepare(load, method, prompt, n_new, names=None, command="--method ", by_token_id=False):
+    """Load what `method` needs (load(role) -> (model, directory)), check that the pair and the prompt fit.
+
+    A draft with a vocabulary of its own runs the method's way across vocabularies (methods.generate_of),
+    or is refused in one line (command: how the user names a method, "--method " or the session's "/method ").
+    by_token_id: the caller compares the draft's tokens with the oracle's by id itself (the benchmarks, the
+    ablations, a batch), so such a draft is refused whatever the method.
+    """
+    m = methods.get(method)
+    names = dict(names or {})
     oracle, oracle_dir = load("oracle")
     draft = draft_dir = None
-    if methods.get(method).draft_model:
+    if m.draft_model:
         draft, draft_dir = load("draft")
-        check_pair(draft, oracle)
-    enc = load_shared_tokenizer(draft_dir, oracle_dir, draft, oracle)
+    enc, draft_enc = load_tokenizers(draft_dir, oracle_dir, draft, oracle, names)
+    if draft_enc is None:  # one vocabulary: load_tokenizers checked both models against it
+        ids = prompt_ids(enc, prompt)
+        check_room(ids, n_new, *[model for model in (draft, oracle) if model is not None])
+        return Loaded(draft, oracle, enc, ids, names)
+    check_across(m, names.get("draft", draft_dir), command, by_token_id)
+    if m.draft_writes:  # the draft alone: its own tokens read the prompt and write the text
+        ids = prompt_ids(draft_enc, prompt)
+        check_room(ids, n_new, draft)
+        return Loaded(draft, oracle, draft_enc, ids, names, (draft_enc, enc), prompt_ids(enc, prompt))
     ids = prompt_ids(enc, prompt)
-    check_room(ids, n_new, *[m for m in (draft, oracle) if m is not None])
-    return Loaded(draft, oracle, enc, ids, dict(names or {}))
+    check_room(ids, n_new, oracle)  # the draft's window: crossvocab.py's check, in the draft's tokens
+    return Loaded(draft, oracle, enc, ids, names, (draft_enc, enc))
+
+
+def check_across(method, draft_name, command="--method ", by_token_id=False):
+    """Refuse, in one line, a draft of another vocabulary for a method (or a program) that has no way to run it."""
+    said = printable(str(draft_name), newlines=False)
+    *others, last = [f"{command}{name}" for name in methods.across_vocabularies()]
+    ways = f"{', '.join(others)} or {last}" if others else last
+    if by_token_id:
+        raise GenerationError(f"the draft {said} has a vocabulary of its own (its tokenizer files are not the oracle's), "
+                              f"and this program compares drafts with the oracle's tokens by id: give it a draft with "
+                              f"the oracle's vocabulary (speculative.py runs {said} with {ways})")
+    if methods.generate_of(method, other_vocabulary=True) is None:
+        raise GenerationError(f"{command}{method.name} needs a draft with the oracle's vocabulary; {said} has its own: "
+                              f"use {ways}")
 
 
 # ---------------------------------------------------------------------------
 # The generator of a method
 # ---------------------------------------------------------------------------
 
-def generator(settings, draft, oracle, ids, stats, rng=None, drafter=None):
+def generator(settings, draft, oracle, ids, stats, rng=None, drafter=None, encs=None):
     """The token generator of settings.method: yields settings.max_new_tokens token ids.
 
     rng: the sampling methods' generator (default: one seeded with settings.seed); drafter: the
-    n-gram drafter to reuse across generations (default: a new one from the settings).
+    n-gram drafter to reuse across generations (default: a new one from the settings); encs: (the
+    draft's tokenizer, the oracle's) when the draft's vocabulary is not the oracle's (Loaded.encs).
     """
     method = methods.get(settings.method)
+    generate = methods.generate_of(method, other_vocabulary=encs is not None)
+    if generate is None:
+        raise GenerationError(f"method {method.name} needs a draft with the oracle's vocabulary")
     if not settings.cache:  # to feel what the KV cache saves: the same algorithm, recomputing every prefix
         if method.needs_cache:
             raise GenerationError(f"--method {method.name} needs the KV cache (its drafts or beams share prefixes)")
         draft, oracle = (Recompute(m) if m is not None else None for m in (draft, oracle))
     rng = np.random.default_rng(settings.seed) if rng is None else rng
-    return method.generate(methods.Call(draft, oracle, list(ids), settings.max_new_tokens, settings.n_draft_used, settings, stats,
-                                        rng, drafter))
+    return generate(methods.Call(draft, oracle, list(ids), settings.max_new_tokens, settings.n_draft_used, settings, stats,
+                                 rng, drafter, encs))
 
 
 class Recompute:
@@ -292,7 +369,7 @@ def run(settings, loaded, prompt, view, rng=None, drafter=None):
     the comparison and the page, as the view asks. Returns the Result."""
     method = methods.get(settings.method)
     stats = Stats(trace=[] if (view.trace or view.html) and method.verifies else None)
-    tokens = generator(settings, loaded.draft, loaded.oracle, loaded.ids, stats, rng, drafter)  # its checks: before any output
+    tokens = generator(settings, loaded.draft, loaded.oracle, loaded.ids, stats, rng, drafter, loaded.encs)  # its checks: before any output
     token_bytes = loaded.enc.decode_single_token_bytes
     if view.color and method.verifies:
         print(f"{display.GREEN}green{display.RESET}: proposed by the draft and accepted; plain: chosen by the oracle",
@@ -336,8 +413,9 @@ def describe_settings(settings):
 
 
 def describe_models(loaded):
-    """{"draft": "NAME (L layers of width D)", "oracle": ...} for the models a run used."""
-    return {role: f"{loaded.names.get(role, model.name)} ({shape(model)})"
+    """{"draft": "NAME (L layers of width D)", "oracle": ...} for the models a run used; a draft's own vocabulary named."""
+    own = f", a vocabulary of its own: {loaded.encs[0].n_vocab} tokens" if loaded.encs else ""
+    return {role: f"{loaded.names.get(role, model.name)} ({shape(model)}{own if role == 'draft' else ''})"
             for role, model in (("draft", loaded.draft), ("oracle", loaded.oracle)) if model is not None}
 
 
@@ -350,7 +428,7 @@ def compare(settings, loaded, generated, elapsed):
     greedy_sampler = method.samples and settings.processor.temperature == 0
     baseline = "greedy" if greedy_sampler else method.baseline
     start = time.perf_counter()
-    alone = list(generator(Settings(**{**vars(settings), "method": baseline}), None, loaded.oracle, loaded.ids,
+    alone = list(generator(Settings(**{**vars(settings), "method": baseline}), None, loaded.oracle, loaded.oracle_ids,
                            Stats()))
     alone_time = time.perf_counter() - start
     line = (f"oracle alone ({baseline}): {len(alone)} tokens in {alone_time:.2f} s, "

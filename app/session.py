@@ -148,7 +148,7 @@ class Session:
     def generate(self, prompt):
         settings = self.runs()
         method = settings.method
-        loaded = runner.prepare(self.model, method, prompt, settings.max_new_tokens, self.names)
+        loaded = runner.prepare(self.model, method, prompt, settings.max_new_tokens, self.names, command="/method ")
         if self.rng is None:
             self.rng = np.random.default_rng(self.settings.seed)
         if self.drafter is None:
@@ -310,7 +310,8 @@ class Session:
         problem = files.why_not_writable(path)
         if problem:
             raise UsageError(f"/ablation {problem}")
-        run = runner.prepare(self.model, "speculative", self.last_prompt, self.settings.max_new_tokens)
+        run = runner.prepare(self.model, "speculative", self.last_prompt, self.settings.max_new_tokens, self.names,
+                             by_token_id=True)
         temperature = self.settings.processor.temperature or 1.0
         rows = ablation.run_ablations(run.draft, run.oracle, [run.ids], self.settings.max_new_tokens, self.runs().n_draft_used,
                                       temperature, self.settings.seed or 0)
@@ -388,7 +389,7 @@ SHOWN_AS = {"max_new_tokens": "length", "ema": "egag_ema", "n_beams": "beams"}
 COMPLETIONS = {"method": list(methods.METHODS) + ["target"], "processor": list(PROCESSORS), "set_ngramstorage": list(STORAGES),
                **{name: ["on", "off"] for name in ("egag", "ngram", "reset_in_between", "trace", "debug", "cache", "compare",
                                                    "plain", "second_core")},
-               "html": ["off"], "draft": ["demo-draft", "gpt2"], "oracle": ["demo-oracle", "gpt2-large", "gpt2-xl"]}
+               "html": ["off"], "draft": ["demo-draft", "demo-draft-4k", "gpt2"], "oracle": ["demo-oracle", "gpt2-large", "gpt2-xl"]}
 
 
 def flag(value, default):

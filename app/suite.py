@@ -19,21 +19,30 @@ meets every method alike. Per method and kind:
                    on text that loops is not a speedup on text that does not;
   output           greedy methods: "identical" when every token equals the baseline's (a proven
                    float32 near-tie, top-2 gap under 1e-5, is named as one); sampling: the seeds.
+A draft with a vocabulary of its own (demo-draft-4k, a tokenizer of 4,096
+tokens; crossvocab.py) runs too, with every method that takes one
+(speculative and sps): its rows are named "speculative (demo-draft-4k)", beside
+the same methods' rows with the pair's draft.
 And per method over all kinds, prediction against measurement: c, a drafted
 token's cost in oracle single-token passes (T_draft(1) / T_oracle(1), timed
 in this run; for drafts without a model, their own drafting time), the
 realised alpha_estimate and the mean draft length mean_k, and the
 speedup Leviathan et al.'s formula predicts from them, with checking assumed
 free and with T_oracle(mean_k + 1) / T_oracle(1) as measured.
+For the draft of another vocabulary c is its own T_draft(1) over the oracle's, while
+alpha and mean_k count the oracle's candidates, the text its drafts made: the formula
+then prices one draft token per candidate, an approximation.
 Results: a table on the terminal, suite.csv and suite.md, and suite.html with
 the speedup of every method on every kind of text.
 """
 
+import functools
 import json
 import os
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 
 import numpy as np
 from tqdm import tqdm
@@ -79,6 +88,27 @@ def suite_methods():
     return [m for m in methods.METHODS.values() if m.verifies]
 
 
+@dataclass(frozen=True)
+class Entrant:
+    """One line of the tables: a method with its draft."""
+    name: str           # as the tables show it: the method's name, or "METHOD (DRAFT)" for the draft of another vocabulary
+    method: object      # an app.methods.Method
+    draft: object
+    encs: tuple = None  # (the draft's tokenizer, the oracle's) for a draft of another vocabulary (runner.generator)
+    c: float = None     # T_draft(1) / T_oracle(1) of this draft, timed in this run
+
+
+def entrants(chosen, draft, c, crossvocab=None):
+    """Each chosen method with the pair's draft; then, with crossvocab = (its name, the draft, (its tokenizer,
+    the oracle's), its c), each chosen method that takes a draft of another vocabulary (methods.generate_of)."""
+    lines = [Entrant(m.name, m, draft, c=c) for m in chosen]
+    if crossvocab is not None:
+        name, other, encs, other_c = crossvocab
+        lines += [Entrant(f"{m.name} ({name})", m, other, encs, other_c) for m in chosen
+                  if methods.generate_of(m, other_vocabulary=True) is not None]
+    return lines
+
+
 def cost_probe(draft, oracle, context, repeats=7):
     """Best seconds of T_draft(1) and T_oracle(k), k = 1..9, after `context` cached tokens, taking turns."""
     runs = {}
@@ -98,42 +128,53 @@ def near_tie(oracle, ids, a, b):
     return float(logits[-1] - logits[-2]) < NEAR_TIE
 
 
-def run_suite(draft, oracle, enc, prompts, n_new=64, temperature=1.0, rounds=ROUNDS, progress=True, names=None):
+def run_suite(draft, oracle, enc, prompts, n_new=64, temperature=1.0, rounds=ROUNDS, progress=True, names=None,
+              crossvocab=None):
     """(rows per method and kind, prediction rows per method, facts): see the module docstring.
-    names: the methods to run (default: every verifying method of the registry)."""
+    names: the methods to run (default: every verifying method of the registry); crossvocab: (its name, the
+    draft, its tokenizer) of a draft with a vocabulary of its own, or None."""
     ids = {i: runner.prompt_ids(enc, p["prompt"]) for i, p in enumerate(prompts)}
     for i in ids:
-        check_room(ids[i], n_new, draft, oracle)
+        check_room(ids[i], n_new, draft, oracle)  # the other vocabulary's draft: crossvocab.py's check, in its tokens
     context = int(np.median([len(x) for x in ids.values()]))
     t_draft, t_oracle = cost_probe(draft, oracle, context)
     chosen = [m for m in suite_methods() if (names is None or m.name in names) and not methods.missing_head(m, oracle)]
     for m in chosen:  # a trained head is read before the clock starts, as the models are
         if m.head:
             methods.head_of(oracle, m.head)
+    other = None
+    if crossvocab is not None:
+        name, other_draft, other_enc = crossvocab
+        t_other, t_oracle_beside = cost_probe(other_draft, oracle, context)  # timed in turns with the oracle's, as above
+        other = (name, other_draft, (other_enc, enc), t_other / t_oracle_beside[1])
+    lines = entrants(chosen, draft, t_draft / t_oracle[1], other)
     baselines = sorted({m.baseline for m in chosen} | {"greedy"})  # greedy: what "identical" is checked against
-    seconds = {}  # (method, prompt, round) -> seconds
-    stats = {}    # (method, prompt) -> [Stats of each round]
-    outputs = {}  # (method, prompt, round) -> tokens
-    total = rounds * len(prompts) * (len(chosen) + len(baselines))
-    with tqdm(total=total, desc="suite", disable=not progress, file=sys.stderr) as bar:
+    seconds = {}  # (line's name, prompt, round) -> seconds
+    stats = {}    # (line's name, prompt) -> [Stats of each round]
+    outputs = {}  # (line's name, prompt, round) -> tokens
+    runs = [Entrant(name, methods.get(name), draft) for name in baselines] + lines
+    with tqdm(total=rounds * len(prompts) * len(runs), desc="suite", disable=not progress, file=sys.stderr) as bar:
         for r in range(rounds):
             for i in ids:
-                for name in baselines + [m.name for m in chosen]:
-                    method = methods.get(name)
-                    settings = runner.Settings(method=name, max_new_tokens=n_new, seed=r,
-                                               processor=Processor(temperature if method.samples else 0.0))
+                for line in runs:
+                    settings = runner.Settings(method=line.method.name, max_new_tokens=n_new, seed=r,
+                                               processor=Processor(temperature if line.method.samples else 0.0))
                     s = Stats()
                     start = time.perf_counter()
-                    outputs[name, i, r] = list(runner.generator(settings, draft, oracle, ids[i], s))
-                    seconds[name, i, r] = time.perf_counter() - start
-                    stats.setdefault((name, i), []).append(s)
+                    outputs[line.name, i, r] = list(runner.generator(settings, line.draft, oracle, ids[i], s,
+                                                                     encs=line.encs))
+                    seconds[line.name, i, r] = time.perf_counter() - start
+                    stats.setdefault((line.name, i), []).append(s)
                     bar.update()
-    rows = [kind_row(m, kind, prompts, ids, seconds, stats, outputs, oracle, rounds) for m in chosen for kind in KINDS
+    rows = [kind_row(line, kind, prompts, ids, seconds, stats, outputs, oracle, rounds) for line in lines for kind in KINDS
             if any(p["kind"] == kind for p in prompts)]
-    predictions = [prediction_row(m, prompts, seconds, stats, t_draft, t_oracle, rounds) for m in chosen]
+    predictions = [prediction_row(line, prompts, seconds, stats, t_oracle, rounds) for line in lines]
     facts = {"n_new": n_new, "temperature": temperature, "rounds": rounds, "prompts": len(prompts), "context": context,
              "T_draft_ms": round(t_draft * 1000, 3), "T_oracle_ms": {k: round(t * 1000, 3) for k, t in t_oracle.items()},
              "c": round(t_draft / t_oracle[1], 3)}
+    if other is not None:
+        facts["crossvocab"] = {"draft": other[0], "vocabulary": other[2][0].n_vocab, "T_draft_ms": round(t_other * 1000, 3),
+                               "c": round(other[3], 3)}
     return rows, predictions, facts
 
 
@@ -151,26 +192,27 @@ def repeated_share(prompt, output, n=REPEAT_N):
     return repeats / max(len(output), 1)
 
 
-def kind_row(method, kind, prompts, ids, seconds, stats, outputs, oracle, rounds):
+def kind_row(line, kind, prompts, ids, seconds, stats, outputs, oracle, rounds):
+    method, name = line.method, line.name
     chosen = [i for i, p in enumerate(prompts) if p["kind"] == kind]
-    speedups = [sum(seconds[method.baseline, i, r] for i in chosen) / sum(seconds[method.name, i, r] for i in chosen)
+    speedups = [sum(seconds[method.baseline, i, r] for i in chosen) / sum(seconds[name, i, r] for i in chosen)
                 for r in range(rounds)]
-    all_stats = [s for i in chosen for s in stats[method.name, i]]
+    all_stats = [s for i in chosen for s in stats[name, i]]
     drafted, accepted = sum(s.drafted for s in all_stats), sum(s.accepted for s in all_stats)
     tokens, oracle_passes = sum(s.n_generated for s in all_stats), sum(s.oracle_passes for s in all_stats)
     if method.exact:
-        differs = [(i, r) for i in chosen for r in range(rounds) if outputs[method.name, i, r] != outputs["greedy", i, r]]
-        ties = [near_tie(oracle, ids[i], outputs[method.name, i, r], outputs["greedy", i, r]) for i, r in differs]
+        differs = [(i, r) for i in chosen for r in range(rounds) if outputs[name, i, r] != outputs["greedy", i, r]]
+        ties = [near_tie(oracle, ids[i], outputs[name, i, r], outputs["greedy", i, r]) for i, r in differs]
         output = "identical" if not differs else f"near-tie ({len(differs)} runs)" if all(ties) else "DIFFERS"
     else:
         output = f"sampled: seeds {', '.join(map(str, range(rounds)))}"
-    return {"method": method.name, "kind": kind, "speedup": round(statistics.median(speedups), 2),
+    return {"method": name, "kind": kind, "speedup": round(statistics.median(speedups), 2),
             "speedup_min": round(min(speedups), 2), "speedup_max": round(max(speedups), 2),
             "acceptance": round(accepted / drafted, 3) if drafted else "",
             "tokens_per_pass": round(tokens / oracle_passes, 2) if oracle_passes else "",  # Spec-Bench's accepted tokens per pass
             "draft_passes": round(sum(s.draft_passes for s in all_stats) / rounds),
             "oracle_passes": round(sum(s.oracle_passes for s in all_stats) / rounds),
-            "repeats": round(statistics.mean(repeated_share(ids[i], outputs[method.name, i, r])
+            "repeats": round(statistics.mean(repeated_share(ids[i], outputs[name, i, r])
                                              for i in chosen for r in range(rounds)), 2), "output": output}
 
 
@@ -185,21 +227,22 @@ def realised(all_stats, t_oracle):
     return alpha_estimate, mean_k, float(np.interp(mean_k + 1, list(t_oracle), list(t_oracle.values())) / t_oracle[1])
 
 
-def prediction_row(method, prompts, seconds, stats, t_draft, t_oracle, rounds):
-    """c, alpha_estimate, mean_k over all the method's runs, Leviathan's speedup from them, and the one measured."""
-    all_stats = [s for (name, _), runs in stats.items() if name == method.name for s in runs]
+def prediction_row(line, prompts, seconds, stats, t_oracle, rounds):
+    """c, alpha_estimate, mean_k over all the line's runs, Leviathan's speedup from them, and the one measured."""
+    method = line.method
+    all_stats = [s for (name, _), runs in stats.items() if name == line.name for s in runs]
     alpha, mean_k, check = realised(all_stats, t_oracle)
     drafted = sum(s.drafted for s in all_stats)
     draft_seconds = sum(s.draft_time for s in all_stats)
     # a drafted token's cost in oracle passes: its model's, or for drafts without a model their own drafting time
-    c = (t_draft / t_oracle[1]) if method.draft_model and sum(s.draft_passes for s in all_stats) else \
+    c = line.c if method.draft_model and sum(s.draft_passes for s in all_stats) else \
         (draft_seconds / max(drafted, 1)) / t_oracle[1]
     measured = statistics.median(
         sum(seconds[method.baseline, i, r] for i in range(len(prompts))) /
-        sum(seconds[method.name, i, r] for i in range(len(prompts))) for r in range(rounds))
+        sum(seconds[line.name, i, r] for i in range(len(prompts))) for r in range(rounds))
     paper = predicted_speedup(alpha, mean_k, c)
     with_check = predicted_speedup(alpha, mean_k, c, check_ratio=check)
-    return {"method": method.name, "c": round(c, 3), "alpha": round(alpha, 3), "mean_k": round(mean_k, 2),
+    return {"method": line.name, "c": round(c, 3), "alpha": round(alpha, 3), "mean_k": round(mean_k, 2),
             "predicted_paper": round(paper, 2), "predicted_measured_check": round(with_check, 2),
             "measured": round(measured, 2), "verdict": "faster" if measured >= 1 else "LOSES"}
 
@@ -209,10 +252,19 @@ def markdown(rows, predictions, facts, command):
     lines = [f"# `{command}`", "", f"{time.strftime('%Y-%m-%d %H:%M %Z')}: {facts['prompts']} held-out prompts, "
              f"{facts['n_new']} new tokens each, {facts['rounds']} rounds taking turns; sampling at temperature "
              f"{facts['temperature']:g}. T_draft(1) {facts['T_draft_ms']} ms, T_oracle(1) {facts['T_oracle_ms'][1]} ms "
-             f"after {facts['context']} cached tokens: c = {facts['c']}.", ""]
+             f"after {facts['context']} cached tokens: c = {facts['c']}." + crossvocab_said(facts), ""]
     lines += [tables.markdown(rows, COLUMNS), "", "Prediction against measurement (all kinds together):", "",
               tables.markdown(predictions, PREDICTION_COLUMNS)]
     return "\n".join(lines) + "\n"
+
+
+def crossvocab_said(facts):
+    """The sentence on the draft of another vocabulary, for suite.md and the terminal ("" without one)."""
+    other = facts.get("crossvocab")
+    if other is None:
+        return ""
+    return (f" {other['draft']}, a draft with a vocabulary of its own ({other['vocabulary']} tokens; crossvocab.py): "
+            f"T_draft(1) {other['T_draft_ms']} ms, c = {other['c']}.")
 
 
 def main(argv):
@@ -222,6 +274,10 @@ def main(argv):
                                    "(tools/make_prompts.py). Models are names or directories, as in speculative.py.")
     parser.add_argument("--draft", default="demo-draft", help="draft model (default: demo-draft, the learned pair's)")
     parser.add_argument("--oracle", default="demo-oracle", help="oracle model (default: demo-oracle)")
+    parser.add_argument("--crossvocab-draft", default="demo-draft-4k", metavar="DRAFT",
+                        help="a draft with a vocabulary of its own, run by speculative and sps across vocabularies "
+                             "(crossvocab.py), its rows named 'METHOD (DRAFT)'; none leaves it out (default: "
+                             "demo-draft-4k, 4,096 tokens of its own)")
     parser.add_argument("--prompts", default=PROMPTS, help="a JSON list of {kind, prompt} (default: the held-out prompts)")
     parser.add_argument("-n", "--new-tokens", type=int, default=64, help="tokens per run, 1 to 512 (default: 64)")
     parser.add_argument("--temperature", type=float, default=1.0, help="the sampling methods' temperature, 0 to 1000 "
@@ -237,13 +293,24 @@ def main(argv):
     parser.check_results(args.out, OUTPUTS)
     prompts = read_prompts(args.prompts)
     names = {"draft": args.draft, "oracle": args.oracle}
-    loaded = runner.prepare(lambda role: runner.load_model(names[role], args.models_dir), "speculative", "", 1, names)
+    load = functools.lru_cache(maxsize=None)(lambda name: runner.load_model(name, args.models_dir))  # the oracle once
+    loaded = runner.prepare(lambda role: load(names[role]), "speculative", "", 1, names, by_token_id=True)
+    crossvocab = None
+    wanted = args.methods or [m.name for m in suite_methods()]
+    if args.crossvocab_draft != "none" and any(methods.generate_of(methods.get(m), other_vocabulary=True) for m in wanted):
+        other_names = {**names, "draft": args.crossvocab_draft}
+        other = runner.prepare(lambda role: load(other_names[role]), "speculative", "", 1, other_names)
+        if other.encs is None:
+            raise program.UsageError(f"--crossvocab-draft {printable(args.crossvocab_draft)} has the oracle's vocabulary: "
+                                     "give a draft with one of its own, or none")
+        crossvocab = (args.crossvocab_draft, other.draft, other.encs[0])
     start = time.perf_counter()
     rows, predictions, facts = run_suite(loaded.draft, loaded.oracle, loaded.enc, prompts, args.new_tokens,
-                                         args.temperature, args.rounds, names=args.methods)
+                                         args.temperature, args.rounds, names=args.methods, crossvocab=crossvocab)
     command = " ".join(["python bench.py suite", *argv])
     print(f"\n{printable(args.draft)} -> {printable(args.oracle)}: {facts['prompts']} held-out prompts, {args.new_tokens} new tokens, "
-          f"{args.rounds} rounds; c = T_draft(1)/T_oracle(1) = {facts['c']} ({time.perf_counter() - start:.0f} s)")
+          f"{args.rounds} rounds; c = T_draft(1)/T_oracle(1) = {facts['c']}{printable(crossvocab_said(facts))} "
+          f"({time.perf_counter() - start:.0f} s)")
     print(tables.text(rows, COLUMNS))
     print("\nprediction (Leviathan et al.) against measurement, all kinds together:")
     print(tables.text(predictions, PREDICTION_COLUMNS))

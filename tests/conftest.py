@@ -83,6 +83,16 @@ def tiny_dirs(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def other_vocabulary(tiny_dirs, tmp_path_factory):
+    """The directory of a draft of the tiny oracle with a byte-level BPE of its own (test_crossvocab's second one:
+    other merges, another size), its weights the oracle's translated token by token, plus noise: it agrees with
+    the oracle in part, across vocabularies (crossvocab.py)."""
+    from test_crossvocab import OTHER_MERGES, make_translated_copy
+    return make_translated_copy(tiny_dirs["oracle"], tmp_path_factory.mktemp("other-vocabulary") / "draft",
+                                OTHER_MERGES, noise=0.01, seed=6)
+
+
+@pytest.fixture(scope="session")
 def draft(tiny_dirs):
     return load_fast(tiny_dirs["draft"])
 
@@ -99,11 +109,13 @@ def oracle(tiny_dirs):
 
 @pytest.fixture(scope="session")
 def demo_dirs(tmp_path_factory):
-    """The offline demo pair (demo.py), written once per test run in a temporary directory: about 28 MB (both
-    models, their tokenizer and the oracle's heads), and about 47 MB more of fast copies
-    (model.blocked.safetensors) when the tests load the models through speed/accelerate.py."""
+    """The offline demo pair (demo.py), and demo-draft-4k beside it, written once per test run in a temporary
+    directory: about 30 MB (the three models, their tokenizers and the oracle's heads), and about 47 MB more of
+    fast copies (model.blocked.safetensors) when the tests load the models through speed/accelerate.py."""
     from weights import demo_pair
-    return dict(zip(("draft", "oracle"), demo_pair.build_pair(str(tmp_path_factory.mktemp("demo-models")))))
+    models_dir = str(tmp_path_factory.mktemp("demo-models"))
+    draft, oracle = demo_pair.build_pair(models_dir)
+    return {"draft": draft, "oracle": oracle, "draft-4k": os.path.join(models_dir, "demo-draft-4k")}
 
 
 # ---------------------------------------------------------------------------

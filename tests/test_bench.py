@@ -295,12 +295,38 @@ def test_the_real_text_suite_runs_on_the_learned_pair_and_writes_its_tables(demo
     assert r.returncode == 0, r.stderr
     with open(tmp_path / "out" / "suite.csv", newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
-    assert {(row["method"], row["kind"]) for row in rows} == {(m, k) for m in ("speculative", "suffix")
+    # speculative with demo-draft-4k too: the draft of another vocabulary, on its own rows (crossvocab.py)
+    assert {(row["method"], row["kind"]) for row in rows} == {(m, k) for m in ("speculative", "suffix",
+                                                                               "speculative (demo-draft-4k)")
                                                               for k in ("prose", "code", "lists", "repeat")}
     assert all(row["output"] == "identical" and 0 <= float(row["repeats"]) <= 1 for row in rows)
+    assert sum(float(row["acceptance"]) for row in rows if row["method"] == "speculative (demo-draft-4k)") > 0
     for name in ("suite_prediction.csv", "suite.md", "suite.json", "suite.html"):
         assert (tmp_path / "out" / name).is_file()
-    assert "python bench.py suite --methods speculative suffix" in (tmp_path / "out" / "suite.md").read_text()
+    md = (tmp_path / "out" / "suite.md").read_text()
+    assert "python bench.py suite --methods speculative suffix" in md and "demo-draft-4k, a draft with a vocabulary" in md
+
+
+def test_the_suite_sets_a_draft_of_another_vocabulary_beside_the_pairs(tiny_dirs, other_vocabulary):
+    # run_suite with a draft of another vocabulary: its rows, named "METHOD (NAME)", for the methods that take one;
+    # its greedy text checked against greedy decoding as every greedy row's; its own c in the prediction.
+    from app.suite import KINDS, run_suite
+    from speed.accelerate import load_fast
+    from weights.tokenizer import load_tokenizer
+    draft, oracle, other = (load_fast(d) for d in (tiny_dirs["related"], tiny_dirs["oracle"], other_vocabulary))
+    prompts = [{"kind": kind, "prompt": prompt} for kind in KINDS for prompt in ("the cat and the", "of the café")]
+    rows, predictions, facts = run_suite(draft, oracle, load_tokenizer(tiny_dirs["oracle"]), prompts, n_new=12,
+                                         rounds=1, progress=False, names=["speculative", "sps", "tree"],
+                                         crossvocab=("other", other, load_tokenizer(other_vocabulary)))
+    named = ["speculative", "sps", "tree", "speculative (other)", "sps (other)"]
+    assert [row["method"] for row in rows] == [name for name in named for _ in KINDS]
+    assert [row["method"] for row in predictions] == named
+    for row in rows:
+        assert row["output"] == ("identical" if not row["method"].startswith("sps") else "sampled: seeds 0")
+    assert sum(float(row["acceptance"] or 0) for row in rows if row["method"] == "speculative (other)") > 0
+    assert facts["crossvocab"]["draft"] == "other" and facts["crossvocab"]["vocabulary"] == other.vocab_size
+    c = {row["method"]: row["c"] for row in predictions}
+    assert c["speculative (other)"] == c["sps (other)"] == facts["crossvocab"]["c"] and c["speculative"] == facts["c"]
 
 
 @pytest.mark.slow

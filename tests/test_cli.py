@@ -1,13 +1,18 @@
 """`python speculative.py "prompt"` end to end on tiny models and the tiny tokenizer, and its error paths."""
 
+import functools
 import io
+import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 
 import pytest
 
 from conftest import ROOT, make_model_dir
+from app import methods
 from app.display import stream
 from weights.tokenizer import encode, load_tokenizer
 
@@ -175,16 +180,174 @@ def test_draft_and_oracle_with_different_vocabularies(tmp_path, tiny_dirs):
 
 
 def test_draft_and_oracle_with_different_tokenizer_files(tmp_path, tiny_dirs):
+    # Two byte tokens swapped: the same size, another vocabulary. The draft crosses by text (crossvocab.py), and
+    # the text is still the oracle's greedy text; a method that checks drafts by id refuses it in one line.
     other = make_model_dir(tmp_path / "other")
-    with open(os.path.join(other, "merges.txt"), "a") as f:
-        f.write("")  # same merges; now change the vocab's order of two byte tokens
-    import json
     with open(os.path.join(other, "vocab.json")) as f:
         vocab = json.load(f)
     vocab["a"], vocab["b"] = vocab["b"], vocab["a"]
     with open(os.path.join(other, "vocab.json"), "w") as f:
         json.dump(vocab, f)
-    assert_one_line_error(run("hi", "--draft", other, "--oracle", tiny_dirs["oracle"]), "different tokenizers")
+    greedy = run("the cat", "--oracle", tiny_dirs["oracle"], "--method", "greedy", "-n", "12")
+    r = run("the cat", "--draft", other, "--oracle", tiny_dirs["oracle"], "-n", "12", "--trace")
+    assert r.returncode == 0 and r.stdout == greedy.stdout, r.stderr
+    assert "as text" in r.stderr  # the rounds across vocabularies
+    assert_one_line_error(run("hi", "--draft", other, "--oracle", tiny_dirs["oracle"], "--method", "tree"),
+                          "--method tree needs a draft with the oracle's vocabulary")
+
+
+def test_tokenizer_files_that_differ_but_spell_the_same_tokens_are_one_vocabulary(tmp_path, tiny_dirs):
+    # merges.txt without its #version line: other bytes, the same tokenizer; the pair shares it, every method runs.
+    same = tmp_path / "same"
+    shutil.copytree(tiny_dirs["related"], same)
+    lines = (same / "merges.txt").read_text().splitlines()
+    (same / "merges.txt").write_text("\n".join(lines[1:]) + "\n")
+    r = run("the cat", "--draft", str(same), "--oracle", tiny_dirs["oracle"], "--method", "tree", "-n", "8", "--trace")
+    assert r.returncode == 0 and "accepted path" in r.stderr and "as text" not in r.stderr, r.stderr
+
+
+# --- a draft with a vocabulary of its own: crossvocab.py through the command line ----------------------------
+
+def accepted(stderr):
+    """The drafts accepted, from the statistics line: "acceptance 61.5% (8/13 drafts)"."""
+    return int(re.search(r"acceptance [\d.]+% \((\d+)/\d+ drafts\)", stderr).group(1))
+
+
+def test_a_draft_of_another_vocabulary_gives_the_oracles_greedy_text(tiny_dirs, other_vocabulary):
+    prompt = "the cat and the café"
+    greedy = run(prompt, "--oracle", tiny_dirs["oracle"], "--method", "greedy", "-n", "30")
+    r = run(prompt, "--draft", other_vocabulary, "--oracle", tiny_dirs["oracle"], "-n", "30", "--compare")
+    assert r.returncode == 0 and r.stdout == greedy.stdout, r.stderr
+    assert accepted(r.stderr) > 0 and "identical output" in r.stderr
+
+
+def test_sps_with_a_draft_of_another_vocabulary_samples(tiny_dirs, other_vocabulary):
+    pair = ["--draft", other_vocabulary, "--oracle", tiny_dirs["oracle"], "--method", "sps", "-n", "20"]
+    a, b, c = (run("the cat", *pair, "--seed", seed) for seed in ("3", "3", "4"))
+    assert a.returncode == 0 and a.stdout == b.stdout and a.stdout != c.stdout, a.stderr
+    assert "sps: 20 new tokens" in a.stderr and accepted(a.stderr) > 0
+    zero = run("the cat", *pair, "--temperature", "0", "--compare")  # temperature 0 is greedy decoding
+    assert zero.returncode == 0 and "oracle alone (greedy)" in zero.stderr and "identical output" in zero.stderr
+
+
+REFUSING = [m.name for m in methods.METHODS.values() if m.draft_model and methods.generate_of(m, True) is None]
+
+
+@pytest.mark.parametrize("method", REFUSING)
+def test_every_other_method_that_takes_a_draft_refuses_one_of_another_vocabulary(tiny_dirs, other_vocabulary, method):
+    r = run("the cat", "--draft", other_vocabulary, "--oracle", tiny_dirs["oracle"], "--method", method, "-n", "4")
+    assert_one_line_error(r, f"--method {method} needs a draft with the oracle's vocabulary", "has its own",
+                          "use --method speculative or --method sps")
+    assert r.stdout == ""
+
+
+def test_the_refusing_methods_are_the_greedy_and_sampling_ones_crossvocab_does_not_run():
+    assert {"speculative", "sps", "draft-alone"}.isdisjoint(REFUSING) and {"tree", "threshold", "staged"} <= set(REFUSING)
+
+
+def test_the_draft_alone_writes_in_its_own_tokens(tiny_dirs, other_vocabulary):
+    from speculative import greedy_generate
+    from speed.accelerate import load_fast
+    enc = load_tokenizer(other_vocabulary)
+    expected = b"".join(enc.decode_single_token_bytes(t) for t in
+                        greedy_generate(load_fast(other_vocabulary), encode(enc, "the cat"), 10)).decode("utf-8", "replace")
+    r = run("the cat", "--draft", other_vocabulary, "--oracle", tiny_dirs["oracle"], "--method", "draft-alone", "-n", "10",
+            "--compare")
+    assert r.returncode == 0 and r.stdout == "the cat" + expected + "\n", r.stderr
+    assert "draft-alone: 10 new tokens" in r.stderr and "oracle alone (greedy): 10 tokens" in r.stderr
+
+
+def test_a_page_and_a_trace_of_a_run_across_vocabularies(tiny_dirs, other_vocabulary, tmp_path):
+    for method in ("speculative", "sps"):
+        page = tmp_path / f"{method}.html"
+        r = run("the cat", "--draft", other_vocabulary, "--oracle", tiny_dirs["oracle"], "--method", method, "-n", "12",
+                "--trace", "--html", str(page))
+        assert r.returncode == 0 and f"wrote {page}" in r.stderr, r.stderr
+        passes = int(r.stderr.split(" oracle passes")[0].rsplit(" ", 1)[-1])
+        assert r.stderr.count("\nround ") == r.stderr.count("\n  as text  ") == passes
+        assert ("\n  x~1 " in r.stderr) == (method == "sps")  # each test's p', q and r
+        html = page.read_text(encoding="utf-8")
+        assert "The draft wrote, in its own vocabulary" in html and "a vocabulary of its own: " in html
+
+
+def test_prompts_refuse_a_draft_of_another_vocabulary(tiny_dirs, other_vocabulary, tmp_path):
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("the cat\n")
+    r = run("--prompts", str(prompts), "--draft", other_vocabulary, "--oracle", tiny_dirs["oracle"])
+    assert_one_line_error(r, "has a vocabulary of its own", "compares drafts with the oracle's tokens by id")
+
+
+def broken_copy(other_vocabulary, path, how):
+    """The draft of another vocabulary with its tokenizer files missing, one token short of its config, or without a
+    token for the byte "!" (every id after it one lower, so that only the byte is missing)."""
+    shutil.copytree(other_vocabulary, path)
+    if how == "missing":
+        os.remove(path / "vocab.json")
+        os.remove(path / "merges.txt")
+    elif how == "short":
+        from test_crossvocab import OTHER_MERGES, write_bpe
+        write_bpe(path, OTHER_MERGES[:-1])
+    else:
+        vocab = json.loads((path / "vocab.json").read_text(encoding="utf-8"))
+        gone = vocab.pop("!")
+        (path / "vocab.json").write_text(json.dumps({t: i - (i > gone) for t, i in vocab.items()}), encoding="utf-8")
+    return str(path)
+
+
+@pytest.mark.parametrize("how, fragments", [
+    ("missing", ["has a vocabulary of", "has no vocab.json and merges.txt of its own"]),
+    ("short", ["vocab.json has", "says vocab_size", "the tokenizer is not this model's"]),
+    ("no byte", ["no token for the byte written '!'", "every byte needs one"]),
+])
+def test_a_draft_whose_tokenizer_is_missing_or_wrong_is_one_line(tiny_dirs, other_vocabulary, tmp_path, how, fragments):
+    bad = broken_copy(other_vocabulary, tmp_path / "bad", how)
+    r = run("the cat", "--draft", bad, "--oracle", tiny_dirs["oracle"], "-n", "4")
+    assert_one_line_error(r, *fragments)
+    assert r.stdout == ""
+
+
+# --- the learned pair and demo-draft-4k -----------------------------------------------------------------------
+
+def greedy_text(oracle, enc, prompt, n):
+    from speculative import greedy_generate
+    tokens = greedy_generate(oracle, encode(enc, prompt), n)
+    return prompt + b"".join(enc.decode_single_token_bytes(t) for t in tokens).decode("utf-8", "replace") + "\n"
+
+
+@pytest.fixture(scope="module")
+def learned(demo_dirs):
+    from speed.accelerate import load_fast
+    return ["--models-dir", os.path.dirname(demo_dirs["oracle"])], load_fast(demo_dirs["oracle"]), \
+        load_tokenizer(demo_dirs["oracle"])
+
+
+def test_demo_draft_4k_gives_the_oracles_greedy_text_with_drafts_accepted(learned):
+    models, oracle, enc = learned
+    from test_demo import held_out
+    prompt = held_out()[0][1][:200]
+    r = run(prompt, "--draft", "demo-draft-4k", "--oracle", "demo-oracle", *models, "-n", "48")
+    assert r.returncode == 0 and r.stdout == greedy_text(oracle, enc, prompt, 48), r.stderr
+    assert accepted(r.stderr) > 10
+
+
+@pytest.mark.slow
+def test_demo_draft_4k_on_held_out_prompts_of_every_kind(learned):
+    # Two prompts of each kind, the runs of the command line in one process (runner.prepare and runner.run: cli.main's
+    # route), each text the oracle's greedy text, with drafts accepted on every kind; then sps samples.
+    from app import runner
+    from test_demo import held_out
+    models, oracle, enc = learned
+    names = {"draft": "demo-draft-4k", "oracle": "demo-oracle"}
+    load = functools.lru_cache(maxsize=None)(lambda role: runner.load_model(names[role], models[1], log=io.StringIO()))
+    for kind, prompt in held_out(n_per_kind=2):
+        loaded = runner.prepare(load, "speculative", prompt, 64, names)
+        out = io.StringIO()
+        result = runner.run(runner.Settings(max_new_tokens=64), loaded, prompt, runner.View(out, io.StringIO()))
+        assert out.getvalue() == greedy_text(oracle, enc, prompt, 64), kind
+        assert result.stats.accepted > 0, kind
+    r = run(held_out()[0][1], "--draft", "demo-draft-4k", "--oracle", "demo-oracle", *models, "--method", "sps",
+            "--seed", "1", "-n", "32")
+    assert r.returncode == 0 and "sps: 32 new tokens" in r.stderr and accepted(r.stderr) > 0, r.stderr
 
 
 def test_prompt_longer_than_the_window(pair):

@@ -209,6 +209,8 @@ class SpellingDraft:
         self.longest = max(len(enc.decode_single_token_bytes(t)) for t in range(enc.n_vocab))
 
     def forward(self, ids, kvcache, n_logits=1):
+        if not len(ids):
+            raise ValueError("forward needs at least one token")  # as gpt2.GPT2's: the next token's logits need one
         history = getattr(kvcache, "history", [])[:kvcache.length] + list(ids)  # the cache holds the ids it read
         kvcache.history, kvcache.length = history, len(history)
         logits = np.zeros((n_logits, self.vocab_size), dtype=np.float32)
@@ -224,6 +226,41 @@ class SpellingDraft:
             return self.enc.encode_single_token(bytes([rest[0] ^ 1]))
         return next(self.enc.encode_single_token(rest[:n]) for n in range(min(self.longest, len(rest)), 0, -1)
                     if token_id(self.enc, rest[:n]) is not None)
+
+
+class ScriptedOracle:
+    """A stand-in oracle whose greedy text is a given list of its tokens (then token 0 forever): one-hot logits."""
+
+    def __init__(self, enc, script, n_positions=128):
+        self.script, self.vocab_size, self.n_positions = script, enc.n_vocab, n_positions
+
+    def forward(self, ids, kvcache, n_logits=1):
+        if not len(ids):
+            raise ValueError("forward needs at least one token")
+        history = getattr(kvcache, "history", [])[:kvcache.length] + list(ids)
+        kvcache.history, kvcache.length = history, len(history)
+        logits = np.zeros((n_logits, self.vocab_size), dtype=np.float32)
+        for row, n in enumerate(range(len(history) - n_logits + 1, len(history) + 1)):
+            logits[row, self.script[n] if n < len(self.script) else 0] = 1
+        return logits
+
+
+def test_agreement_that_ends_where_a_kept_draft_ends(pair):
+    # The oracle writes " t" "he" where its tokenizer makes " the": the draft (one byte a token, spelling the
+    # oracle's own text) drafts " the", the candidate " the" is rejected, and the oracle's " t" ends exactly
+    # where the draft's second token ends. Nothing is left to re-encode, and the draft's cache must still leave
+    # its newest token for the next round to feed (a forward of no tokens has no logits).
+    (_, oracle_enc), (_, bytes_enc) = pair["oracle"], pair["bytes"]
+    ids = encode_bytes(oracle_enc, b"a cat")
+    pieces = [b" t", b"he", b" a", b"t", b" t", b"he", b" and", b" the", b" of"] * 3
+    script = ids + [oracle_enc.encode_single_token(piece) for piece in pieces]
+    oracle = ScriptedOracle(oracle_enc, script)
+    draft = SpellingDraft(bytes_enc, spell(oracle_enc, script), every=10 ** 9)
+    for n_draft in (4, 6):
+        got, stats = traced(crossvocab_generate, draft, oracle, bytes_enc, oracle_enc, ids, 20, n_draft=n_draft)
+        assert got == script[len(ids):len(ids) + 20]
+        assert any(0 < r.details.draft_kept < len(r.details.draft_ids) and not r.details.reencoded
+                   for r in stats.trace)  # the case happened
 
 
 def is_whole_characters(text):

@@ -101,7 +101,39 @@ def test_an_edited_or_older_model_directory_is_rewritten(tmp_path):
     demo.build_pair(str(models))
     sums = demo.shipped_sums()
     assert demo.is_current(oracle_dir, "demo-oracle", sums) and demo.is_current(draft_dir, "demo-draft", sums)
-    assert sorted(os.listdir(models)) == ["demo-draft", "demo-oracle"]  # no temporary left beside them
+    assert sorted(os.listdir(models)) == ["demo-draft", "demo-draft-4k", "demo-oracle"]  # no temporary left beside them
+
+
+def test_demo_draft_4k_is_written_with_a_tokenizer_of_its_own(tmp_path):
+    # The third model: its four files are the shipped ones (draft-4k/ in SHA256SUMS), its vocab.json and merges.txt
+    # its own, not the pair's; an edited one is rewritten; the name resolves to it.
+    from app import runner
+    from weights import models as model_names
+    models = tmp_path / "models"
+    demo.build_pair(str(models))
+    own = models / "demo-draft-4k"
+    sums = demo.shipped_sums()
+    assert sorted(os.listdir(own)) == ["config.json", "merges.txt", "model.safetensors", "vocab.json"]
+    for f in os.listdir(own):
+        assert demo.sha256(str(own / f)) == sums[f"draft-4k/{f}"], f
+    assert demo.sha256(str(own / "vocab.json")) != sums["vocab.json"]
+    (own / "merges.txt").write_text("#version: 0.2\n")
+    assert model_names.resolve_model_dir("demo-draft-4k", str(models)) == str(own)
+    assert demo.is_current(str(own), "demo-draft-4k", sums)
+    draft, oracle = load_fast(str(own)), load_fast(str(models / "demo-oracle"))
+    oracle_enc, draft_enc = runner.load_tokenizers(str(own), str(models / "demo-oracle"), draft, oracle)
+    assert draft_enc.n_vocab == draft.vocab_size == 4096 and oracle_enc.n_vocab == 8192
+
+
+@pytest.mark.slow
+def test_python_demo_py_writes_the_three_models(tmp_path):
+    models = tmp_path / "models"
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "demo.py"), "--models-dir", str(models)], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    sums = demo.shipped_sums()
+    assert sorted(os.listdir(models)) == ["demo-draft", "demo-draft-4k", "demo-oracle"]
+    assert all(demo.is_current(str(models / name), name, sums) for name in demo.DEMO_NAMES)
 
 
 def test_a_file_the_project_did_not_write_is_never_deleted(tmp_path):

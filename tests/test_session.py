@@ -209,6 +209,26 @@ def test_trace_and_html(terminal, tmp_path):
     assert page.exists() and "<html" in page.read_text(encoding="utf-8")
 
 
+def test_a_draft_of_another_vocabulary_runs_or_is_refused_in_one_line(terminal, other_vocabulary, tiny_dirs):
+    # /draft with its own tokenizer: speculative gives the oracle's greedy text (crossvocab.py), a method that checks
+    # drafts by id says in one line that it does not take it, and the session goes on.
+    terminal.command("/length 12")
+    greedy = generated(terminal.command("the cat"), "the cat", "speculative")  # the tiny pair: the oracle's text
+    assert f"draft {other_vocabulary}" in terminal.command(f"/draft {other_vocabulary}")
+    out = terminal.command("the cat")
+    assert generated(out, "the cat", "speculative") == greedy and "acceptance" in out
+    terminal.command("/method tree")
+    out = terminal.command("the cat")
+    assert "error: /method tree needs a draft with the oracle's vocabulary" in out and "use /method speculative" in out
+    assert "Traceback" not in out and "tree:" not in out
+    terminal.command("/method sps")
+    terminal.command("/trace on")
+    out = terminal.command("the cat")
+    assert "sps: 12 new tokens" in out and "as text" in out
+    out = terminal.command("/ablation")  # the ablations compare tokens by id
+    assert "error: the draft" in out and "has a vocabulary of its own" in out
+
+
 def test_help_lists_seed_003s_commands(terminal):
     out = terminal.command("/help")
     for name in ("/speculative", "/target", "/drafter", "/length", "/gamma", "/egag", "/egag_gamma_min", "/egag_gamma_max",

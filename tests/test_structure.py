@@ -319,3 +319,5 @@ def test_each_method_is_registered_by_a_named_function():
     assert not [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Lambda)]
     from app import methods
     assert all(m.generate.__name__.startswith("run_") for m in methods.METHODS.values())
+    # and so is each way a method runs a draft of another vocabulary (crossvocab.py)
+    assert all(m.across.__name__.startswith("run_") for m in methods.METHODS.values() if m.across is not None)

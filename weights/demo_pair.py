@@ -5,7 +5,9 @@ assets/learned-pair/ (no network): two GPT-2 checkpoints in float16 trained on
 the Python 3.11 documentation (tools/train_pair.py says how, and reproduces
 them), and their tokenizer, GPT-2's own BPE cut to its first 8,191 tokens;
 beside the oracle, the drafting heads trained on its own states
-(tools/train_heads.py: demo-oracle/heads/eagle, medusa and exit, weights/heads.py).
+(tools/train_heads.py: demo-oracle/heads/eagle, medusa and exit, weights/heads.py);
+and models/demo-draft-4k, a second draft with a tokenizer of its own, 4,096 tokens
+(tools/train_other_vocab_draft.py; speculative decoding across vocabularies: crossvocab.py).
 Every shipped file is checked against assets/learned-pair/SHA256SUMS before it
 is written, and a model directory is rewritten whenever it is not exactly the
 shipped pair (an older demo pair, a half-written one, an edited file).
@@ -26,10 +28,11 @@ from weights.heads import HEADS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ASSETS = os.path.join(ROOT, "assets", "learned-pair")
-DEMO_NAMES = ("demo-draft", "demo-oracle")
-ROLES = {"demo-draft": "draft", "demo-oracle": "oracle"}
+DEMO_NAMES = ("demo-draft", "demo-oracle", "demo-draft-4k")
+ROLES = {"demo-draft": "draft", "demo-oracle": "oracle", "demo-draft-4k": "draft-4k"}
 MODEL_FILES = ("config.json", "model.safetensors")  # each role's, in assets/learned-pair/ROLE/
 TOKENIZER_FILES = ("vocab.json", "merges.txt")       # shared, in assets/learned-pair/, copied into each model directory
+OWN_TOKENIZER = {"demo-draft-4k"}                    # ... but these models' own, in assets/learned-pair/ROLE/
 # The oracle's heads (weights/heads.HEADS) are in assets/learned-pair/heads/KIND/, copied to demo-oracle/heads/KIND/.
 # What the project writes in a demo model's directory: its files and speed/accelerate.py's converted copy;
 # in demo-oracle, the heads/ directory and one directory a head in it, each holding MODEL_FILES.
@@ -77,10 +80,11 @@ def same_file(path, digest):
 
 
 def sources(name):
-    """{file name in the model directory: its source under assets/learned-pair} for demo-draft or demo-oracle."""
+    """{file name in the model directory: its source under assets/learned-pair} for a name of DEMO_NAMES."""
     role = ROLES[name]
     heads = {f"heads/{kind}/{f}": f"heads/{kind}/{f}" for kind in HEADS for f in MODEL_FILES} if role == "oracle" else {}
-    return {**{f: os.path.join(role, f) for f in MODEL_FILES}, **{f: f for f in TOKENIZER_FILES}, **heads}
+    tokenizer = {f: os.path.join(role, f) if name in OWN_TOKENIZER else f for f in TOKENIZER_FILES}
+    return {**{f: os.path.join(role, f) for f in MODEL_FILES}, **tokenizer, **heads}
 
 
 def check_assets(sums):
@@ -98,17 +102,18 @@ def is_current(model_dir, name, sums):
 
 
 def build_pair(models_dir):
-    """Write models_dir/demo-draft and models_dir/demo-oracle unless they are the shipped pair; return their paths."""
+    """Write models_dir/demo-draft, demo-oracle and demo-draft-4k unless they are the shipped ones; return the
+    pair's paths, (demo-draft, demo-oracle)."""
     sums = shipped_sums()
     dirs = tuple(os.path.join(models_dir, name) for name in DEMO_NAMES)
     if all(os.path.isdir(d) and is_current(d, name, sums) for d, name in zip(dirs, DEMO_NAMES)):
-        return dirs
+        return dirs[:2]
     check_assets(sums)
     os.makedirs(models_dir, exist_ok=True)
     for model_dir, name in zip(dirs, DEMO_NAMES):
         if not (os.path.isdir(model_dir) and is_current(model_dir, name, sums)):
             write_model(model_dir, name)
-    return dirs
+    return dirs[:2]
 
 
 def write_model(model_dir, name):
