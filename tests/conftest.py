@@ -110,7 +110,7 @@ def oracle(tiny_dirs):
 @pytest.fixture(scope="session")
 def demo_dirs(tmp_path_factory):
     """The offline demo pair (demo.py), and demo-draft-4k beside it, written once per test run in a temporary
-    directory: about 30 MB (the three models, their tokenizers and the oracle's heads), and about 47 MB more of
+    directory: about 29 MB (the three models, their tokenizers and the oracle's heads), and about 47 MB more of
     fast copies (model.blocked.safetensors) when the tests load the models through speed/accelerate.py."""
     from weights import demo_pair
     models_dir = str(tmp_path_factory.mktemp("demo-models"))
