@@ -12,7 +12,8 @@ its own number of drafts, so the rows' KV caches hold different numbers of posit
     length; a forward writes row b's new keys at its own position and the mask lets row b see only
     its own positions (gpt2.batch_mask). Cutting rows to different lengths is, as for one prompt,
     only a shorter length. A forward of rows whose new tokens differ in number pads them on the
-    right to the longest (feed_batch): a token or two, not the history.
+    right to the longest (feed_batch): a token or two, not the history. The prompts themselves,
+    whose lengths differ most, run one by one and their caches are stacked (prompt_caches).
   - the same k for every row (the choice here), or each row its own: one k keeps the verification
     one pass of k + 1 tokens per row. k stops one short of what the row with the fewest tokens left
     can take, so no row overshoots.
@@ -27,11 +28,11 @@ paying; serving engines turn it off under load. `python bench.py batch` measures
 
 Each round of speculative_generate_batch, the steps of speculative.py for every row at once, and
 the line of this file where each starts (tests/test_batch.py checks them):
-  1. draft     (line 85): the draft model proposes k tokens for every row, one batched pass per token;
-  2. verify    (line 92): the oracle runs once over every row's [last token, d_1 .. d_k];
-  3. accept    (line 95): each row keeps its own agreeing prefix plus the oracle's next token;
-  4. roll back (line 101): each row of both caches is cut to that row's kept tokens;
-  5. leave     (line 105): rows with all their tokens leave the batch.
+  1. draft     (line 87): the draft model proposes k tokens for every row, one batched pass per token;
+  2. verify    (line 94): the oracle runs once over every row's [last token, d_1 .. d_k];
+  3. accept    (line 97): each row keeps its own agreeing prefix plus the oracle's next token;
+  4. roll back (line 103): each row of both caches is cut to that row's kept tokens;
+  5. leave     (line 107): rows with all their tokens leave the batch.
 """
 
 import time
@@ -40,8 +41,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from decoding import GenerationError, Stats, check_lengths, check_pair, check_room, finite, memory_budget
-from kvcache import BatchKVCache
+from decoding import GenerationError, Stats, check_lengths, check_pair, check_room, finite, memory_budget, timed_forward
+from kvcache import BatchKVCache, KVCache
 from processors import as_processor
 from speculative import accept
 from sps import accept_or_resample, sample
@@ -62,7 +63,7 @@ def greedy_generate_batch(model, batch_ids, n_new, stats=None):
     stats = Stats() if stats is None else stats
     check_batch(batch_ids, n_new, model)
     tokens = [list(ids) for ids in batch_ids]
-    cache = BatchKVCache(len(tokens))
+    cache = prompt_caches(model, batch_ids, stats, "oracle")
     for _ in range(n_new):
         logits = feed_batch(model, cache, tokens, stats, "oracle")[:, -1]  # [n_rows, vocab_size]
         for row, token in zip(tokens, np.argmax(logits, axis=-1)):
@@ -79,7 +80,8 @@ def speculative_generate_batch(draft, oracle, batch_ids, n_new, n_draft=4, stats
     tokens = [list(ids) for ids in batch_ids]
     ends = [len(ids) + n_new for ids in batch_ids]
     live = list(range(len(tokens)))  # the rows still decoding, in the caches' order
-    draft_cache, oracle_cache = BatchKVCache(len(live)), BatchKVCache(len(live))
+    draft_cache, oracle_cache = (prompt_caches(model, batch_ids, stats, role)
+                                 for model, role in ((draft, "draft"), (oracle, "oracle")))
     while live:
         rows = [tokens[b] for b in live]  # each row's list itself: appending to it appends to tokens[b]
         # 1. The same k for every row, one short of what the row with the fewest tokens left can take.
@@ -123,7 +125,8 @@ def speculative_sample_batch(draft, oracle, batch_ids, n_new, n_draft=4, rng=Non
     tokens = [list(ids) for ids in batch_ids]
     ends = [len(ids) + n_new for ids in batch_ids]
     live = list(range(len(tokens)))
-    draft_cache, oracle_cache = BatchKVCache(len(live)), BatchKVCache(len(live))
+    draft_cache, oracle_cache = (prompt_caches(model, batch_ids, stats, role)
+                                 for model, role in ((draft, "draft"), (oracle, "oracle")))
     while live:
         rows = [tokens[b] for b in live]
         k = min(n_draft, min(ends[b] - len(tokens[b]) for b in live) - 1)
@@ -153,6 +156,17 @@ def speculative_sample_batch(draft, oracle, batch_ids, n_new, n_draft=4, rng=Non
 # ---------------------------------------------------------------------------
 # The batch's plumbing: feeding ragged rows, cutting them, letting them go
 # ---------------------------------------------------------------------------
+
+def prompt_caches(model, batch_ids, stats, role):
+    """The batch's cache after its prompts: row b holds prompt b but its last token (what a round feeds first),
+    each prompt run alone. Their lengths differ, and a batched pass padded to the longest could cost the
+    batch's size times the work of the prompts themselves."""
+    caches = [KVCache() for _ in batch_ids]
+    for ids, cache in zip(batch_ids, caches):
+        if len(ids) > 1:
+            timed_forward(model, cache, list(ids[:-1]), stats, role)
+    return BatchKVCache.stacked(caches)
+
 
 def feed_batch(model, cache, rows, stats, role, n_logits=1):  # -> [n_rows, n_logits, vocab_size]
     """decoding.feed for a batch: each row runs on its tokens its row of the cache does not hold yet.

@@ -107,6 +107,23 @@ class BatchKVCache:
         self.values = []  # same shapes as keys
         self.lengths = np.zeros(n_rows, dtype=np.int64)  # positions each row holds
 
+    @classmethod
+    def stacked(cls, caches):
+        """The batch cache whose row b holds what caches[b], a KVCache, holds (batch.py's prompts, run one by one)."""
+        batch = cls(len(caches))
+        batch.lengths = np.array([cache.n_tokens() for cache in caches], dtype=np.int64)
+        filled = [cache for cache in caches if cache.keys]
+        for layer in range(len(filled[0].keys) if filled else 0):
+            n_head, _, head_dim = filled[0].keys[layer].shape
+            for buffers, transposed in ((batch.keys, True), (batch.values, False)):
+                buffers.append(buffer(n_head, max(int(batch.lengths.max()), 16), head_dim, transposed, len(caches)))
+            for row, cache in enumerate(caches):
+                n = cache.n_tokens()
+                if n:
+                    batch.keys[layer][row, :, :n] = cache.keys[layer][:, :n]
+                    batch.values[layer][row, :, :n] = cache.values[layer][:, :n]
+        return batch
+
     def n_tokens(self):  # -> [n_rows]
         return self.lengths.copy()
 
