@@ -8,7 +8,7 @@ only on a quiet machine may be slower in the common case. Here the command runs 
 it, a fresh process each time, once with the setting in its environment and once without, in
 pairs (the order alternating from pair to pair), while 0, 1 and then 2 processes that do nothing
 but spin (`python -c "while True: pass"`) share the cores. Each row: the median wall time of each
-side over --pairs pairs, their min-max, and the median of the pairs' own ratios (with / without).
+side over --pairs pairs, their min-max, and the median of the pairs' own ratios, each way.
 """
 
 import argparse
@@ -57,8 +57,8 @@ def main():
     if "=" not in args.setting or not command:
         parser.error("give --setting NAME=VALUE and, after --, the command")
     timed(command, dict(os.environ))  # a warm-up: the models' files in the page cache
-    print(f"| beside the run | with {args.setting} | without | with / without (median of the pairs' ratios) |")
-    print("|---|---|---|---|")
+    print(f"| beside the run | with {args.setting} | without | with / without | without / with |")
+    print("|---|---|---|---|---|")
     for n_busy in args.loads:
         loops = [subprocess.Popen(BUSY) for _ in range(n_busy)]
         try:
@@ -69,10 +69,11 @@ def main():
                 loop.kill()
                 loop.wait()
         a, b = [s for s, _ in got], [s for _, s in got]
-        ratio = statistics.median(x / y for x, y in got)
+        ratio = statistics.median(x / y for x, y in got)  # the median of the pairs' own ratios, each way
+        inverse = statistics.median(y / x for x, y in got)
         beside = "nothing" if n_busy == 0 else f"{n_busy} busy loop{'s' if n_busy > 1 else ''}"
         print(f"| {beside} | {statistics.median(a):.2f} s ({min(a):.2f}-{max(a):.2f}) | "
-              f"{statistics.median(b):.2f} s ({min(b):.2f}-{max(b):.2f}) | {ratio:.2f} |", flush=True)
+              f"{statistics.median(b):.2f} s ({min(b):.2f}-{max(b):.2f}) | {ratio:.2f} | {inverse:.2f} |", flush=True)
 
 
 if __name__ == "__main__":
