@@ -138,6 +138,25 @@ def tree_state(root):
     return state
 
 
+# Whole programs run as processes of their own, sweeps of hostile input, the benchmarks and the exercises'
+# checkers against their wrong answers take most of the suite's time: the README's command, python -m pytest -q,
+# leaves them to python -m pytest -q -m slow (CI runs both). Tests marked @pytest.mark.slow where they are
+# defined go there too.
+SLOW_FILES = {"test_cli.py", "test_security.py", "test_fuzz.py", "test_bench.py", "test_ablation.py",
+              "test_session.py", "test_plain.py", "test_page_drawings.py", "test_report.py", "test_download.py",
+              "test_chinese.py", "test_exercises.py"}
+# ... but for the tests a document asks a reader to run with a -k: EXERCISES.md's exercise 2.
+QUICK_IN_SLOW_FILES = {"test_cli.py": ("vocabularies", "tokenizer_files")}
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m "not slow" deselects
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        name = item.path.name
+        if name in SLOW_FILES and not any(k in item.name for k in QUICK_IN_SLOW_FILES.get(name, ())):
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_sessionstart(session):
     session.config.tree_before = tree_state(ROOT)
 
@@ -158,3 +177,23 @@ def pytest_sessionfinish(session, exitstatus):
     if problems:
         print("\n" + "\n".join(problems), file=sys.stderr)
         session.exitstatus = 1
+
+
+def gpt2_pair_bpe(word, bpe_ranks):
+    """GPT-2's own encoder.py: merge the adjacent pair listed first in merges.txt, everywhere, until none is listed
+    (how transformers' GPT2Tokenizer reads merges.txt, where tiktoken reads vocab.json's ranks)."""
+    word = list(word)
+    while len(word) > 1:
+        rank, first = min((bpe_ranks.get(pair, float("inf")), pair) for pair in zip(word, word[1:]))
+        if rank == float("inf"):
+            break
+        merged, i = [], 0
+        while i < len(word):
+            if i + 1 < len(word) and (word[i], word[i + 1]) == first:
+                merged.append(word[i] + word[i + 1])
+                i += 2
+            else:
+                merged.append(word[i])
+                i += 1
+        word = merged
+    return word

@@ -15,7 +15,7 @@ from kvcache import BatchKVCache, KVCache
 from speculative import greedy_generate
 from sps import autoregressive_sample
 from test_greedy import assert_same_greedy, prompt
-from test_sps import V, chi_square_rejects, exact_distribution, small  # noqa: F401 (small: a fixture)
+from test_sps import chi_square_rejects, exact_distribution, small  # noqa: F401 (small: a fixture)
 
 
 def prompts_of(model, lengths, seed=0):
@@ -159,6 +159,7 @@ def batch_chi_square(models, processor, n_new=3, seed=7, **settings):
 
 
 @pytest.mark.parametrize("n_draft", [1, 2, 4])
+@pytest.mark.slow
 def test_every_row_of_batched_sps_has_the_oracles_distribution(small, n_draft):
     from processors import make_processor
     results, stats = batch_chi_square(small, make_processor("multinomial", temperature=0.8), n_draft=n_draft)
@@ -167,6 +168,7 @@ def test_every_row_of_batched_sps_has_the_oracles_distribution(small, n_draft):
     assert 0 < stats.accepted < stats.drafted  # both branches of the acceptance test were taken
 
 
+@pytest.mark.slow
 def test_the_batch_chi_square_test_catches_a_sampler_that_keeps_every_draft(small, monkeypatch):
     # Negative control: a rule that keeps every draft gives the draft's distribution, not the oracle's.
     from processors import make_processor

@@ -127,6 +127,7 @@ def test_best_pairs_is_a_stable_sort_of_all_scores_cut_to_n():
 
 @pytest.mark.parametrize("vocab_size, n_embd, n_beams, n_new", [(50257, 128, 4, 20), (50257, 128, 16, 12),
                                                                  (50257, 64, 8, 60), (300, 64, 16, 60)])
+@pytest.mark.slow
 def test_the_memory_estimate_is_an_upper_bound_of_the_peak(tmp_path, vocab_size, n_embd, n_beams, n_new):
     # A GPT-2 vocabulary makes the scores the biggest part; a tiny one, the caches. tracemalloc sees
     # NumPy's allocations. The estimate must hold the peak, and not be so loose that it refuses what fits.

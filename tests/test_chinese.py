@@ -15,7 +15,7 @@ import pytest
 import regex
 
 from app import cli, display, methods, report
-from conftest import ROOT
+from conftest import ROOT, gpt2_pair_bpe
 from decoding import Round, Stats
 from weights.tokenizer import GPT2_PATTERN, bytes_to_unicode, encode, load_tokenizer
 
@@ -41,21 +41,7 @@ def reference_encode(text):
     ids = []
     for piece in regex.findall(GPT2_PATTERN, text):
         word = [byte_char[b] for b in piece.encode("utf-8")]
-        while len(word) > 1:
-            pairs = {(a, b) for a, b in zip(word, word[1:])}
-            best = min(pairs, key=lambda pair: ranks.get(pair, float("inf")))
-            if best not in ranks:
-                break
-            merged, i = [], 0
-            while i < len(word):
-                if i + 1 < len(word) and (word[i], word[i + 1]) == best:
-                    merged.append(word[i] + word[i + 1])
-                    i += 2
-                else:
-                    merged.append(word[i])
-                    i += 1
-            word = merged
-        ids += [vocab[token] for token in word]
+        ids += [vocab[token] for token in gpt2_pair_bpe(word, ranks)]
     return ids
 
 

@@ -23,7 +23,7 @@ from crossvocab import (align_suffix, check_crossvocab_args, crossvocab_generate
                         intersection_proposal, shared_tokens, spell, token_id)
 from decoding import GenerationError, Stats
 from gpt2 import GPT2
-from processors import Processor, make_processor
+from processors import make_processor
 from sps import acceptance_probability, autoregressive_sample, residual
 from speculative import greedy_generate, speculative_generate
 from test_greedy import assert_same_greedy

@@ -178,6 +178,7 @@ EXACT = [m.name for m in methods.METHODS.values() if m.exact and m.verifies]
 
 
 @pytest.mark.parametrize("method", EXACT)
+@pytest.mark.slow
 def test_every_greedy_method_gives_greedy_text_on_held_out_prompts(pair, method):
     # The registry's every greedy method (the beyond/ ones too), one held-out prompt of each kind.
     draft, oracle, enc = pair

@@ -10,7 +10,7 @@ from beyond.eagle import EagleHead, eagle_generate, eagle_sample
 from decoding import GenerationError, Stats
 from kvcache import KVCache
 from processors import Processor, make_processor
-from sps import acceptance_probability, autoregressive_sample, residual
+from sps import acceptance_probability, residual
 from speculative import greedy_generate
 from test_greedy import SEEDS, assert_same_greedy, prompt
 from test_sps import V, chi_square_rejects, exact_distribution, small  # noqa: F401 (small: the fixture of tiny models)

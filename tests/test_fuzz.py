@@ -55,7 +55,7 @@ from app import cli, runner, session  # noqa: E402
 from app.program import UsageError  # noqa: E402
 from app.runner import LIMITS  # noqa: E402
 from conftest import TINY_MERGES  # noqa: E402
-from errors import CONTROL, UserError  # noqa: E402
+from errors import CONTROL  # noqa: E402
 from processors import Processor  # noqa: E402
 from weights import checkpoint, download, tokenizer  # noqa: E402
 from weights.checkpoint import ITEM_SIZES, CheckpointError  # noqa: E402

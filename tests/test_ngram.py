@@ -58,6 +58,7 @@ def test_staged_equals_greedy(request, oracle, seed, kind, n_draft):
 
 @pytest.mark.parametrize("reset_in_between", [True, False])
 @pytest.mark.parametrize("options", OPTIONS, ids=option_id)
+@pytest.mark.slow
 def test_staged_equals_greedy_with_every_drafter(related, oracle, options, reset_in_between):
     drafter = NGramDrafter(reset_in_between=reset_in_between, **options)
     for seed in SEEDS:

@@ -19,7 +19,7 @@ import pytest
 import sps
 from beyond import block_verification, tree_sampling, tree_without_replacement
 from conftest import make_model_dir, save_tensors
-from gpt2 import GPT2, nest
+from gpt2 import GPT2
 from processors import Processor
 from speed.accelerate import BLOCKED_FILE, load_fast
 from test_sps import N_SAMPLES, generator_chi_square, small  # noqa: F401 (small: the fixture)

@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 import regex
 
-from conftest import ROOT
+from conftest import ROOT, gpt2_pair_bpe
 from tools import train_bpe
 from weights.tokenizer import ENDOFTEXT, bytes_to_unicode, load_tokenizer
 
@@ -85,26 +85,6 @@ def test_the_files_are_gpt2s_and_the_project_splits_every_training_word_as_the_t
     for word in words:
         expected = train_bpe.merge_word([bytes([b]) for b in word], ranks)
         assert [enc.decode_single_token_bytes(t) for t in enc.encode_ordinary(word.decode())] == expected
-
-
-def gpt2_pair_bpe(word, bpe_ranks):
-    """GPT-2's own encoder.py: merge the adjacent pair listed first in merges.txt, everywhere, until none is listed
-    (how transformers' GPT2Tokenizer reads merges.txt, where tiktoken reads vocab.json's ranks)."""
-    word = list(word)
-    while len(word) > 1:
-        rank, first = min((bpe_ranks.get(pair, float("inf")), pair) for pair in zip(word, word[1:]))
-        if rank == float("inf"):
-            break
-        merged, i = [], 0
-        while i < len(word):
-            if i + 1 < len(word) and (word[i], word[i + 1]) == first:
-                merged.append(word[i] + word[i + 1])
-                i += 2
-            else:
-                merged.append(word[i])
-                i += 1
-        word = merged
-    return word
 
 
 def test_the_shipped_tokenizer_is_its_own_and_reads_the_same_through_merges_as_through_ranks():

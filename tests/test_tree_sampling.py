@@ -288,11 +288,13 @@ N_RUNS = 600  # whole generations on test_sps.py's tiny models (vocabulary of 6)
     (dict(n_draft=2, width=2), Processor()),
     (dict(n_draft=2, width=3, max_nodes=5), make_processor("topk", 3, temperature=1.3)),
 ], ids=str)
+@pytest.mark.slow
 def test_the_generator_has_the_oracles_distribution(small, rule, shape, processor):
     assert_the_oracles_distribution(RULES[rule][0], small, N_RUNS, processor, **shape)
 
 
 @both_rules
+@pytest.mark.slow
 def test_the_generators_chi_square_test_catches_a_biased_rule(small, monkeypatch, rule):
     generate, module = RULES[rule]
     monkeypatch.setattr(module, *BIASED["no residual after a rejection"])  # either module's own residual

@@ -31,7 +31,6 @@ import math
 import mmap
 import os
 import re
-import sys
 
 import numpy as np
 from tqdm import tqdm
