@@ -149,6 +149,14 @@ SLOW_FILES = {"test_cli.py", "test_security.py", "test_fuzz.py", "test_bench.py"
 QUICK_IN_SLOW_FILES = {"test_cli.py": ("vocabularies", "tokenizer_files")}
 
 
+def pytest_configure(config):
+    """A test file named on the command line runs whole, its slow tests too (pytest tests/test_security.py),
+    unless the command gives its own -m."""
+    args = config.invocation_params.args
+    if any(".py" in a for a in args if not a.startswith("-")) and not any(a.startswith("-m") for a in args):
+        config.option.markexpr = ""
+
+
 @pytest.hookimpl(tryfirst=True)  # before -m "not slow" deselects
 def pytest_collection_modifyitems(config, items):
     for item in items:
