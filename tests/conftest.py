@@ -18,6 +18,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.append(os.path.join(ROOT, "exercises"))  # the exercises' checkers, imported as `checks`
 
 from speed.accelerate import load_fast  # noqa: E402
 from weights import checkpoint  # noqa: E402
@@ -28,18 +29,25 @@ TINY_MERGES = ["h e", "Ġ t", "Ġt he", "i n", "Ġ a", "e r", "Ġ s", "o n", "Ġ
 TINY_VOCAB_SIZE = 256 + len(TINY_MERGES) + 1  # bytes, merges, <|endoftext|>
 
 
-def write_tiny_bpe(model_dir):
-    """vocab.json + merges.txt of a GPT-2-style byte-level BPE with TINY_VOCAB_SIZE tokens."""
+def write_bpe(model_dir, merges, endoftext=True):
+    """vocab.json + merges.txt of a GPT-2-style byte-level BPE of these merges (GPT-2's notation): the 256 bytes,
+    a token per merge, then <|endoftext|> unless endoftext=False."""
     vocab = {c: i for i, c in enumerate(bytes_to_unicode().values())}
-    for merge in TINY_MERGES:
+    for merge in merges:
         vocab[merge.replace(" ", "")] = len(vocab)
-    vocab[ENDOFTEXT] = len(vocab)
+    if endoftext:
+        vocab[ENDOFTEXT] = len(vocab)
     os.makedirs(model_dir, exist_ok=True)
     with open(os.path.join(model_dir, "vocab.json"), "w", encoding="utf-8") as f:
         json.dump(vocab, f, ensure_ascii=False)
     with open(os.path.join(model_dir, "merges.txt"), "w", encoding="utf-8") as f:
-        f.write("#version: 0.2\n" + "\n".join(TINY_MERGES) + "\n")
+        f.write("#version: 0.2\n" + "\n".join(merges) + "\n")
     return model_dir
+
+
+def write_tiny_bpe(model_dir):
+    """vocab.json + merges.txt of a GPT-2-style byte-level BPE with TINY_VOCAB_SIZE tokens."""
+    return write_bpe(model_dir, TINY_MERGES)
 
 
 def tiny_config(**overrides):

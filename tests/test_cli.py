@@ -285,7 +285,8 @@ def broken_copy(other_vocabulary, path, how):
         os.remove(path / "vocab.json")
         os.remove(path / "merges.txt")
     elif how == "short":
-        from test_crossvocab import OTHER_MERGES, write_bpe
+        from conftest import write_bpe
+        from test_crossvocab import OTHER_MERGES
         write_bpe(path, OTHER_MERGES[:-1])
     else:
         vocab = json.loads((path / "vocab.json").read_text(encoding="utf-8"))

@@ -18,7 +18,8 @@ import pytest
 import tiktoken
 
 import crossvocab
-from conftest import make_model_dir
+from checks.part7_batch_vocab import crossvocab_prompts as prompts  # the checker's prompts, on any oracle
+from conftest import make_model_dir, write_bpe
 from crossvocab import (align_suffix, check_crossvocab_args, crossvocab_generate, crossvocab_sample, encode_bytes,
                         intersection_proposal, shared_tokens, spell, token_id)
 from decoding import GenerationError, Stats
@@ -29,7 +30,7 @@ from speculative import greedy_generate, speculative_generate
 from test_greedy import assert_same_greedy
 from test_sps import chi_square_rejects
 from weights import checkpoint
-from weights.tokenizer import ENDOFTEXT, bytes_to_unicode, load_tokenizer
+from weights.tokenizer import ENDOFTEXT, load_tokenizer
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
@@ -47,21 +48,6 @@ OTHER_MERGES = ["t h", "Ġ th", "Ġth e", "h e", "i n", "Ã ©", "Ġ Ã©", "â 
 OTHER_MERGES += letter_pairs(lambda i, j: (i + 2 * j) % 3 == 0, {"th", "he", "in", "ca"})
 # A third, for the sampling tests' oracle: mostly letter pairs the second BPE does not have.
 THIRD_MERGES = ["h e", "Ġ t", "Ġt he"] + letter_pairs(lambda i, j: (i + 2 * j) % 3 == 1, {"he"})
-
-
-def write_bpe(model_dir, merges, endoftext=True):
-    """vocab.json + merges.txt of a byte-level BPE of these merges (GPT-2's notation), as conftest's write_tiny_bpe."""
-    vocab = {c: i for i, c in enumerate(bytes_to_unicode().values())}
-    for merge in merges:
-        vocab[merge.replace(" ", "")] = len(vocab)
-    if endoftext:
-        vocab[ENDOFTEXT] = len(vocab)
-    os.makedirs(model_dir, exist_ok=True)
-    with open(os.path.join(model_dir, "vocab.json"), "w", encoding="utf-8") as f:
-        json.dump(vocab, f, ensure_ascii=False)
-    with open(os.path.join(model_dir, "merges.txt"), "w", encoding="utf-8") as f:
-        f.write("#version: 0.2\n" + "\n".join(merges) + "\n")
-    return str(model_dir)
 
 
 def make_translated_copy(src, dest, merges, noise, seed=0, n_positions=None, endoftext=True, paired=False):
@@ -101,7 +87,7 @@ def make_random_model(path, merges, seed, **config):
     """A tiny random GPT-2 of its own byte-level BPE (these merges)."""
     vocab_size = 256 + len(merges) + 1
     make_model_dir(path, seed=seed, tokenizer=False, vocab_size=vocab_size, **config)
-    return write_bpe(path, merges)
+    return str(write_bpe(path, merges))
 
 
 def loaded(model_dir):
@@ -123,18 +109,6 @@ def pair(tiny_dirs, tmp_path_factory):
         "no-endoftext": make_translated_copy(oracle_dir, base / "no-eot", OTHER_MERGES, noise=0.01, endoftext=False),
     }
     return {name: loaded(d) for name, d in dirs.items()}
-
-
-def prompts(oracle_enc):
-    """Oracle prompts of several lengths and kinds: characters of two and three bytes, random tokens (bytes that
-    are no characters), <|endoftext|> first."""
-    rng = np.random.default_rng(3)
-    return {
-        "characters": encode_bytes(oracle_enc, "café — the naïve cat".encode()),
-        "random": rng.integers(0, oracle_enc.n_vocab, 7).tolist(),
-        "endoftext": encode_bytes(oracle_enc, b"<|endoftext|>the"),
-        "one": [int(rng.integers(0, 256))],
-    }
 
 
 def traced(generate, *args, **kw):

@@ -18,8 +18,7 @@ import pytest
 
 from conftest import ROOT
 
-sys.path.insert(0, os.path.join(ROOT, "exercises"))
-import checks  # noqa: E402
+import checks  # noqa: E402  (exercises/checks: conftest puts exercises/ on the path)
 from decoding import Stats  # noqa: E402
 from gpt2 import MASKED, softmax  # noqa: E402
 from kvcache import KVCache  # noqa: E402

@@ -509,11 +509,12 @@ def diagnose_alignment(what, drafted, text, n, rest, expected):
 # End to end: the function aligns the draft's list in crossvocab_generate, in crossvocab.align_suffix's place, on the
 # toy pair of vocabularies; after every round the draft's token list must spell the text.
 
-def crossvocab_prompts():
-    """The oracle's prompts (as tests/test_crossvocab.py's): characters of two and three bytes, random tokens (bytes
-    that are no characters), <|endoftext|> first, one byte."""
+def crossvocab_prompts(oracle_enc=None):
+    """Oracle prompts of several lengths and kinds (tests/test_crossvocab.py runs them too): characters of two and
+    three bytes, random tokens (bytes that are no characters), <|endoftext|> first, one byte. oracle_enc: the
+    oracle's tokenizer, the toy pair's by default."""
     from crossvocab import encode_bytes
-    oracle_enc = crossvocab_pair()[3]
+    oracle_enc = crossvocab_pair()[3] if oracle_enc is None else oracle_enc
     rng = np.random.default_rng(3)
     return {
         "characters": encode_bytes(oracle_enc, "café — the naïve cat".encode()),
