@@ -147,11 +147,8 @@ def crossvocab_generate(draft, oracle, draft_enc, oracle_enc, ids, n_new, n_draf
         context_length = len(tokens)
         tokens += new_tokens
         # 4. The oracle's cache back to the kept tokens, the draft's list and cache back to the agreed text.
-        rollback(len(tokens) - 1, oracle_cache)
-        draft_kept, reencoded = as_drafting(stats, catch_up, drafted, new_tokens, draft_enc, oracle_enc)
-        rollback(len(draft_tokens) + draft_kept, draft_cache)
-        draft_tokens += drafted[:draft_kept] + reencoded
-        rollback(len(draft_tokens) - 1, draft_cache)  # never the newest, as the oracle's: the next round feeds it
+        draft_kept, reencoded = back_to_the_agreed_text(tokens, new_tokens, drafted, draft_tokens, oracle_cache,
+                                                        draft_cache, draft_enc, oracle_enc, stats)
         details = CrossVocabDetails(n_draft, drafted, text, candidates, n_kept, new_tokens, draft_kept, reencoded,
                                     stopped, draft_pieces=pieces(draft_enc, drafted),
                                     reencoded_pieces=pieces(draft_enc, reencoded))
@@ -200,11 +197,8 @@ def crossvocab_sample(draft, oracle, draft_enc, oracle_enc, ids, n_new, n_draft=
         context_length = len(tokens)
         tokens += new_tokens
         # 4. Both back to the agreed text, as in the greedy round.
-        rollback(len(tokens) - 1, oracle_cache)
-        draft_kept, reencoded = as_drafting(stats, catch_up, drafted, new_tokens, draft_enc, oracle_enc)
-        rollback(len(draft_tokens) + draft_kept, draft_cache)
-        draft_tokens += drafted[:draft_kept] + reencoded
-        rollback(len(draft_tokens) - 1, draft_cache)  # never the newest, as the oracle's: the next round feeds it
+        draft_kept, reencoded = back_to_the_agreed_text(tokens, new_tokens, drafted, draft_tokens, oracle_cache,
+                                                        draft_cache, draft_enc, oracle_enc, stats)
         tests = [{"token": x, "p": float(p[t][x]), "q": float(q[t][x]), "r": r, "accepted": t < n_kept}
                  for t, (x, r) in enumerate(zip(candidates, rs))]
         details = CrossVocabDetails(n_draft, drafted, spell(draft_enc, drafted), candidates, n_kept, new_tokens,
@@ -213,6 +207,20 @@ def crossvocab_sample(draft, oracle, draft_enc, oracle_enc, ids, n_new, n_draft=
         stats.add_round(new_tokens, candidates, n_kept, context_length=context_length,
                         cached=cache_lengths(draft_cache, oracle_cache), details=details)
         yield from new_tokens
+
+
+def back_to_the_agreed_text(tokens, new_tokens, drafted, draft_tokens, oracle_cache, draft_cache, draft_enc,
+                            oracle_enc, stats):
+    """Step 4 of both rounds, once `tokens` holds the round's new tokens: the oracle's cache cut to the kept
+    tokens, the draft's list (draft_tokens, extended in place) and cache to the agreed text. Each cache keeps
+    all but its list's newest token, which the next round feeds. -> (draft_kept, reencoded): the drafts that
+    stay, spelling the agreed text's start, and the rest of that text in the draft's tokens (catch_up)."""
+    rollback(len(tokens) - 1, oracle_cache)
+    draft_kept, reencoded = as_drafting(stats, catch_up, drafted, new_tokens, draft_enc, oracle_enc)
+    rollback(len(draft_tokens) + draft_kept, draft_cache)
+    draft_tokens += drafted[:draft_kept] + reencoded
+    rollback(len(draft_tokens) - 1, draft_cache)
+    return draft_kept, reencoded
 
 
 def intersection_proposal(p_draft, to_oracle, oracle_vocab_size):  # [draft V] -> [oracle V], or None
