@@ -196,14 +196,7 @@ def train(name, model, sources, n_steps, heldout):
     the text. Resumable from tools/out/NAME.partial.pt (every pair.SAVE_EVERY steps), as train_pair.py is."""
     generator = torch.Generator().manual_seed(pair.SEED + len(name))
     opt = pair.optimizer(model, LR)
-    first, partial = 0, os.path.join(pair.OUT, f"{name}.partial.pt")
-    if os.path.isfile(partial):
-        saved = torch.load(partial)
-        model.load_state_dict(saved["model"])
-        opt.load_state_dict(saved["optimizer"])
-        generator.set_state(saved["generator"])
-        first = saved["step"]
-        print(f"{name}: going on from step {first} ({partial})")
+    first = pair.resume(name, model, opt, generator)
     bar = tqdm(range(first, n_steps), initial=first, total=n_steps, desc=f"training {name}", unit="step")
     for step in bar:
         for group in opt.param_groups:
@@ -219,8 +212,7 @@ def train(name, model, sources, n_steps, heldout):
         if (step + 1) % EVAL_EVERY == 0 or step + 1 == n_steps:
             bar.write(f"{name} step {step + 1}: held-out {loss_per_byte(model, heldout)}")
         if (step + 1) % pair.SAVE_EVERY == 0 and step + 1 < n_steps:
-            pair.save({"model": model.state_dict(), "optimizer": opt.state_dict(),
-                       "generator": generator.get_state(), "step": step + 1}, partial)
+            pair.save_partial(name, model, opt, generator, step + 1)
     return model
 
 
@@ -240,8 +232,7 @@ def stage(name, sources, n_steps, heldout, start_from=None):
     train(name, model, sources, n_steps, heldout)
     seconds = time.time() - began
     pair.save(model.state_dict(), path)
-    if os.path.isfile(os.path.join(pair.OUT, f"{name}.partial.pt")):
-        os.remove(os.path.join(pair.OUT, f"{name}.partial.pt"))
+    pair.forget_partial(name)
     return model, seconds
 
 

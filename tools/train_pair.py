@@ -178,15 +178,7 @@ def train(name, model, ids, heldout, teacher=None):
     mid-stage loses minutes, not the stage. Resumed or not, the same batches come in the same order."""
     generator = torch.Generator().manual_seed(SEED + len(name))
     opt = optimizer(model, LR[name])
-    n_steps, first = STEPS[name], 0
-    partial = os.path.join(OUT, f"{name}.partial.pt")
-    if os.path.isfile(partial):
-        saved = torch.load(partial)
-        model.load_state_dict(saved["model"])
-        opt.load_state_dict(saved["optimizer"])
-        generator.set_state(saved["generator"])
-        first = saved["step"]
-        print(f"{name}: going on from step {first} ({partial})")
+    n_steps, first = STEPS[name], resume(name, model, opt, generator)
     bar = tqdm(range(first, n_steps), initial=first, total=n_steps, desc=f"training {name}", unit="step")
     for step in bar:
         for group in opt.param_groups:
@@ -213,9 +205,36 @@ def train(name, model, ids, heldout, teacher=None):
             bar.write(f"{name} step {step + 1}: held-out loss {shown['heldout']}")
         bar.set_postfix(shown, refresh=False)
         if (step + 1) % SAVE_EVERY == 0 and step + 1 < n_steps:
-            save({"model": model.state_dict(), "optimizer": opt.state_dict(),
-                  "generator": generator.get_state(), "step": step + 1}, partial)
+            save_partial(name, model, opt, generator, step + 1)
     return model
+
+
+def partial_path(name):
+    return os.path.join(OUT, f"{name}.partial.pt")
+
+
+def resume(name, model, opt, generator):
+    """The step a stopped run of stage `name` saved, its model, optimizer and batch generator loaded back;
+    0 when no run left one (tools/out/NAME.partial.pt)."""
+    partial = partial_path(name)
+    if not os.path.isfile(partial):
+        return 0
+    saved = torch.load(partial)
+    model.load_state_dict(saved["model"])
+    opt.load_state_dict(saved["optimizer"])
+    generator.set_state(saved["generator"])
+    print(f"{name}: going on from step {saved['step']} ({partial})")
+    return saved["step"]
+
+
+def save_partial(name, model, opt, generator, step):
+    save({"model": model.state_dict(), "optimizer": opt.state_dict(), "generator": generator.get_state(),
+          "step": step}, partial_path(name))
+
+
+def forget_partial(name):  # once the stage's weights are saved
+    if os.path.isfile(partial_path(name)):
+        os.remove(partial_path(name))
 
 
 def save(obj, path):
@@ -256,9 +275,7 @@ def stage(name, shape, ids, heldout, teacher=None):
     train(name, model, ids, heldout, teacher)
     seconds = time.time() - start
     save(model.state_dict(), path)
-    partial = os.path.join(OUT, f"{name}.partial.pt")
-    if os.path.isfile(partial):
-        os.remove(partial)
+    forget_partial(name)
     return model, seconds
 
 
