@@ -24,7 +24,8 @@ import numpy as np
 
 from gpt2 import softmax
 from kvcache import KVCache
-from decoding import GenerationError, Stats, cache_lengths, check_args, feed
+from decoding import GenerationError, cache_lengths, check_args, feed
+from stats import Stats
 from speculative import rollback, verify
 
 RULES = ("egag", "heuristic")

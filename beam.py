@@ -34,7 +34,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from decoding import GenerationError, Stats, check_lengths, check_room, feed, memory_budget
+from decoding import GenerationError, check_lengths, check_room, feed
+from stats import Stats
 from kvcache import KVCache
 
 
@@ -45,15 +46,18 @@ class Beam:
     cache: KVCache   # holds the prompt and every token but the newest
 
 
-def beam_search(model, ids, n_new, n_beams=4, length_penalty=1.0, stats=None):
+def beam_search(model, ids, n_new, n_beams=4, length_penalty=1.0, stats=None, budget=None):
     """Yields the n_new tokens of the best beam, once the search is over.
 
     Its checks run at the call, not at the first token: a caller that prints
     the prompt before the tokens hears of a search that cannot run first.
+    budget: the bytes the beams' caches may take (None: unchecked; the programs
+    give half of what this process may take).
     """
     check_room(ids, n_new, model)
     check_lengths(n_beams=n_beams)
-    check_memory(model, n_beams, len(ids), n_new)
+    if budget is not None:
+        check_memory(model, n_beams, len(ids), n_new, budget)
     return search(model, ids, n_new, n_beams, length_penalty, Stats() if stats is None else stats)
 
 
@@ -67,7 +71,7 @@ def search(model, ids, n_new, n_beams, length_penalty, stats):  # beam_search's 
                            for beam in beams])
         best = best_pairs(scores, n_beams)
         beams = extend(beams, *np.unravel_index(best, scores.shape), scores)
-        stats.add_round(beams[0].tokens[-1:])  # one step: len(beams) one-token forwards
+        stats.add_tokens(beams[0].tokens[-1:])  # one step: len(beams) one-token forwards
     best = max(beams, key=lambda beam: beam_score(beam.score, n_new, length_penalty))
     yield from best.tokens
 
@@ -82,10 +86,9 @@ def best_pairs(scores, n):  # [n_beams, V] -> the flat indices of the n best (be
     return candidates[np.argsort(flat[candidates], kind="stable")][:n]
 
 
-def check_memory(model, n_beams, n_prompt, n_new):
-    """Every beam keeps a KV cache of its own: refuse, before any work, a search that would not fit in memory."""
+def check_memory(model, n_beams, n_prompt, n_new, budget):
+    """Every beam keeps a KV cache of its own: refuse, before any work, a search that would not fit in budget bytes."""
     need = memory_needed(model, n_beams, n_prompt, n_new)
-    budget = memory_budget()
     if need > budget:
         raise GenerationError(f"{n_beams} beams of {n_prompt + n_new} tokens need about {need / 1e9:.1f} GB, "
                               f"more than the {budget / 1e9:.1f} GB this process may give them: use fewer beams")

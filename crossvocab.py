@@ -92,7 +92,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from decoding import GenerationError, Stats, cache_lengths, check_lengths, check_room, feed
+from decoding import GenerationError, cache_lengths, check_lengths, check_room, feed
+from stats import Stats
 from kvcache import KVCache
 from processors import as_processor
 from speculative import rollback, verify

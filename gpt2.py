@@ -20,7 +20,6 @@ Sources: Radford et al. 2019, "Language Models are Unsupervised Multitask
 Learners"; OpenAI's gpt-2 model.py; jaymody/picoGPT for the style.
 """
 
-import contextlib
 import os
 
 import numpy as np
@@ -56,7 +55,7 @@ def linear(x, w, b):  # [n_seq, n_in] @ [n_in, n_out] + [n_out] -> [n_seq, n_out
 
 def attention(q, k, v, mask):
     # q [n_head, n_q, head_dim], k and v [n_head, n_kv, head_dim], mask [n_q, n_kv] or None
-    # -> [n_head, n_q, head_dim] (a batch: each with a leading [n_rows], the mask [n_rows, 1, n_q, n_kv])
+    # -> [n_head, n_q, head_dim]
     # Scaling q rather than the scores is the same product on the smaller array.
     scores = (q / np.sqrt(np.float32(q.shape[-1]))) @ k.swapaxes(-1, -2)  # [n_head, n_q, n_kv]
     if mask is not None:  # None: every query may see every key (one new token)
@@ -71,25 +70,15 @@ def causal_mask(n_q, n_kv):  # -> [n_q, n_kv]
     return np.where(future, MASKED, np.float32(0))
 
 
-def batch_mask(lengths, n_q):  # [n_rows] -> [n_rows, 1, n_q, max(lengths) + n_q]
-    # A batch (batch.py): row b holds lengths[b] cached positions and its n_q new tokens follow
-    # them, so new token t of row b sits at lengths[b] + t and may see every key up to there.
-    # That hides the row's future and whatever lies past its own end (a longer row's positions).
-    seen = lengths[:, None, None] + np.arange(n_q)[:, None]  # [n_rows, n_q, 1]: the last key each query sees
-    future = np.arange(lengths.max() + n_q) > seen  # [n_rows, n_q, n_kv]
-    return np.where(future, MASKED, np.float32(0))[:, None]  # the same for every head
-
-
 def mha(x, attn, n_head, kvcache, layer, mask):  # [n_seq, n_embd] -> [n_seq, n_embd]
-    # (A batch, batch.py: [n_rows, n_seq, n_embd], and every shape below with [n_rows] in front.)
-    *rows, n_seq, n_embd = x.shape
+    n_seq, n_embd = x.shape
     qkv = linear(x, attn["c_attn"]["weight"], attn["c_attn"]["bias"])  # [n_seq, 3 * n_embd]
-    # [n_seq, 3 * n_embd] -> 3 x [n_head, n_seq, head_dim]: q, k, v side by side, each cut into heads
-    q, k, v = np.moveaxis(qkv.reshape(*rows, n_seq, 3, n_head, -1), (-3, -4), (0, -2))
+    # [n_seq, 3 * n_embd] -> [3, n_head, n_seq, head_dim]: q, k, v side by side, each cut into heads
+    q, k, v = qkv.reshape(n_seq, 3, n_head, -1).transpose(1, 2, 0, 3)
     if kvcache is not None:
         k, v = kvcache.append(layer, k, v)  # now [n_head, n_cached + n_seq, head_dim]
     out = attention(q, k, v, mask)  # [n_head, n_seq, head_dim]
-    out = out.swapaxes(-2, -3).reshape(*rows, n_seq, n_embd)  # merge the heads
+    out = out.transpose(1, 0, 2).reshape(n_seq, n_embd)  # merge the heads
     return linear(out, attn["c_proj"]["weight"], attn["c_proj"]["bias"])
 
 
@@ -170,46 +159,13 @@ class GPT2:
         for layer, layer_params in enumerate(self.params["h"]):
             x = block(x, layer_params, self.n_head, self.eps, kvcache, layer, mask)
         if kvcache is not None:
-            kvcache.commit(x.shape[-2])
+            kvcache.commit(len(x))
         return x
-
-    def forward_batch(self, ids, kvcache, n_new, n_logits=1):
-        """A batch of sequences at once (batch.py): logits [n_rows, n_logits, vocab_size] after the last
-        n_logits new tokens of each row.
-
-        ids [n_rows, n_seq]: row b's next n_new[b] tokens, then padding (any token) up to n_seq, after
-        the kvcache.lengths[b] positions its row of kvcache (a kvcache.BatchKVCache) holds. Every row
-        runs through the same products; the mask keeps each row to its own positions.
-        """
-        ids, n_new = np.asarray(ids, dtype=np.int64), np.asarray(n_new, dtype=np.int64)
-        n_rows, n_seq = ids.shape
-        if n_new.min() < n_logits or n_new.max() > n_seq:
-            raise ValueError(f"each row needs {n_logits} to {n_seq} new tokens, got {n_new.tolist()}")
-        lengths = kvcache.n_tokens()
-        # Each row's positions continue its own; padding repeats its row's first new position (its
-        # output is never read) so that no padding can pass the window.
-        positions = lengths[:, None] + np.minimum(np.arange(n_seq), n_new[:, None] - 1)  # [n_rows, n_seq]
-        if positions.max() >= self.n_positions:
-            raise ValueError(f"position {positions.max()} is past {self.name}'s context window of {self.n_positions}")
-        if ids.min() < 0 or ids.max() >= self.vocab_size:
-            raise ValueError(f"token ids must be in [0, {self.vocab_size}), got {ids.min()}..{ids.max()}")
-        with self.rows(ids.size):
-            x = self.params["wte"][ids.reshape(-1)].reshape(n_rows, n_seq, -1) + self.params["wpe"][positions]
-            x = self.blocks(x, kvcache, batch_mask(lengths, n_seq))  # [n_rows, n_seq, n_embd]
-            kvcache.truncate(lengths + n_new)  # the padding's keys went in too: each row counts its own tokens
-            last = n_new[:, None] - n_logits + np.arange(n_logits)  # [n_rows, n_logits]: each row's last new tokens
-            x = x[np.arange(n_rows)[:, None], last]  # [n_rows, n_logits, n_embd]
-            return self.logits(x.reshape(n_rows * n_logits, -1)).reshape(n_rows, n_logits, -1)
 
     def logits(self, x):  # [n_rows, n_embd] -> [n_rows, vocab_size]
         """The final layer norm ln_f, then the LM head, tied to the token embedding wte."""
         p = self.params
         return layer_norm(x, p["ln_f"]["weight"], p["ln_f"]["bias"], self.eps) @ p["wte"].T
-
-    def rows(self, n_rows):
-        """A context for running n_rows rows through the blocks outside forward(); the plain model needs
-        none (speed/accelerate.py's FastGPT2 sets the BLAS's threads there)."""
-        return contextlib.nullcontext()
 
     @classmethod
     def from_pretrained(cls, name_or_path, models_dir=None):

@@ -41,7 +41,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from decoding import GenerationError, Stats, cache_lengths, check_args, check_lengths, check_room, feed
+from decoding import GenerationError, cache_lengths, check_args, check_lengths, check_room, feed
+from stats import Stats
 from kvcache import KVCache
 from speculative import accept, rollback, verify
 

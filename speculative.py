@@ -28,7 +28,8 @@ if __name__ == "__main__":  # python speculative.py: hand over to the command li
 
 import numpy as np
 
-from decoding import Line, Stats, cache_lengths, check_args, check_room, feed
+from decoding import cache_lengths, check_args, check_room, feed
+from stats import Line, Stats
 from kvcache import KVCache
 
 
@@ -104,5 +105,5 @@ def greedy_generate(model, ids, n_new, stats=None):
     for _ in range(n_new):
         logits = feed(model, cache, tokens, stats, "oracle")[-1]
         tokens.append(int(np.argmax(logits)))
-        stats.add_round(tokens[-1:])
+        stats.add_tokens(tokens[-1:])
         yield tokens[-1]

@@ -36,7 +36,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from decoding import Stats, cache_lengths, check_args, check_room, feed
+from decoding import cache_lengths, check_args, check_room, feed
+from stats import Stats
 from kvcache import KVCache
 from processors import as_processor
 from speculative import rollback
@@ -116,7 +117,7 @@ def autoregressive_sample(model, ids, n_new, rng=None, processor=None, stats=Non
     for _ in range(n_new):
         q = processor(feed(model, cache, tokens, stats, "oracle")[-1])
         tokens.append(sample(q, rng))
-        stats.add_round(tokens[-1:])
+        stats.add_tokens(tokens[-1:])
         yield tokens[-1]
 
 

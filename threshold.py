@@ -25,7 +25,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from decoding import Stats, cache_lengths, check_args, feed
+from decoding import cache_lengths, check_args, feed
+from stats import Stats
 from gpt2 import softmax
 from kvcache import KVCache
 from speculative import rollback, verify

@@ -24,7 +24,8 @@ import numpy as np
 
 from gpt2 import MASKED, softmax
 from kvcache import KVCache
-from decoding import Stats, cache_lengths, check_args, feed, timed_forward
+from decoding import cache_lengths, check_args, feed, timed_forward
+from stats import Stats
 from speculative import rollback
 
 

@@ -20,7 +20,8 @@ import time
 from tqdm import tqdm
 
 from app import methods, program, runner, tables
-from decoding import Stats, check_room
+from decoding import check_room
+from stats import Stats
 from errors import printable
 from processors import Processor
 from weights import files

@@ -20,12 +20,12 @@ import time
 import numpy as np
 
 from app import program, runner, suite, tables
-from batch import greedy_generate_batch, speculative_generate_batch
-from decoding import Stats
+import batch
+from batch import BatchKVCache, greedy_generate_batch, speculative_generate_batch
+from stats import Stats
 from errors import printable
-from kvcache import BatchKVCache
 from speculative import greedy_generate
-from decoding import predicted_speedup
+from speedup import predicted_speedup
 from speed import measure, second_core
 from weights import files
 
@@ -132,7 +132,7 @@ def batch_costs(draft, oracle, size, context, n_draft, repeats=9):
     runs = {}
     for role, model, ks in (("oracle", oracle, (1, n_draft + 1)), ("draft", draft, (1,))):
         cache = BatchKVCache(size)
-        model.forward_batch(np.arange(size * context).reshape(size, context) % model.vocab_size, cache, [context] * size)
+        batch.forward_batch(model, np.arange(size * context).reshape(size, context) % model.vocab_size, cache, [context] * size)
         for k in ks:
             runs[role, k] = forward_run(model, cache, size, context, k)
     return {key: statistics.median(s) for key, s in measure.turns(runs, repeats).items()}
@@ -143,7 +143,7 @@ def forward_run(model, cache, size, context, k):
     ids = np.arange(size * k).reshape(size, k) % model.vocab_size
 
     def run():
-        model.forward_batch(ids, cache, [k] * size, n_logits=k)
+        batch.forward_batch(model, ids, cache, [k] * size, n_logits=k)
         cache.truncate(context)
 
     return run

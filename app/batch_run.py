@@ -12,22 +12,23 @@ import numpy as np
 
 import batch
 from app import display, runner
-from decoding import Stats
+from app.system import memory_budget
+from stats import Stats
 from errors import printable
 
 def greedy(settings, draft, oracle, batch_ids, stats):
-    return batch.greedy_generate_batch(oracle, batch_ids, settings.max_new_tokens, stats=stats)
+    return batch.greedy_generate_batch(oracle, batch_ids, settings.max_new_tokens, stats=stats, budget=memory_budget())
 
 
 def speculative(settings, draft, oracle, batch_ids, stats):
     return batch.speculative_generate_batch(draft, oracle, batch_ids, settings.max_new_tokens, n_draft=settings.n_draft_used,
-                                            stats=stats)
+                                            stats=stats, budget=memory_budget())
 
 
 def sps(settings, draft, oracle, batch_ids, stats):
     return batch.speculative_sample_batch(draft, oracle, batch_ids, settings.max_new_tokens, n_draft=settings.n_draft_used,
                                           rng=np.random.default_rng(settings.seed), processor=settings.processor,
-                                          stats=stats)
+                                          stats=stats, budget=memory_budget())
 
 
 BATCHED = {"greedy": greedy, "speculative": speculative, "sps": sps}  # the methods that decode a batch

@@ -47,11 +47,11 @@ import numpy as np
 from app import ablation, costs, layers, methods, program, suite, tables
 from errors import printable
 from app.runner import Settings, generator
-from decoding import Stats
+from stats import Stats
 from processors import Processor
 from speed import measure, second_core
 from speed.measure import SHAPES, SyntheticDraft
-from decoding import predicted_speedup
+from speedup import predicted_speedup
 from speed.threads import N_THREADS, parking
 from weights import files
 from weights.models import DEFAULT_MODELS_DIR

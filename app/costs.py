@@ -19,9 +19,9 @@ import time
 import numpy as np
 
 from app import program, runner, suite, tables
-from decoding import Stats
+from stats import Stats
 from errors import printable
-from decoding import expected_tokens_per_round, predicted_speedup
+from speedup import expected_tokens_per_round, predicted_speedup
 from speed import measure, second_core, threads
 from speed.measure import SHAPES
 from weights import files

@@ -9,7 +9,7 @@ import numpy as np
 from app import cli, display, program, runner
 from errors import printable
 from kvcache import KVCache
-from decoding import predicted_speedup
+from speedup import predicted_speedup
 from speed import measure
 from weights import files
 from weights.demo_pair import build_pair

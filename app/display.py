@@ -9,7 +9,8 @@ import os
 
 from beyond.block_verification import ratio_text
 from beyond.tree_sampling import check_numbers
-from decoding import Line, decisive_digits
+from decoding import decisive_digits
+from stats import Line
 from errors import printable
 
 GREEN, RESET = "\x1b[32m", "\x1b[0m"

@@ -23,11 +23,11 @@ import numpy as np
 from app import program, runner, tables
 from app.suite import PROMPTS, read_prompts  # the held-out prompts of the real-text suite
 from beyond.self_speculative import early_exit_draft, self_speculative_generate, upper_layers
-from decoding import Stats
+from stats import Stats
 from errors import printable
 from kvcache import KVCache
 from speculative import greedy_generate, speculative_generate
-from decoding import expected_tokens_per_round, predicted_speedup
+from speedup import expected_tokens_per_round, predicted_speedup
 from speed import measure
 from weights import files
 

@@ -40,6 +40,7 @@ from beyond.self_speculative import self_speculative_generate
 from beyond.suffix import suffix_generate
 from beyond.tree_without_replacement import tree_sample_wor_generate
 from beyond.tree_sampling import tree_sample_generate
+from app.system import memory_budget
 from beam import beam_search
 from crossvocab import crossvocab_generate, crossvocab_sample
 from decoding import GenerationError
@@ -229,7 +230,7 @@ def run_sample(c):
 
 
 def run_beam(c):
-    return beam_search(c.oracle, c.ids, c.n_new, n_beams=c.settings.n_beams, stats=c.stats)
+    return beam_search(c.oracle, c.ids, c.n_new, n_beams=c.settings.n_beams, stats=c.stats, budget=memory_budget())
 
 
 def run_draft_alone(c):  # the draft model alone: greedy at temperature 0, else sampling

@@ -41,7 +41,7 @@ from app.page.style import CSS
 from app.page.tokens import (LETTERS, MARKS, SAMPLING_MARKS, as_html, chip, chips, last_mark, plural, probability,
                              round_marks, token_marks, visible)
 from errors import UserError
-from decoding import expected_tokens_per_round
+from speedup import expected_tokens_per_round
 from weights import files
 
 MAX_ROUNDS = 200   # rounds shown; the histogram and the numbers at the top still count every round

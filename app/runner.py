@@ -24,7 +24,8 @@ import numpy as np
 
 from app import display, methods
 from app.program import UsageError
-from decoding import GenerationError, Stats, check_room
+from decoding import GenerationError, check_room
+from stats import Stats
 from errors import UserError, printable
 from gpt2 import GPT2
 from processors import Processor

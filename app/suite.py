@@ -49,11 +49,12 @@ from tqdm import tqdm
 
 from app import methods, program, runner, tables
 from app.page.suite import write_suite_page
-from decoding import Stats, check_room
+from decoding import check_room
+from stats import Stats
 from errors import printable
 from kvcache import KVCache
 from processors import Processor
-from decoding import predicted_speedup
+from speedup import predicted_speedup
 from speed import measure
 from weights import files, reading
 from weights.demo_pair import ASSETS

@@ -34,7 +34,8 @@ import time
 
 import numpy as np
 
-from decoding import GenerationError, Line, Stats, check_lengths, check_room, timed_states
+from decoding import GenerationError, check_lengths, check_room, timed_states
+from stats import Line, Stats
 from gpt2 import block, causal_mask
 from kvcache import KVCache
 from processors import as_processor
@@ -70,15 +71,13 @@ def draft_chain(head, head_cache, tokens, features, k, stats, dist, choose):
     the head's pair t is (f_t, tokens[t + 1]). Returns the drafts and the dist each was chosen from."""
     start = time.perf_counter()
     first = head_cache.n_tokens()  # pairs 0..first-1 are in the head's cache already
-    with head.oracle.rows(len(tokens) - 1 - first):  # the model's thread setting, as its forward() would make it
-        guess = head.forward(tokens[first + 1:], features[first:], head_cache)[-1:]  # [1, n_embd]
+    guess = head.forward(tokens[first + 1:], features[first:], head_cache)[-1:]  # [1, n_embd]
     drafted, dists = [], []
-    with head.oracle.rows(1):
-        for i in range(k):
-            dists.append(dist(head.oracle.logits(guess)[0]))  # the oracle's own ln_f and LM head: [vocab_size]
-            drafted.append(choose(dists[-1]))
-            if i + 1 < k:
-                guess = head.forward([drafted[-1]], guess, head_cache)
+    for i in range(k):
+        dists.append(dist(head.oracle.logits(guess)[0]))  # the oracle's own ln_f and LM head: [vocab_size]
+        drafted.append(choose(dists[-1]))
+        if i + 1 < k:
+            guess = head.forward([drafted[-1]], guess, head_cache)
     stats.add_pass("draft", time.perf_counter() - start)
     return drafted, dists
 

@@ -25,7 +25,8 @@ here the draft length is fixed, as in self_speculative.py, so the two exits comp
 import numpy as np
 
 from beyond.self_speculative import early_exit_draft, rounds
-from decoding import GenerationError, Stats, check_lengths, check_room
+from decoding import GenerationError, check_lengths, check_room
+from stats import Stats
 from gpt2 import causal_mask, layer_norm, mha
 
 

@@ -86,7 +86,8 @@ from numbers import Integral
 
 import numpy as np
 
-from decoding import GenerationError, Stats, cache_lengths, check_room, feed, timed_forward
+from decoding import GenerationError, cache_lengths, check_room, feed, timed_forward
+from stats import Stats
 from gpt2 import MASKED
 from kvcache import KVCache
 from speculative import rollback

@@ -28,7 +28,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from decoding import GenerationError, Stats, check_room, timed_states
+from decoding import GenerationError, check_room, timed_states
+from stats import Stats
 from gpt2 import MASKED, layer_norm, softmax
 from kvcache import KVCache
 from tree import Node, TreeDetails, accepted_path, tree_mask
@@ -75,8 +76,7 @@ def candidate_tree(logits, widths):
 def draft_tree(heads, feature, widths, stats):
     """Step 1: the heads' guesses from the oracle's state, and the tree of their top candidates (timed as drafting)."""
     start = time.perf_counter()
-    with heads.oracle.rows(1):  # the heads' products on one state, in the model's thread setting
-        nodes = candidate_tree(heads.guesses(feature)[:len(widths)], widths)
+    nodes = candidate_tree(heads.guesses(feature)[:len(widths)], widths)
     stats.add_pass("draft", time.perf_counter() - start)
     return nodes
 

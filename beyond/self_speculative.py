@@ -49,8 +49,7 @@ rows cost arithmetic (a prompt, small models on a CPU), sharing is faster.
 
 The passes are the model's own steps (gpt2.GPT2): the draft's hidden_states
 and logits, the upper layers' blocks and the oracle's logits: the same
-computation forward makes, cut at layer L. Outside forward, model.rows(n)
-gives them the thread setting forward would (speed/accelerate.py).
+computation forward makes, cut at layer L.
 """
 
 import time
@@ -59,7 +58,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from decoding import GenerationError, Line, Stats, cache_lengths, check_lengths, check_room
+from decoding import GenerationError, cache_lengths, check_lengths, check_room
+from stats import Line, Stats
 from kvcache import KVCache
 from speculative import accept, rollback
 
@@ -170,12 +170,11 @@ def draft_tokens(draft, shared, tokens, k, stats, adapter=None, exit_cache=None)
     drafted, hidden = [], []
     for i in range(k + 1):
         start = time.perf_counter()
-        with draft.rows(len(fresh)):  # the model's thread setting, as its forward() would make it
-            hidden.append(draft.hidden_states(fresh, shared))  # layers 0..L-1, K/V into shared: [n_fresh, n_embd]
-            exit_state = hidden[-1] if adapter is None else adapter.forward(hidden[-1], exit_cache)  # [n_fresh, n_embd]
-            if i < k:  # pass k ran d_k's layers for the oracle only: nothing is drafted after d_k
-                drafted.append(int(np.argmax(draft.logits(exit_state[-1:]))))  # the early exit: [1, vocab_size]
-                fresh = drafted[-1:]
+        hidden.append(draft.hidden_states(fresh, shared))  # layers 0..L-1, K/V into shared: [n_fresh, n_embd]
+        exit_state = hidden[-1] if adapter is None else adapter.forward(hidden[-1], exit_cache)  # [n_fresh, n_embd]
+        if i < k:  # pass k ran d_k's layers for the oracle only: nothing is drafted after d_k
+            drafted.append(int(np.argmax(draft.logits(exit_state[-1:]))))  # the early exit: [1, vocab_size]
+            fresh = drafted[-1:]
         stats.add_pass("draft", time.perf_counter() - start)
     return drafted, np.concatenate(hidden)  # [n_fed, n_embd]
 
@@ -188,8 +187,7 @@ def verify_from_layer(oracle, upper, deep, hidden, drafted, stats):
     upper holds the oracle's blocks L..; its cache `deep` numbers them from 0.
     """
     start = time.perf_counter()
-    with oracle.rows(len(hidden)):
-        x = upper.blocks(hidden, deep)  # [n_fed, n_embd] -> [n_fed, n_embd]
-        logits = oracle.logits(x[-(len(drafted) + 1):])  # row i: the choice after d_1..d_i: [k + 1, vocab_size]
+    x = upper.blocks(hidden, deep)  # [n_fed, n_embd] -> [n_fed, n_embd]
+    logits = oracle.logits(x[-(len(drafted) + 1):])  # row i: the choice after d_1..d_i: [k + 1, vocab_size]
     stats.add_pass("oracle", time.perf_counter() - start)
     return accept(drafted, logits)

@@ -30,7 +30,8 @@ import time
 from dataclasses import dataclass
 from numbers import Integral
 
-from decoding import GenerationError, Stats, cache_lengths, check_lengths, check_room
+from decoding import GenerationError, cache_lengths, check_lengths, check_room
+from stats import Stats
 from kvcache import KVCache
 from speculative import rollback, verify
 from tree import Node, TreeDetails, verify_tree

@@ -57,7 +57,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from decoding import Stats, cache_lengths, check_args, decisive_digits, feed, timed_forward
+from decoding import cache_lengths, check_args, decisive_digits, feed, timed_forward
+from stats import Stats
 from kvcache import KVCache
 from processors import as_processor
 from speculative import rollback

@@ -58,13 +58,19 @@ class FastGPT2(GPT2):
         if not self.shares:
             self.params = panels.in_panels(self.params, kind=second_core.SplitPanels)
 
-    def forward(self, ids, *args, **kwargs):
+    # gpt2.GPT2's steps, each in the BLAS's thread setting for its rows: forward() runs hidden_states() and
+    # logits(); a drafter that reads the states (beyond/) calls them, or blocks(), itself.
+    def hidden_states(self, ids, *args, **kwargs):
         with threads.threads_for(np.size(ids), self.shares):
-            return super().forward(ids, *args, **kwargs)
+            return super().hidden_states(ids, *args, **kwargs)
 
-    def rows(self, n_rows):
-        """The same setting for code that runs the model's blocks itself (beyond/self_speculative.py)."""
-        return threads.threads_for(n_rows, self.shares)
+    def blocks(self, x, *args, **kwargs):
+        with threads.threads_for(len(x), self.shares):
+            return super().blocks(x, *args, **kwargs)
+
+    def logits(self, x):
+        with threads.threads_for(len(x), self.shares):
+            return super().logits(x)
 
 
 def weight_bytes(model):

@@ -21,7 +21,7 @@ import time
 import numpy as np
 import threadpoolctl
 
-from decoding import expected_tokens_per_round
+from speedup import expected_tokens_per_round
 from kvcache import KVCache
 from speed import second_core
 from speed.accelerate import load_fast, weight_bytes

@@ -8,7 +8,8 @@ import pytest
 
 from beam import beam_score, beam_search, log_softmax, memory_needed
 from conftest import make_model_dir
-from decoding import GenerationError, Stats
+from decoding import GenerationError
+from stats import Stats
 from gpt2 import GPT2
 from speculative import greedy_generate
 from speed.accelerate import load_fast
@@ -42,7 +43,7 @@ def test_one_beam_is_greedy(oracle, seed):
     ids = prompt(oracle, 5 + seed, seed)
     stats = Stats()
     assert list(beam_search(oracle, ids, 30, n_beams=1, stats=stats)) == list(greedy_generate(oracle, ids, 30))
-    assert (stats.rounds, stats.n_generated) == (30, 30)
+    assert (stats.rounds, stats.n_generated, stats.oracle_passes) == (0, 30, 30)  # a step per token; no rounds
 
 
 @pytest.mark.parametrize("n_new, n_beams", [(1, 1), (1, 3), (2, 6), (2, 9), (3, 36), (3, 50)])
@@ -93,7 +94,7 @@ def test_few_beams_can_miss_the_best_continuation():
 def test_exactly_n_new_tokens(tiny, n_new, n_beams):
     stats = Stats()
     assert len(list(beam_search(tiny[0], [1, 2], n_new, n_beams=n_beams, stats=stats))) == n_new
-    assert (stats.rounds, stats.n_generated) == (n_new, n_new)
+    assert (stats.rounds, stats.n_generated) == (0, n_new)  # tokens, no draft-and-verify rounds
 
 
 def test_context_window_and_bad_arguments(tiny):
@@ -107,7 +108,7 @@ def test_context_window_and_bad_arguments(tiny):
         list(beam_search(model, [], 3))
     # At the call, before any token is asked for: a caller prints nothing before the error.
     with pytest.raises(GenerationError, match="beams of 10 tokens need about"):
-        beam_search(model, [1] * 4, 6, n_beams=10 ** 9)
+        beam_search(model, [1] * 4, 6, n_beams=10 ** 9, budget=8 << 30)
     with pytest.raises(GenerationError, match="n_beams must be at least 1"):
         beam_search(model, [1], 3, n_beams=0)
 

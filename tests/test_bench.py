@@ -18,7 +18,7 @@ import pytest
 
 from conftest import ROOT
 from app import bench
-from decoding import expected_tokens_per_round, predicted_speedup
+from speedup import expected_tokens_per_round, predicted_speedup
 from speed import blocked, measure, panels
 from kvcache import KVCache
 from speculative import greedy_generate, speculative_generate

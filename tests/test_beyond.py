@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from adaptive import adaptive_generate, entropy
-from decoding import GenerationError, Stats
+from decoding import GenerationError
+from stats import Stats
 from speculative import greedy_generate
 from test_greedy import SEEDS, assert_same_greedy, prompt
 from tree import Node, tree_generate, tree_mask

@@ -14,7 +14,7 @@ import beyond.block_verification as bv
 from app import display
 from beyond.block_verification import (acceptance_probabilities, block_sample, block_weights, last_passing,
                                        reason_line, verify_block)
-from decoding import Stats
+from stats import Stats
 from processors import Processor, make_processor
 from sps import acceptance_probability, residual, sample
 from speculative import greedy_generate, speculative_generate

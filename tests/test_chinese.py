@@ -16,7 +16,7 @@ import regex
 
 from app import cli, display, methods, report
 from conftest import ROOT, gpt2_pair_bpe
-from decoding import Round, Stats
+from stats import Round, Stats
 from weights.tokenizer import GPT2_PATTERN, bytes_to_unicode, encode, load_tokenizer
 
 ASSETS = os.path.join(ROOT, "assets", "gpt2-tokenizer")

@@ -430,8 +430,8 @@ def test_too_many_beams_for_memory_is_one_line(pair, monkeypatch, capsys):
     # --n-beams is bounded (256); within the bound, a search that does not fit is refused before any output.
     assert_one_line_error(run("hi", *pair, "--method", "beam", "--n-beams", "100000000", "-n", "4"), "from 1 to 256", code=2)
     import beam
-    monkeypatch.setattr(beam, "memory_budget", lambda: 1000)
-    from app import cli
+    from app import cli, methods
+    monkeypatch.setattr(methods, "memory_budget", lambda: 1000)
     with pytest.raises(beam.GenerationError, match="200 beams of 6 tokens need about .* GB, more than the"):
         cli.main(["hi", *pair, "--method", "beam", "--n-beams", "200", "-n", "4"])
     assert capsys.readouterr().out == ""  # refused before the prompt is printed

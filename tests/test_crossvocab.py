@@ -22,7 +22,8 @@ from checks.part7_batch_vocab import crossvocab_prompts as prompts  # the checke
 from conftest import make_model_dir, write_bpe
 from crossvocab import (align_suffix, check_crossvocab_args, crossvocab_generate, crossvocab_sample, encode_bytes,
                         intersection_proposal, shared_tokens, spell, token_id)
-from decoding import GenerationError, Stats
+from decoding import GenerationError
+from stats import Stats
 from gpt2 import GPT2
 from processors import make_processor
 from sps import acceptance_probability, autoregressive_sample, residual

@@ -17,10 +17,10 @@ import pytest
 from app import demo as demo_app
 from app import methods, runner
 from conftest import ROOT
-from decoding import Stats
+from stats import Stats
 from processors import make_processor
 from sps import autoregressive_sample, speculative_sample
-from decoding import predicted_speedup
+from speedup import predicted_speedup
 from speculative import greedy_generate, speculative_generate
 from speed.accelerate import load_fast
 from weights import demo_pair as demo

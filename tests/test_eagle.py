@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from beyond.eagle import EagleHead, eagle_generate, eagle_sample
-from decoding import GenerationError, Stats
+from decoding import GenerationError
+from stats import Stats
 from kvcache import KVCache
 from processors import Processor, make_processor
 from sps import acceptance_probability, residual

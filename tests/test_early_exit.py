@@ -6,7 +6,8 @@ import pytest
 
 from beyond.early_exit import ExitAdapter, early_exit_generate
 from beyond.self_speculative import self_speculative_generate
-from decoding import GenerationError, Stats
+from decoding import GenerationError
+from stats import Stats
 from speculative import greedy_generate
 from test_greedy import SEEDS, assert_same_greedy, prompt
 

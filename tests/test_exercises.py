@@ -19,7 +19,7 @@ import pytest
 from conftest import ROOT
 
 import checks  # noqa: E402  (exercises/checks: conftest puts exercises/ on the path)
-from decoding import Stats  # noqa: E402
+from stats import Stats  # noqa: E402
 from gpt2 import MASKED, softmax  # noqa: E402
 from kvcache import KVCache  # noqa: E402
 from ngram import NGramDrafter  # noqa: E402
@@ -1144,7 +1144,7 @@ def test_best_draft_length_returning_its_score():
 
 def test_best_draft_length_as_an_index():
     def answer(alpha, c, T):  # scores[0] is n_draft = 1
-        from decoding import predicted_speedup
+        from speedup import predicted_speedup
         scores = [predicted_speedup(alpha, n_draft, c, T[n_draft + 1] / T[1]) for n_draft in range(1, max(T))]
         return int(np.argmax(scores))
     fails("23", answer, r"returned 1, expected n_draft = 2 .*1 is one less than the best n_draft: the index of the best score",

@@ -8,7 +8,8 @@ import pytest
 from conftest import make_model_dir, save_tensors
 from speed.accelerate import load_fast
 from gpt2 import GPT2
-from decoding import GenerationError, Stats
+from decoding import GenerationError
+from stats import Stats
 from speculative import greedy_generate, speculative_generate
 from threshold import next_threshold, threshold_generate
 

@@ -11,7 +11,7 @@ from beyond.eagle import eagle_generate
 from beyond.early_exit import early_exit_generate
 from beyond.self_speculative import self_speculative_generate
 from conftest import make_model_dir
-from decoding import Stats
+from stats import Stats
 from speculative import greedy_generate, speculative_generate
 from speed.accelerate import load_fast
 from test_demo import held_out

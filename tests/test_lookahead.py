@@ -11,7 +11,8 @@ import pytest
 import beyond.lookahead as la
 from beyond.lookahead import NGramPool, advance, fit, layout, lookahead_generate
 from conftest import ROOT
-from decoding import GenerationError, Stats
+from decoding import GenerationError
+from stats import Stats
 from kvcache import KVCache
 from speculative import greedy_generate
 from test_greedy import SEEDS, assert_same_greedy, make_model_dir_cached, prompt

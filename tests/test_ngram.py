@@ -7,7 +7,8 @@ import itertools
 import numpy as np
 import pytest
 
-from decoding import GenerationError, Stats
+from decoding import GenerationError
+from stats import Stats
 from ngram import STORAGES, NGramDrafter, ngram_generate, staged_generate, top_tokens
 from speculative import greedy_generate
 from test_greedy import SEEDS, assert_same_greedy, prompt

@@ -203,7 +203,7 @@ def test_a_non_finite_head_is_refused_naming_file_and_tensor(demo_dirs, tmp_path
 
 def test_a_head_of_3e38_loads_and_eagle_sps_keeps_none_of_its_drafts(demo_dirs, tmp_path):
     from app import methods, runner
-    from decoding import Stats
+    from stats import Stats
     oracle_dir = f32_eagle_head(demo_dirs["oracle"], tmp_path / "o", **{"fc.weight": 3e38})
     draft, oracle = load_fast(demo_dirs["draft"]), load_fast(oracle_dir)
     stats = Stats()

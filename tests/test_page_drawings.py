@@ -16,7 +16,7 @@ from beyond.block_verification import BlockDetails, block_sample
 from beyond.self_speculative import LayersDetails, self_speculative_generate
 from beyond.suffix import SuffixDetails
 from beyond.tree_sampling import SampledTreeDetails
-from decoding import Stats
+from stats import Stats
 from test_report import ATTRIBUTES, NASTY, Page, assert_self_contained, read_page, runs  # noqa: F401 (runs: a fixture)
 from weights.tokenizer import encode, load_tokenizer
 
@@ -29,7 +29,7 @@ def enc(tiny_dirs):
 
 
 def traced_run(method, generate, enc, settings, models=None, prompt=PROMPT):
-    from decoding import Stats
+    from stats import Stats
     ids, stats = encode(enc, prompt), Stats(trace=[])
     tokens = list(generate(ids, stats))
     return report.Run(prompt, ids, tokens, stats, method, settings, models or {"oracle": "tiny oracle"}, 0.5,
@@ -496,7 +496,7 @@ def hostile_medusa():
 
 
 def hostile_eagle():
-    from decoding import Line
+    from stats import Line
     return beyond_run("eagle", [10, 3], [([0, 9, 2], 1, [0, 11], [0, 11, 5, 6], Line(3, 3))])
 
 

@@ -1,6 +1,7 @@
-"""READING.md cites file:line next to the code it quotes; every citation must still hold,
-and its traced round is what the code prints today."""
+"""READING.md cites a function by name (file and function) next to the code it quotes; every quote must still be
+in the function named, and its traced round is what the code prints today."""
 
+import ast
 import os
 import re
 import shlex
@@ -13,7 +14,7 @@ from conftest import ROOT
 
 with open(os.path.join(ROOT, "READING.md"), encoding="utf-8") as f:
     GUIDE = f.read()
-CITATIONS = re.findall(r"\| `([\w/]+\.py):(\d+)` \| `([^`]+)` \|", GUIDE)
+CITATIONS = re.findall(r"\| `([\w/]+\.py)` `([\w.]+)` \| `([^`]+)` \|", GUIDE)
 
 
 def test_the_guide_cites_code():
@@ -35,34 +36,26 @@ def test_the_traced_round_is_what_the_code_prints(demo_dirs):
     assert printed == shown
 
 
-@pytest.mark.parametrize("path, line, code", CITATIONS, ids=[f"{p}:{n}" for p, n, _ in CITATIONS])
-def test_citation_holds(path, line, code):
+def function_source(path, name):
+    """The source of function `name` of a module ("Class.method" for a method), or None."""
     with open(os.path.join(ROOT, path), encoding="utf-8") as f:
-        lines = f.read().splitlines()
-    if code not in lines[int(line) - 1]:
-        now = [i + 1 for i, text in enumerate(lines) if code in text]
-        pytest.fail(f"READING.md: {path}:{line} no longer holds `{code}`; it is now at line(s) {now or 'nowhere'}")
+        source = f.read()
+    node = ast.parse(source)
+    for part in name.split("."):
+        node = next((n for n in ast.iter_child_nodes(node)
+                     if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == part), None)
+        if node is None:
+            return None
+    return "\n".join(source.splitlines()[node.lineno - 1:node.end_lineno])  # its last line's comment too
 
 
-def fix():
-    """python tests/test_reading_guide.py --fix: point each citation at the line now holding its code."""
-    path_md = os.path.join(ROOT, "READING.md")
-    with open(path_md, encoding="utf-8") as f:
-        text = f.read()
-
-    def relink(m):
-        path, code = m.group(1), m.group(3)
-        with open(os.path.join(ROOT, path), encoding="utf-8") as f:
-            now = [i + 1 for i, t in enumerate(f.read().splitlines()) if code in t]
-        if len(now) != 1:
-            print(f"{path}: `{code}` is on lines {now}: fix by hand")
-            return m.group(0)
-        return f"| `{path}:{now[0]}` | `{code}` |"
-
-    with open(path_md, "w", encoding="utf-8") as f:
-        f.write(re.sub(r"\| `([\w/]+\.py):(\d+)` \| `([^`]+)` \|", relink, text))
+def test_no_citation_names_a_line():
+    # A line number rots at every edit above it; a function's name does not.
+    assert not re.findall(r"`[\w/]+\.py:\d+`", GUIDE.split("## Stepping through the code")[0])
 
 
-if __name__ == "__main__":
-    if sys.argv[1:] == ["--fix"]:
-        fix()
+@pytest.mark.parametrize("path, function, code", CITATIONS, ids=[f"{p}:{f}" for p, f, _ in CITATIONS])
+def test_citation_holds(path, function, code):
+    source = function_source(path, function)
+    assert source is not None, f"READING.md: {path} has no function {function}"
+    assert code in source, f"READING.md: {path}'s {function} no longer holds `{code}`"

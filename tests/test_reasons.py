@@ -17,7 +17,7 @@ import pytest
 
 from adaptive import adaptive_generate
 from app import display
-from decoding import Stats
+from stats import Stats
 from gpt2 import softmax
 from ngram import NGramDrafter, ngram_generate, staged_generate
 from threshold import threshold_generate

@@ -12,13 +12,13 @@ import pytest
 import browser
 from app import report
 from app.page import figures as page_figures, tokens as page_tokens
-from decoding import expected_tokens_per_round, truncated_geometric
+from speedup import expected_tokens_per_round, truncated_geometric
 from adaptive import adaptive_generate
 from beyond.block_verification import block_sample
 from beyond.self_speculative import self_speculative_generate
 from beyond.suffix import suffix_generate
 from beyond.tree_sampling import tree_sample_generate
-from decoding import Stats
+from stats import Stats
 from ngram import ngram_generate, staged_generate
 from sps import SpsDetails, speculative_sample
 from speculative import speculative_generate

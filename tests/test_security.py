@@ -789,9 +789,9 @@ def test_33_suspected_running_out_of_memory_is_one_line(capsys):
 
 
 def test_33_suspected_beam_searchs_memory_check_reads_the_limit_that_applies(tmp_path):
-    r = limited("import beam; print(beam.memory_budget())", timeout=30)
+    r = limited("from app import system; print(system.memory_budget())", timeout=30)
     assert r.returncode == 0 and int(r.stdout) <= (3 << 30) // 2, r.stdout + r.stderr  # half of the RLIMIT_AS set
-    import decoding
+    from app import system
     for version, controllers, limit_file in (("v2", "", "memory.max"), ("v1", "memory", "memory/memory.limit_in_bytes")):
         root = tmp_path / version
         (root / os.path.dirname(limit_file) / "box").mkdir(parents=True)
@@ -800,7 +800,7 @@ def test_33_suspected_beam_searchs_memory_check_reads_the_limit_that_applies(tmp
             "max\n" if version == "v2" else "9223372036854771712\n")
         membership = tmp_path / f"{version}.cgroup"
         membership.write_text(f"0:{controllers}:/box\n" if controllers else "0::/box\n")
-        assert decoding.cgroup_memory_limit(str(root), str(membership)) == 1 << 30
+        assert system.cgroup_memory_limit(str(root), str(membership)) == 1 << 30
 
 
 # ---------------------------------------------------------------------------
@@ -1184,16 +1184,16 @@ def test_43_9_a_link_at_a_partial_download_is_said_once(hub, tmp_path):
 
 @pytest.mark.parametrize("content", [b"\xff\xfe\xfd", "²".encode(), b"\x00"])
 def test_43_9_a_cgroup_file_of_bytes_is_no_limit_not_a_traceback(tmp_path, content):
-    import decoding
+    from app import system
     root = tmp_path / "cg"
     (root / "box").mkdir(parents=True)
     (root / "box" / "memory.max").write_bytes(content)
     (root / "memory.max").write_bytes(b"1073741824\n")
     membership = tmp_path / "cgroup"
     membership.write_text("0::/box\n")
-    assert decoding.cgroup_memory_limit(str(root), str(membership)) == 1 << 30
+    assert system.cgroup_memory_limit(str(root), str(membership)) == 1 << 30
     membership.write_bytes(b"0::/\xff\n")
-    assert decoding.cgroup_memory_limit(str(root), str(membership)) is None
+    assert system.cgroup_memory_limit(str(root), str(membership)) is None
 
 
 @pytest.mark.parametrize("args,said", [

@@ -10,7 +10,8 @@ import beyond.self_speculative as ss
 import gpt2
 from beyond.self_speculative import early_exit_draft, self_speculative_generate
 from conftest import make_model_dir, save_tensors
-from decoding import GenerationError, Stats
+from decoding import GenerationError
+from stats import Stats
 from gpt2 import GPT2
 from kvcache import KVCache
 from speculative import greedy_generate, speculative_generate

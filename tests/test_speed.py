@@ -197,7 +197,7 @@ threads.SHARE_MIN_BYTES = 0    # and the tiny model counted as big enough for th
 before = threadpoolctl.threadpool_info()[0]["num_threads"]
 model = accelerate.load_fast(sys.argv[1])
 cache = KVCache()
-prompt = model.forward([1, 2, 3], cache, n_logits=1)  # the LM head with one row, the rest with three
+prompt = model.forward([1, 2, 3], cache, n_logits=1)  # the blocks with three rows, the LM head with one
 verification = model.forward([4, 5, 6, 7], cache)  # k rows right after it
 one = model.forward([8], cache)  # a single token
 try:
@@ -226,7 +226,8 @@ def test_importing_numpy_first_changes_nothing(tiny_dirs):
     probe = json.loads(outputs["numpy first"])
     assert probe["restored"]
     one_row = threads.N_THREADS if threads.blas_thread_stoppers() else 1  # the BLAS's threads only where they park
-    assert probe["threads"] == [list(t) for t in sorted({(one_row, 1), (1, 1), (1, 3), (1, 4)})]
+    # Each step in the setting for its own rows: the prompt's three, then its LM head's one row, as a single token's.
+    assert probe["threads"] == [list(t) for t in sorted({(one_row, 1), (1, 3), (1, 4)})]
 
 
 def test_threads_for_one_row_lets_the_blas_share_out_and_restores_the_setting():

@@ -14,7 +14,8 @@ from conftest import make_model_dir
 from gpt2 import GPT2
 from processors import Processor, make_processor
 from sps import acceptance_probability, autoregressive_sample, residual, sample, speculative_sample
-from decoding import GenerationError, Stats
+from decoding import GenerationError
+from stats import Stats
 from speculative import greedy_generate, speculative_generate
 from test_greedy import assert_same_greedy, prompt
 

@@ -13,7 +13,8 @@ import random
 import pytest
 
 from beyond.suffix import Matcher, SuffixAutomaton, SuffixDrafter, suffix_generate
-from decoding import GenerationError, Stats
+from decoding import GenerationError
+from stats import Stats
 from speculative import greedy_generate
 from test_greedy import SEEDS, assert_same_greedy, prompt
 from test_ngram import greedy, repetitive_prompt

@@ -14,7 +14,7 @@ import beyond.tree_sampling as ts
 import beyond.tree_without_replacement as wor
 from beyond.tree_sampling import accept_at_node, iid_children, reason_line, tree_sample_generate, walk_tree
 from beyond.tree_without_replacement import tree_sample_wor_generate
-from decoding import Stats
+from stats import Stats
 from processors import Processor, make_processor
 from sps import sample
 from test_greedy import prompt

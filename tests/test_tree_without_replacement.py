@@ -13,7 +13,7 @@ import pytest
 import beyond.tree_without_replacement as wor
 from beyond.tree_sampling import iid_children
 from beyond.tree_without_replacement import accept_at_node, sample_children, without
-from decoding import Stats
+from stats import Stats
 from processors import Processor
 from speculative import greedy_generate
 from test_tree_sampling import (ALMOST_ONE, depth_two_error, distribution_pairs, enumeration_errors, node_chi_square,

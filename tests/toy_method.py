@@ -3,7 +3,8 @@
 It verifies greedily with speculative.py's own steps, so its text is the oracle's greedy text.
 """
 
-from decoding import Stats, cache_lengths, check_room
+from decoding import cache_lengths, check_room
+from stats import Stats
 from kvcache import KVCache
 from speculative import rollback, verify
 

@@ -85,7 +85,7 @@ def hf_generate(oracle, ids, n_new, **assisted):
 def project_generate(loaded, n_new):
     """(new token ids, seconds): speculative.py's route for --draft demo-draft-4k (runner.generator: crossvocab.py)."""
     from app import runner
-    from decoding import Stats
+    from stats import Stats
     settings = runner.Settings(method="speculative", max_new_tokens=n_new)
     start = time.perf_counter()
     tokens = list(runner.generator(settings, loaded.draft, loaded.oracle, loaded.ids, Stats(), encs=loaded.encs))

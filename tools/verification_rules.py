@@ -23,7 +23,7 @@ sys.path.insert(0, ROOT)
 from beyond.block_verification import block_sample  # noqa: E402
 from beyond.tree_sampling import tree_sample_generate  # noqa: E402
 from beyond.tree_without_replacement import tree_sample_wor_generate  # noqa: E402
-from decoding import Stats  # noqa: E402
+from stats import Stats  # noqa: E402
 from sps import speculative_sample  # noqa: E402
 from speed.accelerate import load_fast  # noqa: E402
 from weights.tokenizer import encode, load_tokenizer  # noqa: E402

@@ -7,7 +7,7 @@ from app import display
 from app.page.tokens import chip, chips, last_mark, plural, probability, svg_label, token_text, visible
 from beyond.suffix import continuation
 from beyond.tree_sampling import check_numbers
-from decoding import truncated_geometric
+from speedup import truncated_geometric
 
 
 # ---------------------------------------------------------------------------

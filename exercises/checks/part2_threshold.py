@@ -3,7 +3,7 @@ and 8 (seed 000's index)."""
 
 import numpy as np
 
-from decoding import Stats
+from stats import Stats
 from gpt2 import softmax
 from kvcache import KVCache
 

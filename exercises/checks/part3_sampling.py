@@ -7,7 +7,7 @@ from collections import Counter
 
 import numpy as np
 
-from decoding import Stats
+from stats import Stats
 from gpt2 import softmax
 
 from .models import SAMPLING_V, close_draft, sampling_pair

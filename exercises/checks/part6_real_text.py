@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from decoding import Stats
+from stats import Stats
 
 from .models import held_out_prompts, learned_pair
 from .running import Exercise, attempt, count, fresh, integers, is_int, not_an_int, number, show, wrong
@@ -146,7 +146,7 @@ def best_by(score, n_drafts):
 
 
 def check_best_draft_length(f):
-    from decoding import expected_tokens_per_round, predicted_speedup
+    from speedup import expected_tokens_per_round, predicted_speedup
     flat = {k: 10.0 for k in range(1, 12)}
     steep = {k: 10.0 * (1 + 0.25 * (k - 1)) for k in range(1, 12)}
     cpu = {1: 4.0, 2: 4.3, 3: 4.6, 4: 5.1, 5: 5.4, 6: 6.0, 7: 6.3, 8: 6.9, 9: 7.4}  # a small model's, uneven
@@ -478,7 +478,7 @@ def reference_acceptance_by_kind():
 
 
 def reference_best_draft_length():
-    from decoding import predicted_speedup
+    from speedup import predicted_speedup
     return lambda alpha, c, T: max(range(1, max(T)), key=lambda n_draft: (predicted_speedup(alpha, n_draft, c, T[n_draft + 1] / T[1]), -n_draft))
 
 

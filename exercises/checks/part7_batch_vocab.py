@@ -555,7 +555,7 @@ def check_align_suffix_in_runs(f):
     oracle's greedy text; after every round the draft's token list must spell the text; and the run must cost what
     crossvocab.py's own run costs."""
     import crossvocab
-    from decoding import Stats
+    from stats import Stats
     draft, oracle, draft_enc, oracle_enc = crossvocab_pair()
     prompts = crossvocab_prompts()
     for name, n_draft in CROSSVOCAB_RUNS:
