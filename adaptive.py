@@ -37,7 +37,7 @@ class AdaptiveDetails:
     kind: ClassVar[str] = "adaptive"
     rule: str              # "egag" or "heuristic"
     n_draft: int           # the most drafts this round was allowed
-    k_limit: int           # n_draft, or the tokens left if fewer
+    k: int                 # the most drafts this round: n_draft, or the tokens left if fewer
     entropies: list        # the draft's entropy (nats) before each draft
     entropy_bound: float
     average_before: float  # egag: the moving average of the accepted count, before this round
@@ -66,9 +66,9 @@ def adaptive_generate(draft, oracle, ids, n_new, rule="egag", n_draft=4, n_draft
     average_accepted = float(n_draft - 1)
     while len(tokens) < end:
         # 1. Draft up to n_draft tokens; with the egag rule, stop after an unsure one.
-        k_limit = min(n_draft, end - len(tokens) - 1)
+        k = min(n_draft, end - len(tokens) - 1)
         drafted, entropies = [], []
-        while len(drafted) < k_limit:
+        while len(drafted) < k:
             probs = softmax(feed(draft, draft_cache, tokens + drafted, stats, "draft")[-1])
             drafted.append(int(np.argmax(probs)))
             entropies.append(entropy(probs))
@@ -90,6 +90,6 @@ def adaptive_generate(draft, oracle, ids, n_new, rule="egag", n_draft=4, n_draft
             n_draft = min(max(n_draft, n_draft_min), n_draft_max)
         stats.add_round(new_tokens, drafted, n_accepted, context_length=context_length, oracle=oracle_choice,
                         cached=cache_lengths(draft_cache, oracle_cache),
-                        details=AdaptiveDetails(rule, used, k_limit, entropies, entropy_bound, average_before,
+                        details=AdaptiveDetails(rule, used, k, entropies, entropy_bound, average_before,
                                                 average_accepted, ema, (n_draft_min, n_draft_max), n_draft))
         yield from new_tokens

@@ -23,7 +23,7 @@ its own number of drafts, so the rows' KV caches hold different numbers of posit
 And a batch already fills the products with rows. The premise of speculation, that checking k
 tokens costs about what one costs, holds while a product's rows are few: T(k + 1) of B rows is
 B * (k + 1) rows. As B grows the check's cost grows towards k + 1 times a step, and speculation stops
-paying; serving engines turn it off under load. `python bench.py batch` measures where
+paying; serving engines turn it off under load. `python workbench.py bench batch` measures where
 (PERFORMANCE.md, "Many prompts at once").
 
 Each round of speculative_generate_batch is the steps of speculative.py for every row at once, each

@@ -79,16 +79,6 @@ def cache_lengths(draft_cache, oracle_cache):
     return {"draft": None if draft_cache is None else draft_cache.n_tokens(), "oracle": oracle_cache.n_tokens()}
 
 
-def decisive_digits(*compared, least=2):
-    """How many significant digits a trace or a page prints numbers with where a rule compared them: the
-    fewest, at least `least`, at which every pair (a, b) in `compared` that differs prints differently
-    (r beside min(1, q/p) or h, q/p beside 1). Rounding to a number of significant digits keeps order, so the
-    printed pair then reads the way the rule decided: a q/p of 1.046 shows as 1.05 beside 1, never as 1."""
-    for digits in range(least, 18):  # 17 digits tell any two float64 apart
-        if all(a == b or f"{a:.{digits}g}" != f"{b:.{digits}g}" for a, b in compared):
-            return digits
-    return 17
-
 
 # ---------------------------------------------------------------------------
 # Argument checks, made before any work

@@ -8,7 +8,7 @@ Afterwards every command of speculative.py works with
 """
 
 if __name__ == "__main__":  # Ctrl-C while the program loads is one line, not a traceback (app/interrupt.py)
-    from app.interrupt import interrupt_quietly
-    interrupt_quietly()
-    from app.demo import main_entry
+    import errors
+    errors.interrupt_quietly()
+    from workbench.demo import main_entry
     main_entry()

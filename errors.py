@@ -1,11 +1,13 @@
-"""What counts as the user's error, and how text from outside is shown.
+"""What counts as the user's error, how text from outside is shown, and how a program ends on one.
 
 Bad input (a flag, a file, a server, a prompt) must end in one clear line, not
 a traceback. Every module that can meet such input raises a subclass of
 UserError: GenerationError (decoding.py), CheckpointError, TokenizerError and
-DownloadError (weights/), and the command line's own (app/program.py). The
-programs in app/ catch UserError and OSError, print one line and exit; any
-other exception is a bug and keeps its traceback.
+DownloadError (weights/), and the workbench's UsageError. Every program runs its
+main() through run() below: UserError, OSError, MemoryError and Ctrl-C become
+one line on stderr and an exit status; any other exception is a bug and keeps
+its traceback. interrupt_quietly(), the first thing every script does, makes
+Ctrl-C one line while the script is still loading.
 
 Text that comes from outside (a server's answer, a file's contents, a path, a
 prompt) can hold control characters: an escape sequence printed raw can move
@@ -13,7 +15,11 @@ the cursor, recolour or rewrite what the user sees. printable() is the one
 place that makes such text safe to show.
 """
 
+import argparse
+import os
 import re
+import signal
+import sys
 import unicodedata
 
 
@@ -60,3 +66,95 @@ def printable(text, newlines=True, invisible=False, mark=None):
         return pattern.sub(lambda match: escape(match.group()), text)
     return "".join(escape(c) if pattern.match(c) or (c != " " and unicodedata.category(c) in INVISIBLE) else c
                    for c in text)
+
+
+# ---------------------------------------------------------------------------
+# How a program ends: one line on stderr and an exit status
+# ---------------------------------------------------------------------------
+
+def interrupt_quietly():
+    """Until run() starts main(): Ctrl-C while a script loads ends it with one line, not a traceback.
+
+    The process ends at once (os._exit): an exception raised in the middle of an import can be
+    caught and turned into another by the module being imported (NumPy's does), and nothing
+    has been written yet that would need cleaning up."""
+    signal.signal(signal.SIGINT, lambda signum, frame: exit_now("interrupted", 130))
+
+
+def exit_now(message, code):
+    try:
+        sys.stderr.write(f"error: {message}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError, AttributeError):  # stderr closed or gone: the exit status says it
+        pass
+    os._exit(code)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, whose errors are one line (the script's name and --help), not a usage dump."""
+    def error(self, message):
+        fail(f"{message} (see {self.prog} --help)", code=2)
+
+
+def fail(message, code=1):
+    """One line on stderr, every control character in it escaped (a server's or a file's text may hold any), and exit."""
+    print(f"error: {printable(message, newlines=False)}", file=sys.stderr)
+    sys.exit(code)
+
+
+def error_line(error):
+    """One line for an expected error: its message, and for an OSError the file it concerns."""
+    if isinstance(error, OSError) and not isinstance(error, UserError):
+        what = error.strerror or str(error) or type(error).__name__
+        return f"{error.filename}: {what}" if error.filename else what
+    return str(error) or type(error).__name__
+
+
+BROKEN_PIPE = 128 + 13  # the status a shell reports for a writer whose reader went away (signal 13)
+
+
+def run(main):
+    """Call main(); turn the expected exceptions into one line on stderr.
+
+    A script's last statement: once main() is over, Ctrl-C is ignored while the process exits.
+    """
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C is a KeyboardInterrupt again
+    reopen_closed_streams()
+    try:
+        try:
+            return main()
+        finally:
+            # main() is over, however it ended: a Ctrl-C while the error is reported or the
+            # interpreter shuts down would kill it by the signal, with no message; let it finish.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except KeyboardInterrupt:
+        fail("interrupted", code=130)
+    except MemoryError:  # a limit (ulimit -v, a container's) or the machine's memory: what ran out is not a bug
+        drop_stdout()
+        fail("out of memory: use a smaller model, fewer tokens or fewer beams, or raise the memory limit")
+    except BrokenPipeError:  # `... | head`: the reader has gone, stop quietly
+        drop_stdout()
+        sys.exit(BROKEN_PIPE)
+    except (UserError, OSError) as e:
+        drop_stdout()  # a full disk under stdout: its buffered text cannot be written either
+        fail(error_line(e))
+
+
+def reopen_closed_streams():
+    """A standard stream closed before the program started (`>&-`, `<&-`) is None in sys: give it the
+    null device, so that writing goes nowhere and reading ends at once (the session ends as at Ctrl-D)."""
+    for name, mode in (("stdin", "r"), ("stdout", "w"), ("stderr", "w")):
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, mode, encoding="utf-8"))
+
+
+def drop_stdout():
+    """Point stdout at the null device, so that Python's last flush at exit cannot fail a second time."""
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        pass
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no real stdout (an embedding, a test's StringIO)
+        pass

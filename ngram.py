@@ -55,7 +55,7 @@ class NgramDetails:
     kind: ClassVar[str] = "ngram"
     source: dict  # {"from": "prompt lookup", "length", "at"}, {"from": "n-gram table", "contexts"} or {"from": None}
     n_draft: int = None  # the most drafts asked for
-    room: int = None     # the most this round: n_draft, or fewer where fewer tokens were left to make
+    k: int = None        # the most this round: n_draft, or fewer where fewer tokens were left to make
 
 
 @dataclass
@@ -200,8 +200,8 @@ def ngram_generate(oracle, ids, n_new, n_draft=8, drafter=None, stats=None):
     while len(tokens) < end:
         # 1. Draft from the text so far: no model pass at all.
         start = time.perf_counter()
-        room = min(n_draft, end - len(tokens) - 1)
-        drafted = drafter.propose(tokens, room)
+        k = min(n_draft, end - len(tokens) - 1)
+        drafted = drafter.propose(tokens, k)
         stats.add_time("draft", time.perf_counter() - start)
         # 2-4. Verify, accept, roll back, as in speculative_generate.
         n_accepted, new_tokens, oracle_choice, top = verify_with_top_k(oracle, oracle_cache, tokens, drafted, stats,
@@ -210,7 +210,7 @@ def ngram_generate(oracle, ids, n_new, n_draft=8, drafter=None, stats=None):
         tokens += new_tokens
         rollback(len(tokens) - 1, oracle_cache)
         stats.add_round(new_tokens, drafted, n_accepted, context_length=context_length, oracle=oracle_choice,
-                        cached=cache_lengths(None, oracle_cache), details=NgramDetails(drafter.source, n_draft, room))
+                        cached=cache_lengths(None, oracle_cache), details=NgramDetails(drafter.source, n_draft, k))
         # 5. Learn from the round.
         learn(drafter, tokens, context_length, top, stats)
         yield from new_tokens

@@ -16,21 +16,27 @@ Each round (speculative_generate, then the steps it calls, in order):
                 own next token (a correction, or a bonus if all matched);
   4. roll back: truncate both KV caches to the tokens kept.
 
-greedy_generate, at the end, is the baseline: the oracle alone, one pass per token.
-The command line is app/cli.py; running this file starts it.
+greedy_generate is the baseline: the oracle alone, one pass per token. main, at the end,
+is the command above: the plain models, this loop, the text with the kept drafts marked.
+Every other method, the page and the benchmarks: python workbench.py --help.
 """
 
-if __name__ == "__main__":  # python speculative.py: hand over to the command line, app/cli.py
-    from app.interrupt import interrupt_quietly
-    interrupt_quietly()  # first, before NumPy loads: Ctrl-C meanwhile is one line, not a traceback
-    from app.cli import main_entry  # it imports this file as the module `speculative`: its code runs once, there
-    raise SystemExit(main_entry())
+if __name__ == "__main__":  # first, before NumPy loads: Ctrl-C meanwhile is one line, not a traceback
+    import errors
+    errors.interrupt_quietly()
+
+import codecs
+import os
+import sys
+import time
 
 import numpy as np
 
 from decoding import cache_lengths, check_args, check_room, feed
-from stats import Line, Stats
+from errors import Parser, printable, run
+from gpt2 import GPT2
 from kvcache import KVCache
+from stats import Line, Stats
 
 
 def speculative_generate(draft, oracle, ids, n_new, n_draft=4, stats=None):
@@ -107,3 +113,78 @@ def greedy_generate(model, ids, n_new, stats=None):
         tokens.append(int(np.argmax(logits)))
         stats.add_tokens(tokens[-1:])
         yield tokens[-1]
+
+
+# ---------------------------------------------------------------------------
+# python speculative.py "prompt": the plain models, the loop above, the text as it comes
+# ---------------------------------------------------------------------------
+
+def main(argv=None):
+    parser = Parser(prog="speculative.py", description=__doc__.split("\n\n")[0],
+                    epilog="Named models are downloaded into models/ on first use (gpt2 548 MB, gpt2-large 3.2 GB); "
+                           "python demo.py writes a small pair offline. Every other method: python workbench.py --help.")
+    parser.add_argument("prompt", nargs="?", default="", help='the text to continue (default "": from <|endoftext|>)')
+    parser.add_argument("--draft", default="gpt2", help="the draft model: a name or a checkpoint directory (default: gpt2)")
+    parser.add_argument("--oracle", default="gpt2-large", help="the oracle: a name or a directory (default: gpt2-large)")
+    parser.add_argument("-n", type=int, default=64, help="tokens to generate (default: 64)")
+    parser.add_argument("--n-draft", type=int, default=4, help="draft tokens per round (default: 4)")
+    parser.add_argument("--trace", action="store_true", help="print every round: drafts, the oracle's choices, kept")
+    parser.add_argument("--models-dir", default=None, help="where named models live (default: models/)")
+    args = parser.parse_args(argv)
+    from weights.tokenizer import load_tokenizer, prompt_ids  # reading files is weights/' job, as from_pretrained's
+    draft, oracle = (GPT2.from_pretrained(name, args.models_dir) for name in (args.draft, args.oracle))
+    enc = load_tokenizer(oracle.directory)
+    ids, stats, text = prompt_ids(enc, args.prompt), Stats(trace=[] if args.trace else None), Text(sys.stdout)
+    text.write_prompt(args.prompt)
+    start = time.perf_counter()
+    for token in speculative_generate(draft, oracle, ids, args.n, args.n_draft, stats):
+        text.write(enc.decode_single_token_bytes(token), kept=stats.from_draft[-1])
+    text.end()
+    for line in trace_lines(stats.trace or [], enc.decode_single_token_bytes):
+        print(printable(line), file=sys.stderr)
+    print(summary(stats, time.perf_counter() - start), file=sys.stderr)
+
+
+class Text:
+    """The text as it comes: whole UTF-8 characters only (a character can span tokens), control characters
+    shown as escapes on a terminal, the drafts the oracle kept in green there (unless NO_COLOR is set)."""
+    GREEN, RESET = "\x1b[32m", "\x1b[0m"
+
+    def __init__(self, out):
+        self.out, self.terminal = out, out.isatty()
+        self.color = self.terminal and not os.environ.get("NO_COLOR") and os.name != "nt"
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def write_prompt(self, prompt):
+        self.out.write(printable(prompt) if self.terminal else prompt)
+
+    def write(self, token_bytes, kept=False):
+        text = self.decoder.decode(token_bytes)
+        text = printable(text) if self.terminal else text
+        self.out.write(f"{self.GREEN}{text}{self.RESET}" if kept and self.color and text else text)
+        self.out.flush()
+
+    def end(self):
+        self.out.write(self.decoder.decode(b"", final=True) + "\n")
+        self.out.flush()
+
+
+def trace_lines(trace, token_bytes):
+    """--trace: each round's drafts, the oracle's choice after each prefix, and what was kept (stats.Round)."""
+    def show(tokens):
+        return " ".join(repr(token_bytes(t).decode("utf-8", errors="backslashreplace")) for t in tokens)
+    for i, r in enumerate(trace, 1):
+        yield f"round {i}: context {r.context_length} tokens, {len(r.drafted)} drafted"
+        yield f"  drafted  {show(r.drafted) or '(nothing)'}"
+        yield f"  oracle   {show(r.oracle)}   (its choice after each draft prefix)"
+        yield f"  kept     {r.accepted} draft(s) + {show(r.new[-1:])} from the oracle"
+
+
+def summary(stats, elapsed):
+    return (f"speculative: {stats.n_generated} new tokens in {elapsed:.2f} s, {stats.n_generated / max(elapsed, 1e-9):.1f} "
+            f"tokens/s; {stats.oracle_passes} oracle passes, {stats.tokens_per_round:.2f} tokens per round; acceptance "
+            f"{stats.kept_fraction:.1%} ({stats.accepted}/{stats.drafted} drafts)")
+
+
+if __name__ == "__main__":
+    run(main)

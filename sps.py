@@ -145,12 +145,12 @@ def speculative_sample(draft, oracle, ids, n_new, n_draft=4, rng=None, processor
         # q(x | x_1..x_n, x̃_1..x̃_t) (0-based here: q[0] conditions on no draft).
         q = processor(feed(oracle, oracle_cache, tokens + drafted, stats, "oracle", n_logits=k + 1))
         # Steps 3 and 4: keep each draft with probability min(1, q/p), or end at a draw from the residual.
-        new_tokens, n_accepted, details, reason = rule(q, p, drafted, rng, n_draft, explain=stats.trace is not None)
+        new_tokens, n_accepted, details = rule(q, p, drafted, rng, n_draft, explain=stats.trace is not None)
         context_length = len(tokens)
         tokens += new_tokens
         rollback(len(tokens) - 1, draft_cache, oracle_cache)
         stats.add_round(new_tokens, drafted, n_accepted, context_length=context_length, cached=cache_lengths(draft_cache, oracle_cache),
-                        details=details, reason=reason)
+                        details=details)
         yield from new_tokens
 
 
@@ -166,10 +166,10 @@ def draft_samples(draft, cache, tokens, k, processor, rng, stats):  # -> k token
 
 def token_verification(q, p, drafted, rng, n_draft, explain):
     """Steps 3 and 4 as one round's rule: (the new tokens, how many of them are drafts, the round's record for
-    --trace and --html when explain is true, else None; a line of why, here none: the record says it)."""
+    --trace and --html when explain is true, else None)."""
     new_tokens, rs = accept_or_resample(q, p, drafted, rng)
     details = explain_round(q, p, drafted, rs, new_tokens, n_draft) if explain else None
-    return new_tokens, len(new_tokens) - 1, details, ""
+    return new_tokens, len(new_tokens) - 1, details
 
 
 def accept_or_resample(q, p, drafted, rng):  # q [k + 1, V], p k x [V], k drafts -> (new tokens, the r of each test)

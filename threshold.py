@@ -40,10 +40,10 @@ class ThresholdDetails:
     kind: ClassVar[str] = "threshold"
     threshold: float       # the threshold this round drafted under
     cumulative: list       # cumulative[i]: the draft's probability of drafted[:i + 1]
-    k_limit: int           # the most drafts this round: n_draft, or the tokens left
+    k: int                 # the most drafts this round: n_draft, or the tokens left
     next_threshold: float  # step 5's result
     boost: float           # threshold_all_correct_boost
-    n_draft: int = None    # the most drafts asked for (k_limit is fewer where fewer tokens were left to make)
+    n_draft: int = None    # the most drafts asked for (k is fewer where fewer tokens were left to make)
 
 
 def next_threshold(threshold, cumulative, n_accepted, boost):
@@ -73,8 +73,8 @@ def threshold_generate(draft, oracle, ids, n_new, n_draft=16, threshold=0.4,
     draft_cache, oracle_cache = KVCache(), KVCache()
     while len(tokens) < end:
         # 1. Draft greedily while the draft's confidence in the whole guess holds.
-        k_limit = min(n_draft, end - len(tokens) - 1)
-        drafted, cumulative = draft_while_confident(draft, draft_cache, tokens, k_limit, threshold, stats)
+        k = min(n_draft, end - len(tokens) - 1)
+        drafted, cumulative = draft_while_confident(draft, draft_cache, tokens, k, threshold, stats)
         # 2, 3 and 4, as in speculative_generate.
         n_accepted, new_tokens, oracle_choice = verify(oracle, oracle_cache, tokens, drafted, stats)
         context_length = len(tokens)
@@ -86,20 +86,20 @@ def threshold_generate(draft, oracle, ids, n_new, n_draft=16, threshold=0.4,
             threshold = next_threshold(threshold, cumulative, n_accepted, threshold_all_correct_boost)
         stats.add_round(new_tokens, drafted, n_accepted, context_length=context_length, oracle=oracle_choice,
                         cached=cache_lengths(draft_cache, oracle_cache),
-                        details=ThresholdDetails(used, [float(c) for c in cumulative], k_limit, threshold,
+                        details=ThresholdDetails(used, [float(c) for c in cumulative], k, threshold,
                                                  threshold_all_correct_boost, n_draft))
         yield from new_tokens
 
 
-def draft_while_confident(draft, draft_cache, tokens, k_limit, threshold, stats):
+def draft_while_confident(draft, draft_cache, tokens, k, threshold, stats):
     """Step 1: the draft's greedy tokens while their cumulative probability stays >= threshold,
-    k_limit of them at most; (drafted, cumulative), cumulative[i] the probability of drafted[:i + 1].
+    k of them at most; (drafted, cumulative), cumulative[i] the probability of drafted[:i + 1].
 
     The token that takes it below the threshold is still proposed: it was
     computed already, and checking it costs the oracle little.
     """
     drafted, cumulative, p = [], [], 1.0
-    while len(drafted) < k_limit and p >= threshold:
+    while len(drafted) < k and p >= threshold:
         probs = softmax(feed(draft, draft_cache, tokens + drafted, stats, "draft")[-1])
         drafted.append(int(np.argmax(probs)))
         p *= probs[drafted[-1]]

@@ -47,7 +47,7 @@ class TreeDetails:
     confidence: float = None  # tree_generate's branching rule: branch below this probability...
     branch: int = None        # ... into the draft's top `branch` (None: another rule drew the tree, beyond/suffix.py)
     n_draft: int = None       # the greatest depth asked for
-    depth: int = None         # this round's greatest depth: n_draft, or less where fewer tokens were left to make
+    k: int = None             # this round's greatest depth: n_draft, or less where fewer tokens were left to make
 
 
 def tree_mask(nodes, new, n_text, n_fed):  # -> [len(new), n_text + n_fed + len(new)]
@@ -121,6 +121,11 @@ def accepted_path(nodes, choice):
         at = child
 
 
+def tree_depth(nodes):
+    """How many levels a tree reached: the draft positions its round made (Stats' acceptance per position)."""
+    return max((node.depth for node in nodes), default=0)
+
+
 def tree_generate(draft, oracle, ids, n_new, n_draft=6, branch=2, max_nodes=16, confidence=0.5, stats=None):
     """Greedy speculative decoding with tree drafts; yields exactly greedy_generate's tokens.
 
@@ -132,8 +137,8 @@ def tree_generate(draft, oracle, ids, n_new, n_draft=6, branch=2, max_nodes=16, 
     tokens, end = list(ids), len(ids) + n_new
     draft_cache, oracle_cache = KVCache(), KVCache()
     while len(tokens) < end:
-        depth = min(n_draft, end - len(tokens) - 1)  # a path plus the oracle's token: no overshoot
-        nodes, n_fed = draft_tree(draft, draft_cache, tokens, depth, branch, max_nodes, confidence, stats) if depth else ([], 0)
+        k = min(n_draft, end - len(tokens) - 1)  # a path plus the oracle's token: no overshoot
+        nodes, n_fed = draft_tree(draft, draft_cache, tokens, k, branch, max_nodes, confidence, stats) if k else ([], 0)
         path, new_tokens, choice = verify_tree(oracle, oracle_cache, tokens, nodes, stats)
         # 4. Keep the text and the accepted path; the draft never fed the last level.
         n = len(tokens)
@@ -142,7 +147,7 @@ def tree_generate(draft, oracle, ids, n_new, n_draft=6, branch=2, max_nodes=16, 
         tokens += new_tokens
         rollback(len(tokens) - 1, draft_cache, oracle_cache)
         stats.add_round(new_tokens, [node.token for node in nodes], len(path), context_length=n, oracle=choice,
-                        cached=cache_lengths(draft_cache, oracle_cache),
+                        cached=cache_lengths(draft_cache, oracle_cache), positions=tree_depth(nodes),
                         details=TreeDetails([node.parent for node in nodes], path, [node.p for node in nodes],
-                                            confidence, branch, n_draft, depth))
+                                            confidence, branch, n_draft, k))
         yield from new_tokens

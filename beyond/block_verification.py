@@ -75,7 +75,6 @@ from typing import ClassVar
 
 import numpy as np
 
-from decoding import decisive_digits
 from sps import likelihood_ratio, residual, sample, speculative_sample
 
 
@@ -92,14 +91,13 @@ def block_sample(draft, oracle, ids, n_new, n_draft=4, rng=None, processor=None,
 def block_verification(q, p, drafted, rng, n_draft, explain):
     """Steps 3-6 of one round, with sps.token_verification's signature: q [k + 1, V] (q[i] after the first i
     drafts), p the k draft distributions, the k drafts. Returns (the new tokens, how many of them are drafts
-    (tau), the round's record and its line of why when explain is true, else None and "")."""
+    (tau), the round's record when explain is true, else None)."""
     rs = rng.random(len(drafted))  # r for prefix i is rs[i - 1]; prefix 0 always passes
     tau, last, w, h = verify_block(q, p, drafted, rs)
     new_tokens = drafted[:tau] + [sample(last, rng)]
     if not explain:  # the record costs a pass over the vocabulary per draft: only when kept
-        return new_tokens, tau, None, ""
-    details = explain_round(q, p, drafted, rs, w, h, tau, last, new_tokens)
-    return new_tokens, tau, details, reason_line(details)
+        return new_tokens, tau, None
+    return new_tokens, tau, explain_round(q, p, drafted, rs, w, h, tau, last, new_tokens)
 
 
 # ---------------------------------------------------------------------------
@@ -172,8 +170,7 @@ def verify_block(q, p, drafted, rs):
 
 @dataclass
 class BlockDetails:
-    """One round of block verification, as --trace, --html and the tests see it (decoding.Round.details)."""
-    kind: ClassVar[str] = "block"
+    """One round of block verification, as --trace, --html and the tests see it (stats.Round.details)."""
     steps: list  # per draft: token, p, q, ratio q/p, w and h of the prefix it ends, r and passed (None where
     #              step 5 never looked: below tau), kept
     kept: int    # tau
@@ -192,42 +189,3 @@ def explain_round(q, p, drafted, rs, w, h, tau, last, new_tokens):
     token = new_tokens[-1]
     return BlockDetails(steps, tau, {"token": int(token), "from": "bonus" if tau == len(drafted) else "residual",
                                      "prob": float(last[token]), "q": float(q[tau][token]), "w": w[tau]})
-
-
-def reason_line(details):
-    """The round in one line (Round.reason): step 5's tests from the end, where a later q/p > 1 made up for
-    an earlier q/p < 1 (what token verification could not do), and where the last token came from. Drafts are
-    named by their position: the trace shows their text on the line above. Numbers a rule compared (r and h,
-    q/p and 1, w and token verification's chance) print with the digits that tell them apart."""
-    steps, tau, last = details.steps, details.kept, details.last
-    if not steps:
-        return f"nothing drafted: the token drawn from the oracle's q (prob {last['prob']:.2g})"
-    tests = []
-    for i, s in reversed(list(enumerate(steps, 1))):
-        if s["r"] is not None:
-            digits = decisive_digits((s["r"], s["h"]), (s["r"], 1.0))
-            tests.append(f"prefix {i} h={s['h']:.{digits}g} r={s['r']:.{digits}g} "
-                         f"{'passes' if s['passed'] else 'fails'}")
-    parts = ["from the end: " + ", ".join(tests) + ("" if tau else ", prefix 0 always passes")]
-    # Token verification keeps all tau drafts with chance prod min(1, q/p); the block's w_tau is at least that,
-    # and more where a later q/p > 1 made up for an earlier q/p < 1: say so.
-    token_chance = float(np.prod([min(1.0, s["ratio"]) for s in steps[:tau]]))
-    made_up = [i for i, s in enumerate(steps[:tau], 1)  # a shortfall that a later kept draft's q/p > 1 made up for
-               if s["ratio"] < 1 and any(later["ratio"] > 1 for later in steps[i:tau])]
-    if tau and made_up and steps[tau - 1]["w"] > token_chance + 1e-6:
-        short = ", ".join(f"{i} (q/p={ratio_text(steps[i - 1]['ratio'])})" for i in made_up)
-        w = steps[tau - 1]["w"]
-        digits = decisive_digits((w, token_chance))
-        parts.append(f"w_{tau}={w:.{digits}g} where token verification keeps all {tau} with chance "
-                     f"{token_chance:.{digits}g}: a later q/p > 1 made up for draft {short}")
-    if last["from"] == "bonus":
-        parts.append(f"all {tau} kept: the bonus drawn from the oracle's q (prob {last['prob']:.2g})")
-    else:
-        parts.append(f"{tau} of {len(steps)} kept: the last token drawn from the block residual max(w_{tau} q - p, 0), "
-                     f"w_{tau}={last['w']:.2g} (prob there {last['prob']:.2g}; q(x) {last['q']:.2g})")
-    return "; ".join(parts)
-
-
-def ratio_text(ratio):
-    """q/p as the trace prints it: with the digits that tell it from 1 (1.046 is 1.05, never 1)."""
-    return f"{ratio:.{decisive_digits((ratio, 1.0))}g}"

@@ -10,7 +10,7 @@ head to guess the next feature from this one and the token that followed:
 
 and then reads its own guess for the token after: f^_(t+2) from (f^_(t+1), x_(t+2)), and so on. Drafting
 in feature space works better than in token space: the feature is what the LM head reads, and the
-head is told which token was drawn, so it need not guess it. tools/train_heads.py trains the head on
+head is told which token was drawn, so it need not guess it. workbench/tools/train_heads.py trains the head on
 the oracle's features (smooth L1 on the feature, plus 0.1 times the draft's cross-entropy against
 the oracle's distribution) and docs/LEARNED_PAIR.md gives its figures.
 
@@ -44,7 +44,7 @@ from sps import sample, token_verification
 
 
 class EagleHead:
-    """fc and one GPT-2 block, the weights tools/train_heads.py exports ("fc.*", "h.0.*");
+    """fc and one GPT-2 block, the weights workbench/tools/train_heads.py exports ("fc.*", "h.0.*");
     weights/heads.py reads them (params: gpt2.nest of its tensors)."""
 
     def __init__(self, params, config, oracle):
@@ -99,8 +99,7 @@ def eagle_generate(head, oracle, ids, n_new, n_draft=4, stats=None):
         return new_tokens, oracle_choice, Line(n_draft, len(drafted))
 
     return eagle_rounds(head, oracle, list(ids), n_new, n_draft, Stats() if stats is None else stats,
-                        dist=lambda logits: logits, choose=lambda logits: int(np.argmax(logits)), rule=rule,
-                        chosen="its argmax")
+                        dist=lambda logits: logits, choose=lambda logits: int(np.argmax(logits)), rule=rule)
 
 
 def eagle_sample(head, oracle, ids, n_new, n_draft=4, rng=None, processor=None, stats=None, **flags):
@@ -114,19 +113,19 @@ def eagle_sample(head, oracle, ids, n_new, n_draft=4, rng=None, processor=None, 
     stats = Stats() if stats is None else stats
 
     def rule(drafted, p, logits):  # sps.py's steps 3 and 4, the head's p (each draft's) beside the oracle's q
-        new_tokens, _, details, _ = token_verification(processor(logits), p, drafted, rng, n_draft,
-                                                       explain=stats.trace is not None)
+        new_tokens, _, details = token_verification(processor(logits), p, drafted, rng, n_draft,
+                                                    explain=stats.trace is not None)
         return new_tokens, None, details
 
     return eagle_rounds(head, oracle, list(ids), n_new, n_draft, stats,
-                        dist=processor, choose=lambda p: sample(p, rng), rule=rule, chosen="a token drawn from its q")
+                        dist=processor, choose=lambda p: sample(p, rng), rule=rule)
 
 
-def eagle_rounds(head, oracle, tokens, n_new, n_draft, stats, dist, choose, rule, chosen):
+def eagle_rounds(head, oracle, tokens, n_new, n_draft, stats, dist, choose, rule):
     """The rounds of both decoders, once checked: choose(dist(logits)) picks a token (dist: the logits
     themselves, or sampling's p), rule(drafted, the drafts' dists, the oracle's logits) -> (new tokens,
-    the oracle's greedy choices or None, details); chosen: how the trace names choose's pick from the oracle
-    ("its argmax", "a token drawn from its q")."""
+    the oracle's greedy choices or None, details). The prompt's pass is a round of its own, with no drafts
+    and no details: the head has no features to read before it."""
     end = len(tokens) + n_new
     if n_new == 0:
         return
@@ -134,9 +133,7 @@ def eagle_rounds(head, oracle, tokens, n_new, n_draft, stats, dist, choose, rule
     # The prompt: the oracle's features for it, and its first token (no draft: nothing to read yet).
     features, logits = timed_states(oracle, oracle_cache, tokens, stats, "oracle", n_logits=1)
     tokens.append(choose(dist(logits[-1])))
-    stats.add_round(tokens[-1:], context_length=end - n_new, cached={"draft": 0, "oracle": oracle_cache.n_tokens()},
-                    reason=f"the prompt's pass: the oracle's features of the prompt, and {chosen} after it; "
-                           "no draft yet, the head reads those features from the next round")
+    stats.add_round(tokens[-1:], context_length=end - n_new, cached={"draft": 0, "oracle": oracle_cache.n_tokens()})
     yield tokens[-1]
     while len(tokens) < end:
         k = min(n_draft, end - len(tokens) - 1)  # the oracle adds one more: no overshoot
@@ -152,6 +149,5 @@ def eagle_rounds(head, oracle, tokens, n_new, n_draft, stats, dist, choose, rule
         rollback(len(tokens) - 1, oracle_cache)
         head_cache.truncate(min(head_cache.n_tokens(), context_length - 1))
         stats.add_round(new_tokens, drafted, n_accepted, context_length=context_length, oracle=oracle_choice,
-                        cached={"draft": head_cache.n_tokens(), "oracle": oracle_cache.n_tokens()}, details=details,
-                        reason="drafts from the EAGLE head's guessed features, read by the oracle's own LM head")
+                        cached={"draft": head_cache.n_tokens(), "oracle": oracle_cache.n_tokens()}, details=details)
         yield from new_tokens

@@ -10,7 +10,7 @@ expect:
     a_t = x_t + attn(ln_1(x_t))          x_t: the oracle's state after its block L-1 (its "shallow
     draft x_(t+1) = argmax of logits(a_t)     sub-network"); logits: the oracle's own ln_f and LM head
 
-tools/train_heads.py trains it on the oracle's own distribution at every position (cross-entropy,
+workbench/tools/train_heads.py trains it on the oracle's own distribution at every position (cross-entropy,
 the oracle frozen); docs/LEARNED_PAIR.md gives its held-out agreement beside the untrained exit's.
 The attention needs the keys and values of every earlier position, so the adapter keeps a cache of
 its own, fed and rolled back with the draft's.
@@ -31,7 +31,7 @@ from gpt2 import causal_mask, layer_norm, mha
 
 
 class ExitAdapter:
-    """ln_1 and one attention layer, the weights tools/train_heads.py exports ("adapter.*");
+    """ln_1 and one attention layer, the weights workbench/tools/train_heads.py exports ("adapter.*");
     weights/heads.py reads them (params: gpt2.nest of its tensors)."""
 
     def __init__(self, params, config, oracle):

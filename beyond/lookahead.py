@@ -143,13 +143,16 @@ class Rows:
 
 @dataclass
 class LookaheadDetails:
-    """A round's record for --trace and --html (its reason is the Round's own line)."""
-    kind: ClassVar[str] = "lookahead"
+    """A round's record for --trace and --html."""
     window: list      # the levels fed, oldest first (level 0 without the text's last token, its column 0)
     candidates: list  # the pool's n-grams after the text's last token, newest first, cut to the tokens left
     best: int         # the candidate the oracle's choices were compared along (None: there was none)
     ngrams: list      # the n-grams this round put into the pool (a full window's columns)
     rows: int         # rows of the pass: the text's last token, the window, the candidates
+    W: int            # the window's width, N the n-gram size (the window keeps N - 1 levels)
+    N: int
+    pool_size: int    # n-grams in the pool after this round
+    left: int         # tokens left to make when the round began
 
 
 def check_shape(W, N, G):
@@ -288,27 +291,5 @@ def lookahead_generate(oracle, ids, n_new, W=3, N=4, G=3, rng=None, stats=None):
         # drafted: the best candidate, the line the oracle's choices are compared along; the others are in details
         stats.add_round(new_tokens, drafted, n_accepted, context_length=n, oracle=along,
                         cached=cache_lengths(None, cache),
-                        details=LookaheadDetails(fed, candidates, g, ngrams, len(rows.tokens)),
-                        reason=reason(fed, W, N, candidates, g, n_accepted, len(ngrams), len(pool), left))
+                        details=LookaheadDetails(fed, candidates, g, ngrams, len(rows.tokens), W, N, len(pool), left))
         yield from new_tokens
-
-
-def reason(window, W, N, candidates, g, n_accepted, n_ngrams, pool_size, left):
-    """The trace's "why": what the window held, which n-gram was verified, how many were kept, why it ended."""
-    levels = f"window of {len(window)} level(s), {sum(len(level) for level in window)} guesses"
-    if len(window) < N - 1:
-        levels += f" (warming up: n-grams once there are N - 1 = {N - 1})"
-    elif n_ngrams:
-        levels += f"; {n_ngrams} new {N}-gram(s) into the pool (it holds {pool_size})"
-    if any(len(level) < (W - 1 if l == 0 else W) for l, level in enumerate(window)):
-        levels += f" (cut: {left} token(s) left to make)"
-    if not candidates:
-        check = ("no n-gram in the pool starts with the text's last token: nothing to verify" if left > 1 else
-                 "one token left to make: nothing to verify")
-        return f"{levels}; {check}, the oracle's next token"
-    best = candidates[g]
-    kept = (f"the best, candidate {g + 1} of {len(candidates)} (newest first), matched the oracle for {n_accepted} "
-            f"of its {len(best)} token(s)")
-    end = ("all kept, then the oracle's token after them" if n_accepted == len(best) else
-           f"the oracle chose otherwise at its token {n_accepted + 1}")
-    return f"{levels}; verified {len(candidates)} n-gram(s) starting with the text's last token: {kept}; {end}"

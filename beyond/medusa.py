@@ -17,7 +17,7 @@ round, so every round is ONE oracle pass and a few small products.
 Greedy verification keeps the oracle's greedy text exactly (tests/test_medusa.py). The paper's
 "typical acceptance" (keep a candidate whose probability under the oracle is above a threshold set
 by its entropy) is faster and not lossless: it changes the output distribution, so it is not here.
-tools/train_heads.py trains the heads on the oracle's own distribution (Medusa-2's self-distillation),
+workbench/tools/train_heads.py trains the heads on the oracle's own distribution (Medusa-2's self-distillation),
 sharing its LM head rather than copying it per head.
 """
 
@@ -32,19 +32,18 @@ from decoding import GenerationError, check_room, timed_states
 from stats import Stats
 from gpt2 import MASKED, layer_norm, softmax
 from kvcache import KVCache
-from tree import Node, TreeDetails, accepted_path, tree_mask
+from tree import Node, TreeDetails, accepted_path, tree_depth, tree_mask
 
 
 @dataclass
 class MedusaDetails(TreeDetails):
     """A round's record for --trace and --html: the candidate tree (tree.py's fields; probs are each head's
     probability of its candidate) and the widths it was built with."""
-    kind: ClassVar[str] = "medusa"
     widths: list = None  # widths[k - 1]: head k's candidates under every node of the level above
 
 
 class MedusaHeads:
-    """The K heads tools/train_heads.py exports ("medusa.{k}.weight", "medusa.{k}.bias"); weights/heads.py
+    """The K heads workbench/tools/train_heads.py exports ("medusa.{k}.weight", "medusa.{k}.bias"); weights/heads.py
     reads them (params: gpt2.nest of its tensors)."""
 
     def __init__(self, params, config, oracle):
@@ -111,12 +110,11 @@ def medusa_generate(heads, oracle, ids, n_new, widths=(2, 1, 1), stats=None):
     features, logits = timed_states(oracle, cache, tokens, stats, "oracle", n_logits=1)
     feature = features[-1]
     tokens.append(int(np.argmax(logits[-1])))
-    stats.add_round(tokens[-1:], context_length=len(ids), cached={"draft": None, "oracle": cache.n_tokens()},
-                    reason="the prompt's pass: the oracle's last state after the prompt, which the heads read next")
+    stats.add_round(tokens[-1:], context_length=len(ids), cached={"draft": None, "oracle": cache.n_tokens()})  # the prompt's pass
     yield tokens[-1]
     while len(tokens) < end:
-        depth = min(len(widths), end - len(tokens) - 1)  # a branch plus the oracle's token: no overshoot
-        nodes = draft_tree(heads, feature, widths[:depth], stats) if depth else []
+        k = min(len(widths), end - len(tokens) - 1)  # a branch plus the oracle's token: no overshoot
+        nodes = draft_tree(heads, feature, widths[:k], stats) if k else []
         features, logits = tree_pass(oracle, cache, tokens[-1], nodes, stats)
         choice = np.argmax(logits, axis=-1)  # after the root (row 0) and after each node (row i + 1)
         path = accepted_path(nodes, choice)
@@ -128,9 +126,7 @@ def medusa_generate(heads, oracle, ids, n_new, widths=(2, 1, 1), stats=None):
         stats.add_round(new_tokens, [node.token for node in nodes], len(path), context_length=n, oracle=choice.tolist(),
                         cached={"draft": None, "oracle": cache.n_tokens()},
                         details=MedusaDetails([node.parent for node in nodes], path, [node.p for node in nodes],
-                                              n_draft=len(widths), depth=depth, widths=list(widths)),
-                        reason=f"Medusa heads 1-{depth}: a tree of their top candidates, {len(nodes)} nodes, checked "
-                               "in one tree-masked oracle pass" if depth else
-                               "one token left to make: no heads drafted, the oracle's own token only")
+                                              n_draft=len(widths), k=k, widths=list(widths)),
+                        positions=tree_depth(nodes))
         tokens += new_tokens
         yield from new_tokens

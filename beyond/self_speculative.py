@@ -45,7 +45,7 @@ weight reads stays: the extra one-row pass over d_k's layers 0..L-1 reads
 what the full verification would have. Where a pass costs what reading its
 weights costs (few rows, large model), the two run about equally fast; where
 rows cost arithmetic (a prompt, small models on a CPU), sharing is faster.
-`python bench.py layers` (app/layers.py) measures both beside plain greedy.
+`python workbench.py bench layers` (app/layers.py) measures both beside plain greedy.
 
 The passes are the model's own steps (gpt2.GPT2): the draft's hidden_states
 and logits, the upper layers' blocks and the oracle's logits: the same
@@ -111,8 +111,7 @@ def draft_name(n_layers, n_layer, trained=False):
 
 @dataclass
 class LayersDetails(Line):
-    """A round's record for --trace and --html: a fixed draft length (decoding.Line) and the draft's depth."""
-    kind: ClassVar[str] = "layers"
+    """A round's record for --trace and --html: a fixed draft length (stats.Line) and the draft's depth."""
     layers: int = 1   # L, the draft's blocks
     n_layer: int = 2  # the oracle's blocks
     trained: bool = False  # the exit goes through a trained adapter (beyond/early_exit.py)
@@ -154,8 +153,7 @@ def rounds(draft, oracle, tokens, n_new, n_draft, stats, adapter=None):  # self_
         trained = adapter is not None
         stats.add_round(new_tokens, drafted, n_accepted, context_length=context_length, oracle=oracle_choice,
                         cached=cache_lengths(shared, deep),
-                        details=LayersDetails(n_draft, k, n_layers, oracle.n_layer, trained),
-                        reason=f"draft = {draft_name(n_layers, oracle.n_layer, trained)}; {n_accepted} of {k} accepted")
+                        details=LayersDetails(n_draft, k, n_layers, oracle.n_layer, trained))
         yield from new_tokens
 
 

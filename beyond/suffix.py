@@ -15,7 +15,7 @@ by tree.py's greedy tree verifier.
   SuffixAutomaton  the automaton: extend(token), states with next, link, length, first_end
   Matcher          walks a token stream over an automaton, falling back along suffix links
   SuffixDrafter    the text's automaton and a matcher; propose(k) and propose_tree(k, width)
-  SuffixDetails    a round's record: the match, the reason, and the tree when one was drafted
+  SuffixDetails    a round's record: the match drafted from, and the tree when one was drafted
   suffix_generate  greedy speculative decoding with those drafts; output = greedy_generate's
 
 Words used below. A position is a token's index in the text (prompt and output,
@@ -34,7 +34,7 @@ from decoding import GenerationError, cache_lengths, check_lengths, check_room
 from stats import Stats
 from kvcache import KVCache
 from speculative import rollback, verify
-from tree import Node, TreeDetails, verify_tree
+from tree import Node, TreeDetails, tree_depth, verify_tree
 
 
 class State:
@@ -186,7 +186,7 @@ class SuffixDrafter:
     """Drafts from the text itself: what followed the earlier occurrences of the text's longest repeated suffix.
 
     min_match: draft nothing when that suffix is shorter (a one-token match is
-    often a coincidence). source and reason say where the last proposal came from.
+    often a coincidence). source says where the last proposal came from.
     """
 
     def __init__(self, min_match=1):
@@ -200,7 +200,7 @@ class SuffixDrafter:
         self.automaton = SuffixAutomaton()
         self.matcher = Matcher(self.automaton)
         self.tokens = []
-        self.source, self.reason = {}, ""
+        self.source = {}
         self.update(ids)
 
     def update(self, tokens):
@@ -229,8 +229,8 @@ class SuffixDrafter:
 
     def _match_to_draft(self, k):
         """(length, ends) of the longest match to draft from; (0, []) when there is none, or no room (k <= 0).
-        Clears the round's source and reason first: a proposal that drafts sets its own."""
-        self.source, self.reason = {}, "nothing left to draft: the oracle adds the last token alone"
+        Clears the round's source first ({} when there was no room): a proposal sets its own."""
+        self.source = {}
         if k <= 0:
             return 0, []
         length, ends = self.match()
@@ -244,8 +244,6 @@ class SuffixDrafter:
         latest = max(ends)
         drafted = continuation(self.tokens, latest, k)
         self.source = {"length": length, "end": latest, "occurrences": len(ends)}
-        self.reason = (f"longest match: {length} token(s) ending at position {latest}"
-                       f"{self._others(len(ends))}; proposed the {len(drafted)} that followed")
         return drafted
 
     def propose_tree(self, k, width, max_nodes=16):
@@ -282,35 +280,21 @@ class SuffixDrafter:
             if depth < k:
                 offer(len(nodes) - 1, depth, group, -neg_score)
         self.source = {"length": length, "end": ends[0], "occurrences": len(ends)}
-        self.reason = (f"longest match: {length} token(s) ending at position {ends[0]}{self._others(len(ends))}; "
-                       f"a tree of {len(nodes)} node(s), the most frequent of what followed them")
         return nodes
 
     def _long_enough(self, length):
-        if length == 0:
-            self.reason = "the last token never occurred before: nothing drafted"
-        elif length < self.min_match:
-            self.reason = f"longest match: {length} token(s), below min_match {self.min_match}: nothing drafted"
-        self.source = {"length": length}
+        self.source = {"length": length}  # a match too short (or none) to draft from: its length alone
         return length >= self.min_match
-
-    @staticmethod
-    def _others(n_ends):
-        return f" (the latest of {n_ends} earlier occurrences)" if n_ends > 1 else ""
 
 
 @dataclass
 class SuffixDetails:
     """A round's record for --trace and --html: where the drafts came from, and the tree when width > 1."""
-    match: dict          # SuffixDrafter.source: {"length", "end", "occurrences"} of the match drafted from
-    reason: str          # SuffixDrafter.reason: one line of why
+    match: dict          # SuffixDrafter.source: {"length", "end", "occurrences"} of the match drafted from ({}: no room)
+    min_match: int       # the shortest match drafted from
     tree: TreeDetails = None  # the drafted tree (parents, path, probs: a node's share of its parent's continuations)
     n_draft: int = None  # the most drafts (the tree's depth) asked for
-    room: int = None     # the most this round: n_draft, or fewer where fewer tokens were left to make
-
-    @property
-    def kind(self):
-        return "suffix" if self.tree is None else "suffix-tree"
+    k: int = None        # the most this round: n_draft, or fewer where fewer tokens were left to make
 
 
 def suffix_generate(oracle, ids, n_new, n_draft=8, min_match=1, width=1, max_nodes=16, drafter=None, stats=None):
@@ -331,11 +315,11 @@ def suffix_generate(oracle, ids, n_new, n_draft=8, min_match=1, width=1, max_nod
     while len(tokens) < end:
         # 1. Draft from the automaton: no model pass. The oracle adds one token: no overshoot.
         start = time.perf_counter()
-        room = min(n_draft, end - len(tokens) - 1)
-        nodes = drafter.propose_tree(room, width, max_nodes) if width > 1 else None
-        drafted = drafter.propose(room) if nodes is None else [node.token for node in nodes]
+        k = min(n_draft, end - len(tokens) - 1)
+        nodes = drafter.propose_tree(k, width, max_nodes) if width > 1 else None
+        drafted = drafter.propose(k) if nodes is None else [node.token for node in nodes]
         stats.add_time("draft", time.perf_counter() - start)
-        details = SuffixDetails(drafter.source, drafter.reason, n_draft=n_draft, room=room)
+        details = SuffixDetails(drafter.source, drafter.min_match, n_draft=n_draft, k=k)
         context_length = len(tokens)
         # 2-4. Verify, accept, roll back: a line as in speculative_generate, a tree as in tree_generate.
         if nodes is None:
@@ -345,11 +329,12 @@ def suffix_generate(oracle, ids, n_new, n_draft=8, min_match=1, width=1, max_nod
             oracle_cache.keep(list(range(context_length)) + [context_length + i for i in path])
             n_accepted = len(path)
             details.tree = TreeDetails([node.parent for node in nodes], path, [node.p for node in nodes],
-                                       n_draft=n_draft, depth=room)
+                                       n_draft=n_draft, k=k)
         tokens += new_tokens
         rollback(len(tokens) - 1, oracle_cache)
         stats.add_round(new_tokens, drafted, n_accepted, context_length=context_length, oracle=oracle_choice,
-                        cached=cache_lengths(None, oracle_cache), details=details)
+                        cached=cache_lengths(None, oracle_cache), details=details,
+                        positions=None if nodes is None else tree_depth(nodes))
         # 5. The automaton learns the accepted tokens (draft time: it is the drafter's work).
         start = time.perf_counter()
         drafter.update(tokens)

@@ -57,68 +57,23 @@ from typing import ClassVar
 
 import numpy as np
 
-from decoding import cache_lengths, check_args, decisive_digits, feed, timed_forward
+from decoding import cache_lengths, check_args, feed, timed_forward
 from stats import Stats
 from kvcache import KVCache
 from processors import as_processor
 from speculative import rollback
 from sps import acceptance_probability, residual, sample
-from tree import Node, TreeDetails, tree_logits, tree_mask
+from tree import Node, TreeDetails, tree_depth, tree_logits, tree_mask
 
 
 @dataclass
 class SampledTreeDetails(TreeDetails):
     """A round's record for --trace and --html: the tree (tree.py's fields), every check made and where the
     last token came from."""
-    kind: ClassVar[str] = "tree-sps"
     width: int = 2
     visits: list = None  # per node whose children were checked: {node, children, checks: [{token, p, q, accept_prob, r, accepted}]}
     last: dict = None    # {token, from: "residual" or "bonus", prob: its chance in the distribution it was drawn from}
-    reason: str = ""     # reason_line's one line, with tokens as #id
     siblings: str = "i.i.d."  # how a node's children were drawn: "i.i.d." (tree-sps) or "without replacement"
-
-    def names(self, i):
-        """(target, draft): the names of the distributions child i + 1 of a node was tested with. The target is
-        q, then q', q'', ... (the residual after i rejections there); the draft is p for i.i.d. children, and
-        p, p', p'', ... (p without the i siblings drawn before) for children drawn without replacement."""
-        return "q" + "'" * i, "p" + "'" * i if self.siblings == "without replacement" else "p"
-
-    def reason_line(self, show=None):
-        """The round in one line: each child checked, its draft probability, its test r < min(1, q/p) (q', q'',
-        ...: the residual after one, two rejections) with the numbers that decided it, and where the last token
-        came from. show(tokens) -> text; default #id."""
-        show = show or (lambda tokens: " ".join(f"#{t}" for t in tokens))
-        parts = []
-        for depth, visit in enumerate(self.visits, 1):
-            said = []
-            for i, c in enumerate(visit["checks"]):
-                target, draft = self.names(i)
-                r, ratio, digits = check_numbers(c)
-                verdict = f"kept: r={r:.{digits}g} <" if c["accepted"] else f"rejected: r={r:.{digits}g} >="
-                said.append(f"child {i + 1} {show([c['token']])} ({draft}={c['p']:.2g}) {verdict} "
-                            f"min(1, {target}/{draft}={ratio:.{digits}g})")
-            parts.append(f"depth {depth}: " + ", ".join(said))
-        last = self.last
-        if last["from"] == "residual":
-            n = len(self.visits[-1]["checks"])
-            every = "both children" if n == 2 else "the child" if n == 1 else f"all {n} children"
-            parts.append(f"{every} rejected: {show([last['token']])} drawn from the residual {self.names(n)[0]} "
-                         f"(prob {last['prob']:.2g})")
-        elif self.visits:
-            parts.append(f"a leaf kept: the bonus {show([last['token']])} drawn from the oracle's q "
-                         f"(prob {last['prob']:.2g})")
-        else:
-            parts.append(f"nothing drafted: {show([last['token']])} drawn from the oracle's q (prob {last['prob']:.2g})")
-        return "; ".join(parts)
-
-
-def check_numbers(check):
-    """(r, q/p, the digits to print them with) of one check: q/p as the test used it (min(1, q/p) below 1, the
-    ratio itself at or above 1), and digits enough that r and min(1, q/p) read in the order that decided the
-    check, and that q/p reads as below, at or above 1 as it is."""
-    r, a = check["r"], check["accept_prob"]
-    ratio = a if a < 1 else max(1.0, check["q"] / check["p"])
-    return r, ratio, decisive_digits((r, a), (ratio, 1.0), (r, 1.0))
 
 
 def tree_sample_generate(draft, oracle, ids, n_new, n_draft=4, width=2, max_nodes=32, rng=None, processor=None,
@@ -140,10 +95,10 @@ def tree_sample_generate(draft, oracle, ids, n_new, n_draft=4, width=2, max_node
     tokens, end = list(ids), len(ids) + n_new
     draft_cache, oracle_cache = KVCache(), KVCache()
     while len(tokens) < end:
-        depth = min(n_draft, end - len(tokens) - 1)  # a path plus the last token: never overshoot
+        k = min(n_draft, end - len(tokens) - 1)  # a path plus the last token: never overshoot
         # 1. The tree: width children per node, each drawn from the draft's p there.
-        nodes, p, n_fed = sample_tree(draft, draft_cache, tokens, depth, width, max_nodes, processor, rng, stats,
-                                      draw_children) if depth else ([], {}, 0)
+        nodes, p, n_fed = sample_tree(draft, draft_cache, tokens, k, width, max_nodes, processor, rng, stats,
+                                      draw_children) if k else ([], {}, 0)
         # 2. q after the root and after every node, in one oracle pass.
         q = oracle_pass(oracle, oracle_cache, tokens, nodes, processor, stats)
         # 3. Down the tree with multi-round rejection; the last token from the residual or the leaf's q.
@@ -158,8 +113,8 @@ def tree_sample_generate(draft, oracle, ids, n_new, n_draft=4, width=2, max_node
         details = None
         if stats.trace is not None:
             details = explain_round(nodes, path, visits, last, new_tokens, width, siblings)
-            details.n_draft, details.depth = n_draft, depth
-        stats.add_round(new_tokens, [node.token for node in nodes], len(path), context_length=n,
+            details.n_draft, details.k = n_draft, k
+        stats.add_round(new_tokens, [node.token for node in nodes], len(path), context_length=n, positions=tree_depth(nodes),
                         oracle=chosen_after(nodes, path, new_tokens), cached=cache_lengths(draft_cache, oracle_cache),
                         details=details)
         yield from new_tokens
@@ -265,15 +220,10 @@ def chosen_after(nodes, path, new_tokens):
 
 
 def explain_round(nodes, path, visits, last, new_tokens, width, siblings="i.i.d."):
-    """The tree (tree.py's TreeDetails), every check made (visits) and where the last token came from,
-    with a one-line reason; siblings: how the children were drawn ("i.i.d." or "without replacement")."""
+    """The tree (tree.py's TreeDetails), every check made (visits) and where the last token came from;
+    siblings: how the children were drawn ("i.i.d." or "without replacement")."""
     token = new_tokens[-1]
     rejected_all = bool(visits) and not visits[-1]["checks"][-1]["accepted"]
-    details = SampledTreeDetails([node.parent for node in nodes], path, [node.p for node in nodes], width=width,
-                                 visits=visits, last={"token": token, "from": "residual" if rejected_all else "bonus",
-                                                      "prob": float(last[token])}, siblings=siblings)
-    details.reason = reason_line(details)
-    return details
-
-
-reason_line = SampledTreeDetails.reason_line  # reason_line(details, show): the same, as a function
+    return SampledTreeDetails([node.parent for node in nodes], path, [node.p for node in nodes], width=width,
+                              visits=visits, last={"token": token, "from": "residual" if rejected_all else "bonus",
+                                                   "prob": float(last[token])}, siblings=siblings)

@@ -1,7 +1,7 @@
 """Exercise 23 (core): the draft length that is fastest on your machine.   EXERCISES.md, exercise 23
 
 alpha: Leviathan et al.'s acceptance rate, the chance that a draft is kept once the
-       drafts before it were (`python bench.py suite` measures it on the learned pair);
+       drafts before it were (`python workbench.py bench suite` measures it on the learned pair);
 c: the draft's cost per token over the oracle's, T_draft(1) / T_oracle(1);
 T: {k: milliseconds of one oracle forward over k new tokens}, measured, k = 1 .. the largest n_draft + 1.
 

@@ -83,9 +83,9 @@ def test_a_batch_of_one_is_greedy_decoding(draft, oracle):
 @pytest.mark.slow
 @pytest.mark.parametrize("n_draft", [1, 4, 8])
 def test_the_learned_pair_batched_is_greedy_row_for_row(demo_dirs, n_draft):
-    from speed.accelerate import load_fast
+    from workbench.speed.accelerate import load_fast
     from weights.tokenizer import encode, load_tokenizer
-    from app.suite import PROMPTS, read_prompts
+    from workbench.bench.suite import PROMPTS, read_prompts
     draft, oracle = load_fast(demo_dirs["draft"]), load_fast(demo_dirs["oracle"])
     enc = load_tokenizer(demo_dirs["oracle"])
     batch_ids = [encode(enc, p["prompt"])[:10 + 7 * i] for i, p in enumerate(read_prompts(PROMPTS)[:8])]

@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 
 from beam import beam_score, beam_search, log_softmax, memory_needed
-from conftest import make_model_dir
+from fixtures import make_model_dir
 from decoding import GenerationError
 from stats import Stats
 from gpt2 import GPT2
 from speculative import greedy_generate
-from speed.accelerate import load_fast
+from workbench.speed.accelerate import load_fast
 from test_greedy import SEEDS, prompt
 from weights import checkpoint
 

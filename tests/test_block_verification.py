@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import beyond.block_verification as bv
-from app import display
+from workbench import display
 from beyond.block_verification import (acceptance_probabilities, block_sample, block_weights, last_passing,
                                        reason_line, verify_block)
 from stats import Stats
@@ -397,7 +397,7 @@ def test_the_reason_line_prints_the_digits_that_decide():
 
 
 def test_the_method_is_registered(related, oracle):
-    from app import methods
+    from workbench import methods
     m = methods.get("sps-block")
     assert m.samples and m.verifies and m.n_draft == 4 and m.baseline == "sample"
     call = methods.Call(draft=related, oracle=oracle, ids=[1, 2, 3], n_new=10, n_draft=3, stats=Stats(),

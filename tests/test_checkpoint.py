@@ -18,10 +18,10 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from conftest import ROOT, make_model_dir, save_tensors
+from fixtures import ROOT, make_model_dir, save_tensors
 from permissions import permissions_binding_root
-from speed import accelerate
-from speed.accelerate import BLOCKED_FILE, load_fast
+from workbench.speed import accelerate
+from workbench.speed.accelerate import BLOCKED_FILE, load_fast
 from weights import checkpoint, reading
 from weights.checkpoint import CheckpointError
 
@@ -102,7 +102,7 @@ POINTS = ("checked",   # its first look found no sound copy; next: the lock (con
           "recorded")  # recorded: the copy is sound
 ZYGOTE = r"""
 import hashlib, os, signal, sys
-from speed import accelerate
+from workbench.speed import accelerate
 from weights import files
 signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the children
 stop = {"point": None, "mode": None}

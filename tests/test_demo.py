@@ -14,15 +14,15 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from app import demo as demo_app
-from app import methods, runner
-from conftest import ROOT
+from workbench import demo as demo_app
+from workbench import methods, runner
+from fixtures import ROOT
 from stats import Stats
 from processors import make_processor
 from sps import autoregressive_sample, speculative_sample
 from speedup import predicted_speedup
 from speculative import greedy_generate, speculative_generate
-from speed.accelerate import load_fast
+from workbench.speed.accelerate import load_fast
 from weights import demo_pair as demo
 from weights.checkpoint import CheckpointError, load_config
 from weights.tokenizer import encode, load_tokenizer
@@ -107,7 +107,7 @@ def test_an_edited_or_older_model_directory_is_rewritten(tmp_path):
 def test_demo_draft_4k_is_written_with_a_tokenizer_of_its_own(tmp_path):
     # The third model: its four files are the shipped ones (draft-4k/ in SHA256SUMS), its vocab.json and merges.txt
     # its own, not the pair's; an edited one is rewritten; the name resolves to it.
-    from app import runner
+    from workbench import runner
     from weights import models as model_names
     models = tmp_path / "models"
     demo.build_pair(str(models))

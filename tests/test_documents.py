@@ -21,8 +21,8 @@ import urllib.parse
 
 import pytest
 
-from app import demo
-from conftest import ROOT
+from workbench import demo
+from fixtures import ROOT
 from test_translations import HEADING, INLINE_CODE, anchors, links, prose
 
 MARKDOWN = ["README.md", "README.zh-CN.md", "READING.md", "EXERCISES.md", "EXERCISES.zh-CN.md", "PERFORMANCE.md",

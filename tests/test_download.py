@@ -21,7 +21,7 @@ import pytest
 import urllib3
 
 import download_server
-from conftest import ROOT, tiny_config, write_tiny_bpe
+from fixtures import ROOT, tiny_config, write_tiny_bpe
 from weights import download as download_weights
 from weights import http
 from weights.download import DownloadError, download

@@ -16,7 +16,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from conftest import ROOT
+from fixtures import ROOT
 
 import checks  # noqa: E402  (exercises/checks: conftest puts exercises/ on the path)
 from stats import Stats  # noqa: E402

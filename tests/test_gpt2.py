@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import gpt2
-from conftest import make_model_dir
+from fixtures import make_model_dir
 from gpt2 import GPT2
 from kvcache import KVCache
 from weights import checkpoint

@@ -5,8 +5,8 @@ import shutil
 import numpy as np
 import pytest
 
-from conftest import make_model_dir, save_tensors
-from speed.accelerate import load_fast
+from fixtures import make_model_dir, save_tensors
+from workbench.speed.accelerate import load_fast
 from gpt2 import GPT2
 from decoding import GenerationError
 from stats import Stats

@@ -1,4 +1,4 @@
-"""The oracle's trained heads (weights/heads.py, tools/train_heads.py): shipped beside the learned pair, written
+"""The oracle's trained heads (weights/heads.py, workbench/tools/train_heads.py): shipped beside the learned pair, written
 into demo-oracle/heads/ with it, read shape-checked; and on held-out text they draft what they were trained to."""
 
 import os
@@ -6,14 +6,14 @@ import os
 import numpy as np
 import pytest
 
-from app import methods
+from workbench import methods
 from beyond.eagle import eagle_generate
 from beyond.early_exit import early_exit_generate
 from beyond.self_speculative import self_speculative_generate
-from conftest import make_model_dir
+from fixtures import make_model_dir
 from stats import Stats
 from speculative import greedy_generate, speculative_generate
-from speed.accelerate import load_fast
+from workbench.speed.accelerate import load_fast
 from test_demo import held_out
 from weights import demo_pair, files, heads
 from weights.checkpoint import CheckpointError

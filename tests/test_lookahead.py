@@ -10,7 +10,7 @@ import pytest
 
 import beyond.lookahead as la
 from beyond.lookahead import NGramPool, advance, fit, layout, lookahead_generate
-from conftest import ROOT
+from fixtures import ROOT
 from decoding import GenerationError
 from stats import Stats
 from kvcache import KVCache
@@ -50,7 +50,7 @@ def test_a_repetitive_text_is_made_in_fewer_passes_than_tokens(oracle):
 
 @pytest.fixture(scope="module")
 def learned(demo_dirs):
-    from speed.accelerate import load_fast
+    from workbench.speed.accelerate import load_fast
     from weights.tokenizer import encode, load_tokenizer
     from test_demo import held_out
     enc = load_tokenizer(demo_dirs["oracle"])

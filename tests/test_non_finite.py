@@ -18,10 +18,10 @@ import pytest
 
 import sps
 from beyond import block_verification, tree_sampling, tree_without_replacement
-from conftest import make_model_dir, save_tensors
+from fixtures import make_model_dir, save_tensors
 from gpt2 import GPT2
 from processors import Processor
-from speed.accelerate import BLOCKED_FILE, load_fast
+from workbench.speed.accelerate import BLOCKED_FILE, load_fast
 from test_sps import N_SAMPLES, generator_chi_square, small  # noqa: F401 (small: the fixture)
 from weights import checkpoint, heads
 from weights.checkpoint import CheckpointError
@@ -202,7 +202,7 @@ def test_a_non_finite_head_is_refused_naming_file_and_tensor(demo_dirs, tmp_path
 
 
 def test_a_head_of_3e38_loads_and_eagle_sps_keeps_none_of_its_drafts(demo_dirs, tmp_path):
-    from app import methods, runner
+    from workbench import methods, runner
     from stats import Stats
     oracle_dir = f32_eagle_head(demo_dirs["oracle"], tmp_path / "o", **{"fc.weight": 3e38})
     draft, oracle = load_fast(demo_dirs["draft"]), load_fast(oracle_dir)

@@ -15,7 +15,7 @@ import re
 
 import pytest
 
-from conftest import ROOT
+from fixtures import ROOT
 
 EXTRAS = "needs the notebook extras: pip install -r requirements-extras.txt"
 nbformat = pytest.importorskip("nbformat", reason=EXTRAS)

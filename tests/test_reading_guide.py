@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from fixtures import ROOT
 
 with open(os.path.join(ROOT, "READING.md"), encoding="utf-8") as f:
     GUIDE = f.read()

@@ -9,7 +9,7 @@ import pytest
 import beyond.self_speculative as ss
 import gpt2
 from beyond.self_speculative import early_exit_draft, self_speculative_generate
-from conftest import make_model_dir, save_tensors
+from fixtures import make_model_dir, save_tensors
 from decoding import GenerationError
 from stats import Stats
 from gpt2 import GPT2

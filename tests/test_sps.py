@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from conftest import make_model_dir
+from fixtures import make_model_dir
 from gpt2 import GPT2
 from processors import Processor, make_processor
 from sps import acceptance_probability, autoregressive_sample, residual, sample, speculative_sample
@@ -155,7 +155,8 @@ def assert_self_drafting_keeps_every_draft(generate, oracle):
 def trace_and_page(generate, method, related, oracle, n_draft):
     """12 tokens traced, as --trace prints them and as the page draws them, one of each per round:
     (the rounds, the --trace lines, the rounds' section of the page)."""
-    from app import display, report
+    from workbench import display
+    from workbench.page import report
     stats = Stats(trace=[])
     list(generate(related, oracle, [1, 2, 3], 12, n_draft=n_draft, rng=np.random.default_rng(2), stats=stats))
     lines = display.format_trace(stats.trace, lambda t: f"<{t}>".encode(), 3)

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from fixtures import ROOT
 
 PACKAGES = ("app", "weights", "speed", "beyond")
 
@@ -231,7 +231,7 @@ def test_no_comment_quotes_a_timing():
     assert not offenders, "\n".join(offenders)
 
 
-@pytest.mark.parametrize("made", ["report.html", "page.html", "tools/data/train.ids", "tools/out/oracle.pt",
+@pytest.mark.parametrize("made", ["report.html", "page.html", "workbench/tools/data/train.ids", "workbench/tools/out/oracle.pt",
                                   "bench_results/x.csv", "models/gpt2/model.safetensors"])
 def test_what_runs_make_is_ignored_by_git(made):
     """Pages (--html), the training corpus and stages, benchmark results and models never show up in git status."""
@@ -291,7 +291,8 @@ def test_every_signature_takes_the_target_before_the_draft():
 
 
 def test_the_draft_length_has_one_flag_and_one_session_command(tmp_path):
-    from app import ablation, cli, runner, session
+    from workbench import cli, runner, session
+    from workbench.bench import ablation
     out = ["--out", str(tmp_path / "ablation.csv")]
     assert cli.parse_args(["--n-draft", "3"]).n_draft == 3
     assert ablation.parse_args(["--n-draft", "3", *out]).n_draft == 3
@@ -309,7 +310,7 @@ def test_each_method_is_registered_by_a_named_function():
     # A reader (or a tool) follows the call from --method to its decoder: no lambda in the registry.
     tree = parse("app.methods")
     assert not [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Lambda)]
-    from app import methods
+    from workbench import methods
     assert all(m.generate.__name__.startswith("run_") for m in methods.METHODS.values())
     # and so is each way a method runs a draft of another vocabulary (crossvocab.py)
     assert all(m.across.__name__.startswith("run_") for m in methods.METHODS.values() if m.across is not None)

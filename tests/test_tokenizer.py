@@ -7,7 +7,7 @@ import tempfile
 
 import pytest
 
-from conftest import TINY_VOCAB_SIZE, write_tiny_bpe
+from fixtures import TINY_VOCAB_SIZE, write_tiny_bpe
 from weights.tokenizer import ENDOFTEXT, TokenizerError, check_vocabulary, encode, endoftext_id, load_tokenizer
 
 TEXTS = ["the cat and the hat", "", " leading and trailing  ", "naïve café", "中文字符", "emoji 🙂👍🏽",

@@ -15,7 +15,7 @@ import urllib.parse
 
 import pytest
 
-from conftest import ROOT
+from fixtures import ROOT
 
 ZH = ".zh-CN.md"
 TWIN_WITHIN_LINES = 5        # "near the top": the twin's link is in a file's first lines

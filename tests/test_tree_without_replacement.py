@@ -142,7 +142,7 @@ def test_the_chi_square_test_catches_a_wrong_rule(monkeypatch, patch):
 
 def test_the_method_is_registered(related, oracle):
     from types import SimpleNamespace
-    from app import methods
+    from workbench import methods
     m = methods.get("tree-sps-wor")
     assert m.samples and m.verifies and m.needs_cache and m.n_draft == 4
     call = methods.Call(draft=related, oracle=oracle, ids=[1, 2, 3], n_new=10, n_draft=3, stats=Stats(),

@@ -4,7 +4,7 @@ A checkpoint directory in the Hugging Face layout holds config.json (the
 shapes) and model.safetensors (the weights). This module reads both, checks
 every field before it trusts it, and hands over the tensors as float32 arrays
 under their checkpoint keys (load). It also writes checkpoints: the learned
-pair's (tools/train_pair.py), random ones for the tests and the benchmarks,
+pair's (workbench/tools/train_pair.py), random ones for the tests and the benchmarks,
 and speed/accelerate.py's converted copy.
 
 safetensors, in a few functions here rather than a dependency: an 8-byte

@@ -2,12 +2,12 @@
 
 build_pair() writes models/demo-draft and models/demo-oracle from
 assets/learned-pair/ (no network): two GPT-2 checkpoints in float16 trained on
-the Python 3.11 documentation (tools/train_pair.py says how, and reproduces
+the Python 3.11 documentation (workbench/tools/train_pair.py says how, and reproduces
 them), and their tokenizer, GPT-2's own BPE cut to its first 8,191 tokens;
 beside the oracle, the drafting heads trained on its own states
-(tools/train_heads.py: demo-oracle/heads/eagle, medusa and exit, weights/heads.py);
+(workbench/tools/train_heads.py: demo-oracle/heads/eagle, medusa and exit, weights/heads.py);
 and models/demo-draft-4k, a second draft with a tokenizer of its own, 4,096 tokens
-(tools/train_other_vocab_draft.py; speculative decoding across vocabularies: crossvocab.py).
+(workbench/tools/train_other_vocab_draft.py; speculative decoding across vocabularies: crossvocab.py).
 Every shipped file is checked against assets/learned-pair/SHA256SUMS before it
 is written, and a model directory is rewritten whenever it is not exactly the
 shipped pair (an older demo pair, a half-written one, an edited file).

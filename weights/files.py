@@ -20,7 +20,7 @@ name decides how, and who chose the name:
       one; two writers never share a file; the rename replaces a name, never
       writes through it.
 
-A set of files in one directory (bench.py suite's five) is checked together
+A set of files in one directory (workbench.py bench suite's five) is checked together
 before the work (why_not_writable_in) and written together (write_together):
 all or none replaced. A failed write is an OSError naming the file it was
 for (the destination, not a temporary or a source).

@@ -1,4 +1,4 @@
-"""Reading a drafting head: the weights tools/train_heads.py trains on an oracle's own states.
+"""Reading a drafting head: the weights workbench/tools/train_heads.py trains on an oracle's own states.
 
 A head lives in a directory of its own (config.json + model.safetensors), inside the directory of the
 oracle it was trained on: ORACLE/heads/eagle, ORACLE/heads/medusa, ORACLE/heads/exit. Its config.json
@@ -79,7 +79,7 @@ def load(oracle_dir, kind, oracle):
     directory = head_dir(oracle_dir, kind)
     if not os.path.isdir(directory):
         raise CheckpointError(f"{reading.shown(oracle_dir)} has no {kind} head (heads/{kind}); "
-                              "python demo.py writes the learned pair's, tools/train_heads.py trains them")
+                              "python demo.py writes the learned pair's, workbench/tools/train_heads.py trains them")
     config = load_config(os.path.join(directory, "config.json"), kind, oracle)
     path = os.path.join(directory, "model.safetensors")
     entries, _, data = checkpoint.open_safetensors(path)

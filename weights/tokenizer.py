@@ -139,3 +139,12 @@ def check_vocabulary(enc, vocab_size, model_dir):
     if enc.n_vocab != vocab_size:
         raise TokenizerError(f"{vocab_path(enc)} has {enc.n_vocab} tokens but {os.path.join(model_dir, 'config.json')} "
                              f"says vocab_size {vocab_size}: the tokenizer is not this model's")
+
+
+def prompt_ids(enc, prompt):
+    """The prompt's tokens; an empty prompt starts from <|endoftext|>, as GPT-2's unconditional samples do."""
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError:  # bytes the locale could not decode arrive as lone surrogates
+        raise TokenizerError("the prompt is not valid UTF-8 text (is the terminal's locale UTF-8? try LANG=C.UTF-8)") from None
+    return encode(enc, prompt) if prompt else [endoftext_id(enc)]

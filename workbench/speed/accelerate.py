@@ -1,0 +1,329 @@
+"""Speed, applied to a model from outside: the same GPT2, its weights in the blocked layout.
+
+gpt2.py computes `x @ w + b` with whatever arrays it holds. Here those arrays
+become blocked.Weight and blocked.Rows objects, whose `@` runs the blocked
+product (blocked.py), and every forward sets the BLAS's threads for its rows
+(threads.py). A small model's (under threads.SHARE_MIN_BYTES per token) become
+panels.Panels and panels.Table instead, copied from them at load (panels.py).
+Nothing else changes: the same forward, the same tokens.
+
+    model = accelerate(GPT2.from_pretrained("gpt2"))   # a model in memory, converted in memory
+    model = load_fast("gpt2")                          # what the programs do: the converted copy on disk
+
+Transposing and blocking gpt2-xl's 6 GB takes seconds, so load_fast keeps a
+converted copy beside the checkpoint, model.blocked.safetensors, written on
+first load from a load of the checkpoint in full (every value checked finite).
+It is a cache trusted no more than its source, and bound to both files' bytes:
+model.blocked.json records the identity of the checkpoint it was made from and
+its own once it was checked (identity: the inode and the change time, which
+every write, and every touch of the time, sets anew). At every load both are
+compared, then the shapes and a few values of every tensor (read_converted),
+and the copy is rebuilt when anything differs. Where it cannot be written (a
+read-only directory, a full disk), or where the system keeps no change time
+(Windows), the conversion is made in memory for that run.
+"""
+
+import contextlib
+import json
+import os
+import sys
+
+import numpy as np
+
+from errors import printable
+from gpt2 import GPT2, nest
+from workbench.speed.blocked import BLOCK, Rows, blocked_shape, to_blocks
+from workbench.speed import panels, second_core, threads
+from weights import checkpoint, files, models, reading
+
+try:
+    import fcntl  # POSIX: a lock held while a copy is made (converting_alone)
+except ImportError:
+    fcntl = None
+
+BLOCKED_FILE = "model.blocked.safetensors"
+RECORD_FILE = "model.blocked.json"  # the copy's identity once checked, and its checkpoint's (write_record)
+CHANGE_TIME = os.name == "posix"  # st_ctime is the time of the last change (on Windows: the file's creation)
+
+
+class FastGPT2(GPT2):
+    """gpt2.GPT2 with its weights in the blocked layout: each forward sets the BLAS's threads for its rows.
+    A model streaming under threads.SHARE_MIN_BYTES per token runs on the calling thread alone, its
+    weights copied into panels (speed/panels.py): at most that many bytes, made once at load; its
+    products of several rows run half on a helper process (speed/second_core.py)."""
+
+    def __init__(self, params, config, name="gpt2", directory=None):
+        super().__init__(params, config, name=name, directory=directory)
+        self.shares = weight_bytes(self) >= threads.SHARE_MIN_BYTES
+        if not self.shares:
+            self.params = panels.in_panels(self.params, kind=second_core.SplitPanels)
+
+    # gpt2.GPT2's steps, each in the BLAS's thread setting for its rows: forward() runs hidden_states() and
+    # logits(); a drafter that reads the states (beyond/) calls them, or blocks(), itself.
+    def hidden_states(self, ids, *args, **kwargs):
+        with threads.threads_for(np.size(ids), self.shares):
+            return super().hidden_states(ids, *args, **kwargs)
+
+    def blocks(self, x, *args, **kwargs):
+        with threads.threads_for(len(x), self.shares):
+            return super().blocks(x, *args, **kwargs)
+
+    def logits(self, x):
+        with threads.threads_for(len(x), self.shares):
+            return super().logits(x)
+
+
+def weight_bytes(model):
+    """Bytes a single-token forward streams: every weight (wpe only has a row read)."""
+    def total(node):
+        if isinstance(node, dict):
+            return sum(total(v) for v in node.values())
+        if isinstance(node, list):
+            return sum(total(v) for v in node)
+        return node.nbytes
+    return total(model.params) - model.params["wpe"].nbytes
+
+
+def accelerate(model):
+    """A FastGPT2 computing what `model` (a plain gpt2.GPT2) computes, its weights converted in memory."""
+    p = model.params
+    layers = [{**layer, "attn": {name: fast_linear(layer["attn"][name]) for name in ("c_attn", "c_proj")},
+               "mlp": {name: fast_linear(layer["mlp"][name]) for name in ("c_fc", "c_proj")}} for layer in p["h"]]
+    wte = np.asarray(p["wte"], dtype=np.float32)
+    params = {**p, "wte": Rows(to_blocks(wte), wte.shape[0]), "h": layers}
+    return FastGPT2(params, config_of(model), name=model.name)
+
+
+def fast_linear(linear):  # {"weight": W [n_in, n_out], "bias": b} with W as a blocked Weight
+    w = np.asarray(linear["weight"], dtype=np.float32)
+    return {**linear, "weight": Rows(to_blocks(w.T), w.shape[1]).T}
+
+
+def load_fast(name_or_path, models_dir=None):
+    """A FastGPT2 of a named model or a checkpoint directory, mapped from its converted copy."""
+    model_dir = models.resolve_model_dir(name_or_path, models_dir)
+    config = checkpoint.load_config(model_dir)
+    return FastGPT2(nest(converted_weights(model_dir, config)), config,
+                    name=os.path.basename(os.path.normpath(model_dir)), directory=model_dir)
+
+
+def config_of(model):
+    return {"n_layer": model.n_layer, "n_head": model.n_head, "n_embd": model.n_embd,
+            "n_positions": model.n_positions, "vocab_size": model.vocab_size, "layer_norm_epsilon": float(model.eps)}
+
+
+def is_linear_weight(key):
+    return key.endswith(("c_attn.weight", "c_proj.weight", "c_fc.weight"))
+
+
+def to_memory_layout(key, t):  # a checkpoint tensor -> the array the model keeps
+    if is_linear_weight(key):
+        # Conv1D weights are stored [n_in, n_out]. np.array first reads the mapped
+        # file in order: a transposing walk over its pages directly is much slower.
+        return to_blocks(np.array(t).T)
+    if key == "wte.weight":
+        return to_blocks(t)  # [vocab_size, n_embd] already has one row per output of the LM head
+    return t
+
+
+def memory_shape(key, shape):
+    if is_linear_weight(key):
+        return blocked_shape(shape[1], shape[0])
+    if key == "wte.weight":
+        return blocked_shape(*shape)
+    return shape
+
+
+def as_rows(key, t, shape):
+    """A converted tensor as the rows it stores: Rows of W.T for a linear weight W
+    [n_in, n_out], Rows of wte, else the array itself (shape: the checkpoint's)."""
+    if is_linear_weight(key):
+        return Rows(t, shape[1])
+    if key == "wte.weight":
+        return Rows(t, shape[0])
+    return t
+
+
+def as_matrix(key, t, shape):
+    """What the model holds for a tensor: a Weight for `x @ w`, Rows for wte, else the array."""
+    rows = as_rows(key, t, shape)
+    return rows.T if is_linear_weight(key) else rows  # W [n_in, n_out] is the transpose of W.T's row blocks
+
+
+def converted_weights(model_dir, config):
+    """{checkpoint key: array, Weight or Rows}, mapped from model.blocked.safetensors.
+
+    Transposing gpt2-xl's 6 GB takes seconds, so it is done once: the first
+    load writes the converted copy beside the checkpoint, later loads check it
+    against the checkpoint (read_converted) and map it. A load that only reads
+    removes nothing (files.remove_stale is a writer's).
+    """
+    source, path = os.path.join(model_dir, "model.safetensors"), os.path.join(model_dir, BLOCKED_FILE)
+    if not CHANGE_TIME:  # no identity to bind a copy to: converted at each load
+        return as_matrices(in_memory(source, config), config)
+    # Taken before the checkpoint is opened: one replaced meanwhile is converted under the identity
+    # of the file it replaced, which then differs, and is converted again at the next load.
+    stamp = f"{identity(os.stat(source))}:block{BLOCK}"
+    tensors = checkpoint.checkpoint_tensors(source, config, sampled=True)  # shapes checked before any is read
+    converted, _ = sound_copy(path, stamp, tensors)
+    if converted is None:
+        with converting_alone(source):  # another load converting it now: its copy, once made, is used
+            converted, why_not = sound_copy(path, stamp, tensors)
+            if converted is None:
+                converted = convert(path, stamp, source, config, why_not)
+    return as_matrices(converted, config)
+
+
+def as_matrices(converted, config):  # {key: a converted tensor} -> what the model holds (as_matrix)
+    shapes = checkpoint.expected_shapes(config)  # checked against the checkpoint's by now
+    return {key: as_matrix(key, t, shapes[key]) for key, t in converted.items()}
+
+
+def identity(st):
+    """Which file st is and its last change, "device:inode:size:mtime:ctime" (ns), as the kernel keeps them.
+
+    Why equal identities mean the same bytes (POSIX): the kernel sets a file's change time (ctime) to
+    the present at every change of its data or its metadata (a write, a truncate, chmod, utime: setting
+    the modification time back is itself a change), and no call sets it to a chosen value; a file put
+    in its place (cp, mv, tar, rsync, an editor's save) is another inode, made now. Not seen: a change
+    within the same tick of the kernel's clock as the identity recorded (milliseconds: only a program
+    racing this one), a clock set back or a disk edited beneath its file system (root's doing)."""
+    return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+
+
+@contextlib.contextmanager
+def converting_alone(source):
+    """Held while a load checks the copy again and makes it: a lock on the checkpoint file itself (flock,
+    no file of its own; a killed holder's goes with it). Concurrent first loads make one copy, the others
+    waiting for it. Where no lock can be taken (a file system without them) loads convert side by side,
+    each writing whole files of its own (weights/files.py)."""
+    with contextlib.ExitStack() as held:
+        with contextlib.suppress(OSError, reading.ReadError):
+            f = held.enter_context(reading.open_regular(source))
+            if fcntl is not None:
+                try:
+                    fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    model = os.path.basename(os.path.dirname(os.path.abspath(source)))
+                    print(printable(f"note: another run is converting {model} to the fast layout; waiting for it"),
+                          file=sys.stderr)
+                    fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        yield
+
+
+def sound_copy(path, stamp, tensors):
+    """(the converted copy at path, mapped, None) if read_converted finds it faithful to the checkpoint's
+    tensors; else (None, why not), why not None where there is no copy. Returning drops any mapping of a
+    bad copy (Windows cannot replace a mapped file)."""
+    if not os.path.isfile(path):
+        return None, None
+    try:
+        return read_converted(path, stamp, tensors), None
+    except checkpoint.CheckpointError as e:
+        return None, str(e)
+
+
+def convert(path, stamp, source, config, why_not=None):
+    """The checkpoint's tensors in the fast layout: written to path, then mapped from
+    there once they read back as written, and recorded (write_record), as every later
+    load will map them; in memory, with a note, when path cannot be written or does
+    not read back. why_not: why the copy there was not used, said once the checkpoint
+    has passed its checks (a bad checkpoint is the load's one line, nothing before it)."""
+    tensors = checkpoint.checkpoint_tensors(source, config)  # read in full, every value checked: its errors are the load's
+    if why_not:
+        print(printable(f"note: {why_not}; rebuilding it"), file=sys.stderr)
+    try:
+        problem = files.why_not_ours_to_replace(record_path(path))  # before the work, not after it
+        if problem:
+            raise files.WriteError(problem)
+        write_converted(path, stamp, tensors)
+        del tensors
+        forget_pages(source)  # read once and unmapped now: its gigabytes need not stay in the page cache
+        entries, metadata, data, st = checkpoint.open_safetensors_and_stat(path)
+        converted = faithful(path, stamp, entries, metadata, data, checkpoint.checkpoint_tensors(source, config, sampled=True))
+        write_record(path, stamp, identity(st))
+        return converted
+    except OSError as e:  # a read-only directory, a full disk, a directory in the way; on Windows a copy mapped by another run
+        note = f"cannot write {path} ({files.words_of(e)})"
+    except files.WriteError as e:  # a link, a device or a FIFO at its name: never written through (weights/files.py)
+        note = str(e)
+    except checkpoint.CheckpointError as e:  # what was just written does not read back: a failing disk
+        note = str(e)
+    print(printable(f"note: {note}; converting in memory instead"), file=sys.stderr)
+    return in_memory(source, config)
+
+
+def in_memory(source, config):
+    """The checkpoint's tensors in the fast layout, converted in memory from a load in full."""
+    return {key: to_memory_layout(key, t) for key, t in checkpoint.checkpoint_tensors(source, config).items()}
+
+
+def write_converted(path, stamp, tensors):  # the one place the converted copy is written
+    model = os.path.basename(os.path.dirname(os.path.abspath(path)))
+    checkpoint.save_safetensors(path, {key: memory_shape(key, t.shape) for key, t in tensors.items()},
+                     lambda key: to_memory_layout(key, tensors[key]), {"source": stamp},
+                     progress=f"one-time conversion of {model} to the fast layout")
+
+
+def record_path(path):
+    return os.path.join(os.path.dirname(path), RECORD_FILE)
+
+
+def write_record(path, stamp, copy):
+    """Record that the copy at path, identity `copy`, was made from the checkpoint of identity stamp and checked.
+    Written after the copy is in place (its rename changes its identity), so a copy never has a record of its
+    own before it is whole; a copy without one is rebuilt."""
+    files.write_text(record_path(path), json.dumps({"source": stamp, "copy": copy}))
+
+
+def read_record(path):  # -> the record beside the copy at path, or None where there is none to read
+    try:
+        record = json.loads(reading.read_text(record_path(path), RECORD_FILE))
+    except (OSError, ValueError, RecursionError, reading.ReadError):  # missing, not JSON, a FIFO, too big
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def read_converted(path, stamp, tensors):
+    """The tensors of the converted copy at path, mapped, if it is a faithful
+    conversion of `tensors` (the checkpoint's): made from the checkpoint of this
+    identity (stamp), unchanged since it was checked (its identity is the one its
+    record holds), the same tensors and shapes, and the same values at a few
+    places spread over every tensor. Else CheckpointError."""
+    entries, metadata, data, st = checkpoint.open_safetensors_and_stat(path)  # what is mapped is what is identified
+    if read_record(path) != {"source": stamp, "copy": identity(st)}:
+        if metadata.get("source") != stamp:
+            raise checkpoint.CheckpointError(f"{path} was made from a model.safetensors that has changed since "
+                                             "(or been copied, or touched)")
+        raise checkpoint.CheckpointError(f"{path} has changed since it was made and checked (or been copied, "
+                                         "or touched)")
+    return faithful(path, stamp, entries, metadata, data, tensors)
+
+
+def faithful(path, stamp, entries, metadata, data, tensors):
+    """The mapped tensors of a converted copy (entries, metadata, data) if they are a conversion of `tensors`
+    made from the checkpoint of identity stamp: the same tensors and shapes, and the same values at a few places
+    spread over every tensor, which a copy that is zero-filled, half-written or made from other weights does
+    not have. Else CheckpointError."""
+    if metadata.get("source") != stamp:  # another run's copy, of another checkpoint, replaced it meanwhile
+        raise checkpoint.CheckpointError(f"{path}: made from another version of model.safetensors")
+    shapes = {key: memory_shape(key, t.shape) for key, t in tensors.items()}
+    if {name: shape for name, (_, shape, _, _) in entries.items()} != shapes or any(e[0] != "F32" for e in entries.values()):
+        raise checkpoint.CheckpointError(f"{path}: its tensors are not those of model.safetensors in the fast layout")
+    converted = {key: checkpoint.raw_view(data, entries[key]) for key in shapes}
+    for key, t in tensors.items():
+        source_rows = t.T if is_linear_weight(key) else t  # the checkpoint's tensor as the rows as_rows reads
+        if not np.array_equal(checkpoint.sampled_values(as_rows(key, converted[key], t.shape)), checkpoint.sampled_values(source_rows), equal_nan=True):
+            raise checkpoint.CheckpointError(f"{path}: {key} holds other values than model.safetensors")
+    return converted
+
+
+def forget_pages(path):
+    """Tell the kernel a file will not be read again (Linux; elsewhere a no-op). Only advice: errors are ignored."""
+    if hasattr(os, "posix_fadvise"):
+        with contextlib.suppress(OSError):
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
