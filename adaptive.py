@@ -4,12 +4,12 @@ Two rules, both around the greedy verification of speculative.py (so the
 output is exactly greedy_generate's). Each has one name here, in the trace
 and in app/methods.py:
 
-  "egag" (EGAG, entropy-adaptive gamma, of seed 003 in docs/sources.md; in the spirit of
+  "egag" (EGAG, entropy-adaptive gamma, of the project documentation docs/sources.md quotes; in the spirit of
       AdaEDL, arXiv 2410.18351; method `adaptive`, the session's /egag):
       within a round, stop drafting as soon as the draft's next-token entropy
       exceeds entropy_bound: an unsure draft is likely wrong, and every later
       guess depends on it. Across rounds, n_draft (the most drafts per round;
-      seed 003's gamma) follows an exponential moving average of the
+      the project documentation's gamma) follows an exponential moving average of the
       accepted count: n_draft = round(average) + 1.
   "heuristic" (Hugging Face's num_assistant_tokens_schedule="heuristic";
       method `adaptive-hf`): n_draft + 2 after a round in which every draft
@@ -18,7 +18,6 @@ Both keep n_draft within [n_draft_min, n_draft_max].
 """
 
 from dataclasses import dataclass
-from typing import ClassVar
 
 import numpy as np
 
@@ -34,7 +33,6 @@ RULES = ("egag", "heuristic")
 @dataclass
 class AdaptiveDetails:
     """A round's record for --trace and --html: what stopped the drafts and how the next n_draft was set."""
-    kind: ClassVar[str] = "adaptive"
     rule: str              # "egag" or "heuristic"
     n_draft: int           # the most drafts this round was allowed
     k: int                 # the most drafts this round: n_draft, or the tokens left if fewer

@@ -37,7 +37,6 @@ step's comment in the code numbered as here (tests/test_batch.py checks them, in
 
 import time
 from dataclasses import dataclass
-from typing import ClassVar
 
 import numpy as np
 
@@ -53,7 +52,6 @@ from sps import accept_or_resample, sample
 @dataclass
 class BatchRound:
     """A batch's round for --trace: each row still in the batch, what it drafted and kept."""
-    kind: ClassVar[str] = "batch"
     n_draft: int  # the draft length asked for
     k: int        # drafted this round by every row: n_draft, or fewer where a row had fewer tokens left
     rows: list    # per row still in the batch: {"row": its number in the batch (from 1), "drafted", "kept", "new"}

@@ -6,7 +6,7 @@ the sum of its tokens' log-probabilities, and extends all of them by every
 possible token at each step. With n_beams = 1 it is greedy decoding (but at a
 float32 near-tie: two logits a hair apart can give equal float32 scores, and
 then the lower token id wins where argmax picks the larger logit). The project
-seed 003 documents (docs/sources.md; romsto/Speculative-Decoding, sampling/base_decoding.py)
+the project documentation documents (docs/sources.md; romsto/Speculative-Decoding, sampling/base_decoding.py)
 has it as a baseline beside autoregressive decoding.
 
     beams = [the prompt, with score 0]

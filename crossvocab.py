@@ -88,7 +88,6 @@ import math
 import time
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import ClassVar
 
 import numpy as np
 
@@ -103,7 +102,6 @@ from sps import accept_or_resample, sample
 @dataclass
 class CrossVocabDetails:
     """A round's record for --trace and --html: the round seen in both vocabularies."""
-    kind: ClassVar[str] = "crossvocab"
     n_draft: int        # draft tokens per round asked for
     draft_ids: list     # the draft's tokens drafted this round (k of them), its own ids
     text: bytes         # their text
@@ -344,10 +342,10 @@ def draft_length(n_draft, n_left, draft, draft_tokens):
     tokens reads draft_tokens and k - 1 drafts. A full window gives k = 0: the oracle alone.
     """
     wanted = min(n_draft, n_left - 1)
-    room = max(0, draft.n_positions + 1 - len(draft_tokens))
-    if room >= wanted:
+    window_left = max(0, draft.n_positions + 1 - len(draft_tokens))
+    if window_left >= wanted:
         return wanted, ""
-    return room, f"the draft's window had room for {room} more" if room else "the draft's window is full"
+    return window_left, f"the draft's window had room for {window_left} more" if window_left else "the draft's window is full"
 
 
 def check_crossvocab_args(draft, oracle, draft_enc, oracle_enc, ids, n_new, n_draft):

@@ -2,18 +2,18 @@
 
 Text repeats itself: names, code identifiers, quoted passages, lists. An n-gram
 drafter costs microseconds instead of a model pass. NGramDrafter proposes from:
-  - prompt lookup (not in seed 003; prompt_lookup=False turns it off): what
+  - prompt lookup (not in the project documentation; prompt_lookup=False turns it off): what
     followed the latest earlier occurrence of the last n - 1 tokens (then fewer), the most
     recent evidence (transformers' PromptLookupCandidateGenerator takes the first, left to right);
-  - an n-gram table, NASD of seed 003 (docs/sources.md), "n-gram assisted speculative
+  - an n-gram table, NASD of the project documentation (docs/sources.md), "n-gram assisted speculative
     decoding" (romsto/Speculative-Decoding, ngram_assisted/): for a context of
     the last tokens, the token that most often came next (the first seen on a tie),
-    chained to make up to n_draft (seed 003's gamma) drafts.
+    chained to make up to n_draft (the project documentation's gamma) drafts.
 Prompt lookup (after Hugging Face's prompt lookup decoding) is tried first, then the table.
 
-Seed 003's options, and what they are here:
+The project documentation's options, and what they are here:
   n-gram storage "basic"      storage="basic": contexts of n - 1 tokens, backing off to
-                              fewer, down to 1 (seed 003's back-off stops at 2)
+                              fewer, down to 1 (the project documentation's back-off stops at 2)
   n-gram storage "onelevel"   storage="onelevel": contexts of exactly n - 1 tokens
   /set_ngramstorage <kind> n  NGramDrafter(n=n, storage=kind)
   top-k filler (filler_top_k) top_k_filler=k: at each position the oracle verified, its k
@@ -37,7 +37,6 @@ import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from numbers import Integral
-from typing import ClassVar
 
 import numpy as np
 
@@ -52,7 +51,6 @@ STORAGES = ("basic", "onelevel")
 @dataclass
 class NgramDetails:
     """A round's record for --trace and --html: where the drafts came from (NGramDrafter.source)."""
-    kind: ClassVar[str] = "ngram"
     source: dict  # {"from": "prompt lookup", "length", "at"}, {"from": "n-gram table", "contexts"} or {"from": None}
     n_draft: int = None  # the most drafts asked for
     k: int = None        # the most this round: n_draft, or fewer where fewer tokens were left to make
@@ -61,14 +59,13 @@ class NgramDetails:
 @dataclass
 class StagedDetails:
     """A round's record for --trace and --html: which stage made each draft."""
-    kind: ClassVar[str] = "staged"
     stages: list  # stages[i]: "n-gram" (an n-gram guess the draft model kept) or "draft" (the draft model's own)
     n_draft: int = None  # the draft length asked for
     k: int = None        # drafted this round: n_draft, or fewer where fewer tokens were left to make
 
 
 class NGramDrafter:
-    """Prompt lookup and an n-gram table (seed 003's "n-gram storage"), learnt from the accepted text.
+    """Prompt lookup and an n-gram table (the project documentation's "n-gram storage"), learnt from the accepted text.
 
     n: the n-gram order, a context of n - 1 tokens and the token after it. storage,
     top_k_filler, reset_in_between, prompt_lookup: see the module docstring.
@@ -132,7 +129,7 @@ class NGramDrafter:
         proposal, context, used = [], list(tokens), []
         while len(proposal) < k:
             token, m, count = self.next_token(context)
-            if token is None:  # an unknown context: stop drafting (seed 003's project can draft a random token)
+            if token is None:  # an unknown context: stop drafting (the project documentation's project can draft a random token)
                 break
             proposal.append(token)
             context.append(token)
@@ -188,7 +185,7 @@ def learn(drafter, tokens, context_length, oracle_top, stats):
 def ngram_generate(oracle, ids, n_new, n_draft=8, drafter=None, stats=None):
     """Greedy speculative decoding with n-gram drafts; yields exactly greedy_generate's tokens.
 
-    n_draft is seed 003's gamma. drafter: an NGramDrafter (default: NGramDrafter());
+    n_draft is the project documentation's gamma. drafter: an NGramDrafter (default: NGramDrafter());
     pass the same one to several calls to keep its table (reset_in_between=False).
     """
     stats = Stats() if stats is None else stats

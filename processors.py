@@ -1,6 +1,6 @@
 """Logits processors: how float32 logits [..., V] become the distribution a token is drawn from.
 
-Seed 003 (docs/sources.md: the documentation of a project laid out as
+The project documentation (docs/sources.md: the documentation of a project laid out as
 romsto/Speculative-Decoding, utils/logits_processor.py) names five samplers,
 and so does this module:
   greedy       all the mass on the argmax: temperature 0
@@ -123,7 +123,7 @@ class Processor:
 
     @property
     def name(self):
-        """Seed 003's name for this processor: greedy, multinomial, topk, nucleus or topknucleus."""
+        """The project documentation's name for this processor: greedy, multinomial, topk, nucleus or topknucleus."""
         if self.temperature == 0:
             return "greedy"
         return {(False, False): "multinomial", (True, False): "topk", (False, True): "nucleus",

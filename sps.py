@@ -32,7 +32,6 @@ add up to q(x). tests/test_sps.py checks this identity on the real functions.
 
 import math
 from dataclasses import dataclass
-from typing import ClassVar
 
 import numpy as np
 
@@ -46,7 +45,6 @@ from speculative import rollback
 @dataclass
 class SpsDetails:
     """A round's record for --trace and --html: what step 3 saw (explain_round)."""
-    kind: ClassVar[str] = "sps"
     n_draft: int          # K, the draft length asked for
     k: int                # drafted this round: K, or fewer where fewer tokens were left to make
     steps: list           # per draft checked: {token, p, q, accept_prob, r, accepted}

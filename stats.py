@@ -11,7 +11,6 @@ how often a first draft is kept, and tokens_per_round is 1 + the kept drafts per
 """
 
 from dataclasses import dataclass, field
-from typing import ClassVar
 
 
 @dataclass
@@ -24,17 +23,11 @@ class Round:
     oracle: list = None  # greedy verification: the oracle's choice after each draft prefix (k + 1 of them)
     cached: dict = None  # positions each KV cache holds after the rollback, {"draft": n, "oracle": n}
     details: object = None  # the method's own record of the round (Line, sps.SpsDetails, tree.TreeDetails, ...)
-    reason: str = ""    # TODO(52): goes with the rendering leaving the algorithm modules
-
-    @property
-    def kind(self):  # TODO(52): the workbench's families dispatch by method
-        return getattr(self.details, "kind", "line")
 
 
 @dataclass
 class Line:
     """The details of a round of a line of drafts at a fixed draft length (speculative.py, beyond/eagle.py)."""
-    kind: ClassVar[str] = "line"  # TODO(52)
     n_draft: int  # the draft length asked for
     k: int        # drafted this round: n_draft, or fewer where fewer tokens were left to make
 

@@ -16,12 +16,11 @@ Verification is exactly that of speculative.py (greedy: the output equals the
 oracle's greedy output); only step 1, the drafting, and step 5 differ.
 
 Source: the `speculative_threshold` sketch this file was written from
-(docs/sources.md, seed 000). See next_threshold for the one place where this
+(docs/sources.md, the threshold notes). See next_threshold for the one place where this
 file follows that sketch's comment rather than its code.
 """
 
 from dataclasses import dataclass
-from typing import ClassVar
 
 import numpy as np
 
@@ -37,7 +36,6 @@ THRESHOLD_MIN, THRESHOLD_MAX = 0.05, 0.95
 @dataclass
 class ThresholdDetails:
     """A round's record for --trace and --html: the numbers that decided its drafts and the next threshold."""
-    kind: ClassVar[str] = "threshold"
     threshold: float       # the threshold this round drafted under
     cumulative: list       # cumulative[i]: the draft's probability of drafted[:i + 1]
     k: int                 # the most drafts this round: n_draft, or the tokens left

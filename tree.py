@@ -18,7 +18,6 @@ Greedy: the output is exactly greedy_generate's.
 """
 
 from dataclasses import dataclass
-from typing import ClassVar
 
 import numpy as np
 
@@ -40,7 +39,6 @@ class Node:
 @dataclass
 class TreeDetails:
     """A round's record for --trace and --html: the tree (node i is Round.drafted[i]) and the path kept."""
-    kind: ClassVar[str] = "tree"
     parents: list            # parents[i]: node i's parent, -1 the root
     path: list               # the accepted root path, node indices, root first
     probs: list              # probs[i]: Node.p of node i
@@ -62,11 +60,11 @@ def tree_mask(nodes, new, n_text, n_fed):  # -> [len(new), n_text + n_fed + len(
     return mask
 
 
-def draft_tree(draft, draft_cache, tokens, depth_max, branch, max_nodes, confidence, stats):
+def draft_tree(draft, draft_cache, tokens, k, branch, max_nodes, confidence, stats):
     """Step 1: (nodes in level order, how many of them the draft's cache holds)."""
     probs = softmax(feed(draft, draft_cache, tokens, stats, "draft")[-1])  # the root's children
     nodes, frontier, n_fed = [], [(-1, probs)], 0
-    for depth in range(1, depth_max + 1):
+    for depth in range(1, k + 1):
         level = []
         for parent, p in frontier:
             top = np.argpartition(-p, branch)[:branch]
@@ -76,7 +74,7 @@ def draft_tree(draft, draft_cache, tokens, depth_max, branch, max_nodes, confide
                 if len(nodes) < max_nodes:
                     nodes.append(Node(int(token), parent, depth, float(p[token])))
                     level.append(len(nodes) - 1)
-        if not level or depth == depth_max or len(nodes) >= max_nodes:
+        if not level or depth == k or len(nodes) >= max_nodes:
             break
         # One draft pass for the whole level gives the next level's candidates.
         logits = timed_forward(draft, draft_cache, [nodes[i].token for i in level], stats, "draft", n_logits=len(level),

@@ -71,7 +71,6 @@ bonus): speculative.py's rule, so the text is greedy decoding's.
 
 import math
 from dataclasses import dataclass
-from typing import ClassVar
 
 import numpy as np
 

@@ -81,7 +81,6 @@ token, as after a greedy step.
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import ClassVar
 from numbers import Integral
 
 import numpy as np

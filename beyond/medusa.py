@@ -24,7 +24,6 @@ sharing its LM head rather than copying it per head.
 import itertools
 import time
 from dataclasses import dataclass
-from typing import ClassVar
 
 import numpy as np
 

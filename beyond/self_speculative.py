@@ -54,7 +54,6 @@ computation forward makes, cut at layer L.
 
 import time
 from dataclasses import dataclass
-from typing import ClassVar
 
 import numpy as np
 

@@ -53,7 +53,6 @@ One round (tree_sample_generate):
 """
 
 from dataclasses import dataclass
-from typing import ClassVar
 
 import numpy as np
 
@@ -129,19 +128,19 @@ def iid_children(p, m, rng):  # [V], m -> m tokens
     return [sample(p, rng) for _ in range(m)]
 
 
-def sample_tree(draft, draft_cache, tokens, depth_max, width, max_nodes, processor, rng, stats,
+def sample_tree(draft, draft_cache, tokens, k, width, max_nodes, processor, rng, stats,
                 draw_children=iid_children):
     """Step 1: (nodes in level order, {node: the draft's p after it} for the root (-1) and every node fed,
     how many nodes the draft's cache holds). draw_children(p, m, rng) gives a node's m children: i.i.d. here."""
     p = {-1: processor(feed(draft, draft_cache, tokens, stats, "draft")[-1])}  # the root's children's p
     nodes, frontier, n_fed = [], [-1], 0
-    for depth in range(1, depth_max + 1):
+    for depth in range(1, k + 1):
         level = []
         for parent in frontier:
             for token in draw_children(p[parent], min(width, max_nodes - len(nodes)), rng):
                 nodes.append(Node(token, parent, depth, float(p[parent][token])))
                 level.append(len(nodes) - 1)
-        if depth == depth_max or len(nodes) >= max_nodes:  # the last level needs no p: it has no children
+        if depth == k or len(nodes) >= max_nodes:  # the last level needs no p: it has no children
             break
         # One draft pass for the whole level gives each node's p, for the next level's draws.
         logits = timed_forward(draft, draft_cache, [nodes[i].token for i in level], stats, "draft", n_logits=len(level),

@@ -1,6 +1,8 @@
-"""The shape of the code: the teaching modules at the root, each kind of plumbing in its package,
-imports without a cycle (those inside functions counted), a model that imports no plumbing,
-thin entry scripts, each error class once, and no comment quoting a timing."""
+"""The shape of the code: two houses on one lot. The reading house at the root (the model, its cache, the
+decoders, beyond/, weights/) never imports the workbench; the workbench beside it (workbench.py and
+workbench/) may import the root. Imports make no circle (those inside functions and under __main__
+counted), no module is over 600 lines, the model imports no plumbing, python speculative.py reaches
+speculative_generate's loop in three frames, and one name means one thing."""
 
 import ast
 import os
@@ -13,28 +15,37 @@ import pytest
 
 from fixtures import ROOT
 
-PACKAGES = ("app", "weights", "speed", "beyond")
+SKIPPED = {".git", ".venv", "__pycache__", "models", "bench_results", ".hypothesis", ".pytest_cache"}
+MAX_LINES = 600
+
+
+def python_files():
+    """Every Python file of the checkout: the modules, the exercises and their checkers, the tests, the tools."""
+    for folder, dirs, names in os.walk(ROOT):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIPPED)
+        yield from (os.path.join(folder, n) for n in sorted(names) if n.endswith(".py"))
+
+
+def module_name(path):
+    """'workbench/methods/lines.py' -> 'workbench.methods.lines'; a package's __init__.py is the package."""
+    parts = os.path.relpath(path, ROOT)[:-3].split(os.sep)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def module_files():
-    """{dotted module name: path} of every module of the project (the root's files and the packages')."""
-    found = {f[:-3]: os.path.join(ROOT, f) for f in os.listdir(ROOT) if f.endswith(".py")}
-    for package in PACKAGES:
-        folder = os.path.join(ROOT, package)
-        for f in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
-            if f.endswith(".py"):
-                name = package if f == "__init__.py" else f"{package}.{f[:-3]}"
-                found[name] = os.path.join(folder, f)
+    """{dotted module name: path} of every module a program can import: the root's, beyond/, weights/ and the
+    workbench's (its tests aside: test modules are imported by pytest alone)."""
+    found = {}
+    for path in python_files():
+        rel = os.path.relpath(path, ROOT)
+        if rel.startswith(("tests" + os.sep, "exercises" + os.sep, os.path.join("workbench", "tests"))) or rel == "conftest.py":
+            continue
+        found[module_name(path)] = path
     return found
 
 
 MODULES = module_files()
-ENTRY_SCRIPTS = ("bench", "demo", "download_weights")  # a docstring and a hand-over to app/, nothing else
-
-
-def is_main_block(node):
-    return (isinstance(node, ast.If) and isinstance(node.test, ast.Compare)
-            and isinstance(node.test.left, ast.Name) and node.test.left.id == "__name__")
+READING_HOUSE = {m for m in MODULES if not m.startswith("workbench")}  # the root's modules, beyond/, weights/
 
 
 def parse(module):
@@ -43,23 +54,24 @@ def parse(module):
 
 
 def local_imports(module, tree=None):
-    """Every project module that `module` imports, at the top or inside a function.
-
-    The `if __name__ == "__main__":` blocks are left out: they run only when the
-    file is the program, never when another module imports it.
-    """
+    """Every project module that `module` imports: at the top, inside a function, under `if __name__ == "__main__"`."""
     tree = tree or parse(module)
-    tree.body = [node for node in tree.body if not is_main_block(node)]
+    package = module if MODULES.get(module, "").endswith("__init__.py") else module.rpartition(".")[0]
     found = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 parts = alias.name.split(".")
                 found |= {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            base = node.module if node.level == 0 else ".".join(module.split(".")[:-node.level] + [node.module])
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1] + ([base] if base else []))
             found.add(base)
-            found |= {f"{base}.{alias.name}" for alias in node.names}  # `from app import cli`: the module app.cli
+            found |= {f"{base}.{alias.name}" for alias in node.names}  # `from workbench import cli`: the module
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "import_module" and node.args and \
+                isinstance(node.args[0], ast.JoinedStr):  # the families, imported by name (workbench/methods)
+            found |= {m for m in MODULES if m.startswith(module + ".")}
     return {m for m in found if m in MODULES and m != module}
 
 
@@ -87,6 +99,10 @@ def find_cycle(graph):
     return None
 
 
+# ---------------------------------------------------------------------------
+# Two houses, no circle
+# ---------------------------------------------------------------------------
+
 def test_the_module_graph_has_no_cycle():
     graph = {m: local_imports(m) for m in MODULES}
     assert find_cycle(graph) is None, "import cycle: " + " -> ".join(find_cycle(graph))
@@ -97,12 +113,30 @@ def test_the_cycle_finder_finds_cycles():
     assert find_cycle({"a": {"b"}, "b": set(), "c": {"a"}}) is None
 
 
-def test_imports_inside_functions_count():
-    tree = ast.parse("def f():\n    from weights import checkpoint\n")
-    assert "weights.checkpoint" in local_imports("gpt2", tree)
+def test_imports_inside_functions_and_under_main_count():
+    assert "weights.checkpoint" in local_imports("gpt2", ast.parse("def f():\n    from weights import checkpoint\n"))
+    assert "workbench.cli" in local_imports("demo", ast.parse("if __name__ == '__main__':\n    from workbench import cli\n"))
 
 
-def test_the_model_imports_only_numpy_the_cache_and_the_standard_library():
+def test_the_reading_house_never_imports_the_workbench():
+    # The root, beyond/ and weights/: a reader who starts at speculative.py never lands in workbench/. The one
+    # module at the root that does is workbench.py, the workbench's own entry.
+    found = {m: sorted(i for i in local_imports(m) if i.startswith("workbench")) for m in READING_HOUSE - {"workbench"}}
+    assert {m: i for m, i in found.items() if i} == {}
+
+
+def test_no_module_is_over_600_lines():
+    # Code, tests, exercises and tools alike: a file a reader can hold in mind.
+    long = {os.path.relpath(p, ROOT): n for p in python_files()
+            if (n := sum(1 for _ in open(p, encoding="utf-8"))) > MAX_LINES}
+    assert long == {}
+
+
+# ---------------------------------------------------------------------------
+# The model, and the path from the command to the math
+# ---------------------------------------------------------------------------
+
+def test_the_model_imports_only_numpy_and_the_standard_library():
     tree = parse("gpt2")
     top = set()
     for node in tree.body:
@@ -110,15 +144,14 @@ def test_the_model_imports_only_numpy_the_cache_and_the_standard_library():
             top |= {alias.name.split(".")[0] for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
             top.add(node.module.split(".")[0])
-    assert top - set(sys.stdlib_module_names) <= {"numpy", "kvcache"}, top
+    assert top - set(sys.stdlib_module_names) <= {"numpy"}, top
     # and `import gpt2` loads nothing of the plumbing, directly or through another module
     r = subprocess.run([sys.executable, "-X", "importtime", "-c", "import gpt2"], cwd=ROOT, capture_output=True,
                        text=True, timeout=60)
     loaded = {line.rsplit("|", 1)[-1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")}
     assert r.returncode == 0
-    forbidden = {"requests", "urllib3", "tqdm", "download_weights", "demo", "cli", "app", "speed", "weights"}
-    assert not loaded & forbidden, loaded & forbidden
-    assert not any(name.startswith(("speed.", "app.", "weights.")) for name in loaded)
+    assert not loaded & {"requests", "urllib3", "tqdm", "threadpoolctl", "workbench", "weights"}, loaded
+    assert not any(name.startswith(("workbench.", "weights.")) for name in loaded)
 
 
 def test_the_forward_pass_is_numpys_product():
@@ -127,97 +160,98 @@ def test_the_forward_pass_is_numpys_product():
     assert "return x @ w + b" in source
 
 
-def test_the_teaching_modules_import_no_plumbing():
-    # The decoders, the model and the cache: NumPy, the standard library and each other only.
-    teaching = {"gpt2", "kvcache", "decoding", "speculative", "threshold", "sps", "processors", "tree", "ngram",
-                "adaptive", "beam", "crossvocab"} | {m for m in MODULES if m.startswith("beyond.")}
-    for module in teaching:
-        plumbing = {m for m in local_imports(module) if m.startswith(("app", "weights", "speed"))}
-        assert not plumbing or (module == "gpt2" and plumbing == {"weights", "weights.checkpoint", "weights.models"}), \
-            (module, plumbing)  # gpt2's from_pretrained hands over to weights/, inside the method
+def test_the_decoders_import_only_the_reading_house():
+    # The decoders, the model and the cache: NumPy, the standard library and each other; gpt2's from_pretrained
+    # hands over to weights/ inside the method.
+    for module in READING_HOUSE - {"workbench"}:
+        if module.startswith("weights") or module in ("download_weights", "demo"):
+            continue
+        plumbing = {m for m in local_imports(module) if m.startswith("weights")}
+        allowed = {"gpt2": {"weights", "weights.checkpoint", "weights.models"},
+                   "speculative": {"weights", "weights.tokenizer"}}.get(module, set())  # main reads the tokenizer
+        assert plumbing <= allowed, (module, plumbing)
 
 
-def test_the_shared_plumbing_imports_no_decoder():
-    decoders = {"speculative", "threshold", "sps", "tree", "ngram", "adaptive", "beam"}
-    assert not local_imports("decoding") & decoders
-    assert not local_imports("errors")  # imported by every layer, it imports none
-    for module in MODULES:
-        if module.startswith(("weights", "speed")):
-            assert not {m for m in local_imports(module) if m.startswith("app")}, module  # app/ is the top
+def test_what_every_decoder_shares_imports_no_decoder():
+    decoders = {"speculative", "threshold", "sps", "tree", "ngram", "adaptive", "beam", "batch", "crossvocab"}
+    for shared in ("decoding", "stats", "speedup", "roofline", "errors", "kvcache"):
+        assert not local_imports(shared) & decoders, shared
+    assert local_imports("errors") == set()  # imported first by every program, it imports nothing of the project
 
 
-def test_entry_scripts_only_hand_over_and_nothing_imports_them():
-    # An entry script defines nothing: no class or state can exist twice when it runs as the program.
-    for script in ENTRY_SCRIPTS + ("speculative",):
-        tree = parse(script)
-        for node in tree.body:
-            if is_main_block(node):
-                for statement in node.body:
-                    assert isinstance(statement, (ast.Import, ast.ImportFrom, ast.Expr)) or (
-                        isinstance(statement, ast.Raise) and statement.exc.func.id == "SystemExit"), (script, ast.dump(statement))
-                    assert not isinstance(statement, ast.ImportFrom) or statement.module.startswith("app"), script
-            elif script in ENTRY_SCRIPTS:
-                assert isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant), (script, ast.dump(node))
-    for module in MODULES:
-        assert not local_imports(module) & set(ENTRY_SCRIPTS), module
-
-
-def test_speculative_py_defines_functions_only():
-    # speculative.py is a decoder and the command line's entry: the first file a student edits holds
-    # functions only (its module code runs once per run, below; no state to keep in step).
-    for node in parse("speculative").body:
-        assert isinstance(node, (ast.FunctionDef, ast.Import, ast.ImportFrom)) or is_main_block(node) or (
-            isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)), ast.dump(node)
-
-
-RUNS = """
-import contextlib, io, runpy, sys
-defined = []
-def trace(frame, event, arg):  # each `def` line of speculative.py's module code that runs, and as which module
-    if frame.f_code.co_name != "<module>" or frame.f_code.co_filename.replace("\\\\", "/").split("/")[-1] != "speculative.py":
-        return None
-    def line(frame, event, arg):
-        if event == "line" and LINES[frame.f_lineno - 1].startswith("def "):
-            defined.append(frame.f_globals["__name__"])
-        return line
-    return line
-LINES = open("speculative.py", encoding="utf-8").read().splitlines()
+FRAMES = """
+import runpy, sys
+seen = {}
+def trace(frame, event, arg):
+    if event == "call" and frame.f_code.co_name == "speculative_generate" and "loop" not in seen:
+        stack, f = [], frame
+        while f is not None:
+            stack.append((f.f_code.co_filename.replace("\\\\", "/").rsplit("/", 1)[-1], f.f_code.co_name))
+            f = f.f_back
+        seen["loop"] = stack[::-1]
+    if event == "call" and frame.f_code.co_name == "forward" and "forward" not in seen:
+        f, files = frame, []
+        while f is not None:
+            files.append(f.f_code.co_filename.replace("\\\\", "/"))
+            f = f.f_back
+        seen["forward"] = (frame.f_code.co_filename.replace("\\\\", "/").rsplit("/", 1)[-1], files)
+    return None
 sys.settrace(trace)
-sys.argv = ["speculative.py", "--help"]
-with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):
+sys.argv = ["speculative.py", "If the file does not exist, the function", "-n", "8", *sys.argv[1:]]
+try:
     runpy.run_path("speculative.py", run_name="__main__")
+except SystemExit:
+    pass
 sys.settrace(None)
-print(sorted(set(defined)), len(defined) == sum(l.startswith("def ") for l in LINES))
+import json
+print(json.dumps({"loop": seen["loop"], "forward": seen["forward"],
+                  "workbench": sorted(m for m in sys.modules if m.split(".")[0] == "workbench")}))
 """
 
 
-def test_a_run_executes_speculative_pys_module_code_once():
-    # python speculative.py hands over to app/cli.py before its functions are defined: they are defined
-    # once, in the module `speculative` that app/cli.py imports, never a second time as __main__.
-    r = subprocess.run([sys.executable, "-c", RUNS], cwd=ROOT, capture_output=True, text=True, timeout=120)
+def test_three_frames_from_the_command_to_the_loop_and_the_model_is_gpt2_py(demo_dirs):
+    # python speculative.py: its main (run by errors.run) is the frame that iterates speculative_generate; stepping
+    # into the oracle's forward from the loop lands in gpt2.py, with nothing of the workbench loaded at all.
+    import json
+    r = subprocess.run([sys.executable, "-c", FRAMES, "--draft", demo_dirs["draft"], "--oracle", demo_dirs["oracle"]],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == "['speculative'] True", r.stdout
+    seen = json.loads(r.stdout.strip().splitlines()[-1])
+    stack = seen["loop"]
+    start = next(i for i, (file, _) in enumerate(stack) if file == "speculative.py" and stack[i][1] == "<module>")
+    path = [name for _, name in stack[start + 1:]]
+    assert path == ["run", "main", "speculative_generate"], stack  # errors.run -> main -> the loop: three frames
+    file, files = seen["forward"]
+    assert file == "gpt2.py" and not any("/workbench/" in f for f in files), seen["forward"]
+    assert seen["workbench"] == []
 
 
-def test_a_check_only_a_decoder_makes_is_one_line_from_the_command_line(tiny_dirs):
-    # adaptive.py checks its own `rule`; break that check's table, then run
-    # speculative.py as a user would. Its GenerationError must be the class the
-    # command line catches (one class, not a __main__ copy and an imported one).
-    code = ("import runpy, sys, adaptive; adaptive.RULES = (); "
-            "sys.argv = ['speculative.py', 'the cat', '--method', 'adaptive', '-n', '4', "
-            f"'--draft', {tiny_dirs['related']!r}, '--oracle', {tiny_dirs['oracle']!r}]; "
-            "runpy.run_path('speculative.py', run_name='__main__')")
-    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
-    lines = r.stderr.strip().splitlines()
-    assert lines[-1].startswith("error: rule must be one of") and sum(line.startswith("error") for line in lines) == 1
+def test_speculative_pys_main_is_short_and_at_the_bottom():
+    tree = parse("speculative")
+    functions = [node for node in tree.body if isinstance(node, ast.FunctionDef)]
+    main = next(f for f in functions if f.name == "main")
+    assert main.end_lineno - main.lineno + 1 <= 30, main.end_lineno - main.lineno + 1
+    names = [f.name for f in functions]
+    assert names.index("speculative_generate") == 0 and names.index("main") > names.index("greedy_generate")
+
+
+def test_entry_scripts_start_quietly_and_nothing_imports_them():
+    # Every script a user runs makes Ctrl-C one line before anything heavy loads, then hands its main() to
+    # errors.run; no module imports a script.
+    scripts = ("speculative", "demo", "download_weights", "workbench")
+    for script in scripts:
+        first = next(node for node in parse(script).body if not (isinstance(node, ast.Expr)
+                                                              and isinstance(node.value, ast.Constant)))
+        assert isinstance(first, ast.If) and "interrupt_quietly" in ast.dump(first), script
+    for module in MODULES:
+        assert not local_imports(module) & (set(scripts) - {"speculative"}), module
 
 
 TIMING = re.compile(r"\b\d+(\.\d+)?\s*(ms|GB/s|MB/s|us|µs)\b|\b\d+(\.\d+)?x\b|this machine|on this host")
 
 
 def test_no_comment_quotes_a_timing():
-    # Measured figures live in PERFORMANCE.md, from a named bench.py run; code says why.
+    # Measured figures live in workbench/PERFORMANCE.md, from a named run; code says why.
     offenders = []
     for module, path in MODULES.items():
         with open(path, encoding="utf-8") as f:
@@ -242,19 +276,13 @@ def test_what_runs_make_is_ignored_by_git(made):
 
 
 # ---------------------------------------------------------------------------
-# One vocabulary: one name for each idea (decoding.py's table maps the papers' letters to these names)
+# One name for each idea, one idea for each name (decoding.py's table maps the papers' letters to these names)
 # ---------------------------------------------------------------------------
 
 PAPERS_LETTERS = {"K", "Ks", "gamma", "gammas", "k_max", "K_max"}  # the draft length: n_draft; a round's: k
-SECOND_NAMES = {"acceptance_rate"}  # alpha is sps.alpha(q, p); a run's share kept Stats.kept_fraction; its estimate
+SECOND_NAMES = {"acceptance_rate",  # alpha is sps.alpha(q, p); a run's share kept Stats.kept_fraction; its estimate
                                     # of alpha Stats.alpha_estimate
-
-
-def python_files():
-    """Every Python file of the checkout: the modules, the exercises and their checkers, the tests, the tools."""
-    for folder, dirs, names in os.walk(ROOT):
-        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in ("models", "__pycache__", "bench_results")]
-        yield from (os.path.join(folder, n) for n in names if n.endswith(".py"))
+                "k_limit", "room", "depth_max"}  # what a round may draft is its k (a tree's: its depth, k too)
 
 
 def names_in(tree):
@@ -276,6 +304,23 @@ def test_one_name_for_the_draft_length_and_for_each_alpha_in_code():
     assert found == [], found
 
 
+def test_seed_means_the_random_seed_in_code():
+    # The source documents are named for what they are; only docs/sources.md numbers them.
+    found = []
+    for path in python_files():
+        with open(path, encoding="utf-8") as f:
+            found += [f"{os.path.relpath(path, ROOT)}: {m.group(0)!r}" for m in re.finditer(r"[Ss]eed 00\d", f.read())]
+    assert found == [], found
+
+
+def test_a_round_is_shown_by_its_method_not_by_a_kind():
+    # "kind" is a kind of text (the suite's prose, code, lists, repeat); a round has no kind, a head is a head.
+    shown = [m for m in MODULES if m in READING_HOUSE or m.startswith(("workbench.methods", "workbench.registry",
+                                                                       "workbench.display", "workbench.page.report"))]
+    found = [f"{m}:{line}" for m in shown for name, line in names_in(parse(m)) if name == "kind"]
+    assert found == [], found
+
+
 def test_every_signature_takes_the_target_before_the_draft():
     # q the target's distribution, p the draft's: (q, p), as sps.py's functions take them.
     found = []
@@ -288,29 +333,3 @@ def test_every_signature_takes_the_target_before_the_draft():
                 if "p" in names and "q" in names and names.index("p") < names.index("q"):
                     found.append(f"{os.path.relpath(path, ROOT)}:{node.lineno}")
     assert found == [], found
-
-
-def test_the_draft_length_has_one_flag_and_one_session_command(tmp_path):
-    from workbench import cli, runner, session
-    from workbench.bench import ablation
-    out = ["--out", str(tmp_path / "ablation.csv")]
-    assert cli.parse_args(["--n-draft", "3"]).n_draft == 3
-    assert ablation.parse_args(["--n-draft", "3", *out]).n_draft == 3
-    for parse in (cli.parse_args, lambda argv: ablation.parse_args(argv + out)):
-        for other in (["-K", "3"], ["--gamma", "3"]):
-            with pytest.raises(SystemExit):
-                parse(other)
-    table = session.command_table(session.Session("d", "o", ROOT, runner.Settings()))
-    setters = [name for name, (handler, _, usage, _) in table.items() if usage.split()[0] in ("/n_draft", "/gamma", "/K")]
-    assert setters == ["n_draft"]
-    assert not hasattr(runner.Settings, "k") and not {"gamma", "K", "egag_gamma_min", "egag_gamma_max"} & set(table)
-
-
-def test_each_method_is_registered_by_a_named_function():
-    # A reader (or a tool) follows the call from --method to its decoder: no lambda in the registry.
-    tree = parse("app.methods")
-    assert not [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Lambda)]
-    from workbench import methods
-    assert all(m.generate.__name__.startswith("run_") for m in methods.METHODS.values())
-    # and so is each way a method runs a draft of another vocabulary (crossvocab.py)
-    assert all(m.across.__name__.startswith("run_") for m in methods.METHODS.values() if m.across is not None)

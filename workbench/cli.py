@@ -89,7 +89,7 @@ def parse_args(argv):
                             help=f"{option.help}, {option.bounds()}; the sampling methods ({sampling}) (default: {default})")
     for option in methods.options():  # the methods' own: each applies to the methods that declare it
         default = "half the oracle's layers" if option.default is None else \
-            ("on" if option.default else "off") if option.kind is bool else option.default
+            ("on" if option.default else "off") if option.type is bool else option.default
         parser.add_argument(option.flag, type=settings.argparse_type(option), default=None,
                             help=f"{option.help}, {option.bounds()} (default: {default}; "
                                  f"{', '.join(methods.methods_taking(option.name))})")

@@ -30,7 +30,7 @@ from workbench.program import UsageError
 class Option:
     """A setting a user can give: --NAME-with-dashes on the command line, /NAME in the session, Settings.NAME."""
     name: str
-    kind: type            # int, float, str (one of choices) or bool (on/off)
+    type: type            # int, float, str (one of choices) or bool (on/off)
     default: object
     help: str             # what it sets, in a few words
     low: float = None     # a number's bounds, both included (but low where low_open)
@@ -49,25 +49,25 @@ class Option:
 
     def bounds(self):
         """What a value must be, in words: "a whole number from 1 to 128"."""
-        if self.kind is bool:
+        if self.type is bool:
             return "on or off"
-        if self.kind is str:
+        if self.type is str:
             return " or ".join(self.choices)
-        shown = str if self.kind is int else "{:g}".format
-        what = "a whole number" if self.kind is int else "a number"
+        shown = str if self.type is int else "{:g}".format
+        what = "a whole number" if self.type is int else "a number"
         if self.low_open:
             return f"{what} above {shown(self.low)} and at most {shown(self.high)}"
         return f"{what} from {shown(self.low)} to {shown(self.high)}"
 
     def parse(self, text, name=None):
         """The value of what a user typed (or a value), checked; else UsageError naming the setting (name, or --flag)."""
-        if self.kind is bool:
+        if self.type is bool:
             value = ON_OFF.get(str(text).lower()) if not isinstance(text, bool) else text
-        elif self.kind is str:
+        elif self.type is str:
             value = text if text in self.choices else None
         else:
             try:
-                value = self.kind(text)
+                value = self.type(text)
             except (TypeError, ValueError, OverflowError):
                 value = None
             if value is not None:  # NaN is inside no bounds

@@ -323,7 +323,7 @@ def describe_settings(settings):
         shown.update(processor=str(settings.processor), seed=settings.seed)
     for option in method.options:
         value = settings.options.get(option.name, option.default)
-        shown[option.name] = ("on" if value else "off") if option.kind is bool else value
+        shown[option.name] = ("on" if value else "off") if option.type is bool else value
     return shown
 
 

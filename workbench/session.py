@@ -193,7 +193,7 @@ class Session:
 
     def shown_value(self, option):
         value = self.settings.options.get(option.name, option.default)
-        if option.kind is bool:
+        if option.type is bool:
             return on_off(value)
         return "default" if value is None else value
 
@@ -208,7 +208,7 @@ class Session:
         self.say(f"method {self.method_said()}")
 
     def toggle_method(self, method, value=None, off_method="speculative"):
-        """Seed 003's /egag and /ngram: on switches to the method, off back to plain speculative."""
+        """The project documentation's /egag and /ngram: on switches to the method, off back to plain speculative."""
         on = flag(value, self.settings.method != method)
         self.set_method(method if on else off_method)
 
@@ -228,8 +228,8 @@ class Session:
     def set_option(self, option, value=None):
         """A method's own option (registry.Option, from its family's file): /n_beams 8, /reset_in_between off."""
         if value is None:
-            if option.kind is not bool:
-                raise UsageError(f"usage: /{option.name} {'N' if option.kind is int else 'X'} ({option.bounds()})")
+            if option.type is not bool:
+                raise UsageError(f"usage: /{option.name} {'N' if option.type is int else 'X'} ({option.bounds()})")
             value = not self.settings.options.get(option.name, option.default)  # a flag alone: toggled
         new = option.parse(value, name=option.name)
         bounds = {"n_draft_min": (new, self.settings.options.get("n_draft_max", self.option("n_draft_max").default)),
@@ -289,15 +289,15 @@ class Session:
         self.rng = None  # the next generation starts from the new seed
         self.say(f"seed {self.settings.seed}")
 
-    def set_storage(self, kind=None, n=None):
+    def set_storage(self, storage=None, n=None):
         """The project documentation's /set_ngramstorage: the n-gram table and its order at once."""
-        if kind not in STORAGE.choices:
+        if storage not in STORAGE.choices:
             raise UsageError(f"/set_ngramstorage takes {' or '.join(STORAGE.choices)} and n, e.g. /set_ngramstorage basic 3")
         if n is not None:  # checked first: a refused n changes nothing, not even the storage
             self.settings.options["ngram_n"] = self.option("ngram_n").parse(n, name="n")
-        self.settings.options["storage"] = kind
+        self.settings.options["storage"] = storage
         self.drafter = None
-        self.say(f"n-gram storage {kind}, n {self.shown_value(self.option('ngram_n'))}")
+        self.say(f"n-gram storage {storage}, n {self.shown_value(self.option('ngram_n'))}")
 
     def set_flag(self, name, value=None):
         current = self.settings.cache if name == "cache" else getattr(self, name)
@@ -389,10 +389,10 @@ def command_table(s):
                              "/set_ngramstorage basic|onelevel N", "/set_ngramstorage"),
     }
     for option in methods.options():
-        value = "on|off" if option.kind is bool else "|".join(option.choices) if option.kind is str else \
-            "N" if option.kind is int else "X"
+        value = "on|off" if option.type is bool else "|".join(option.choices) if option.type is str else \
+            "N" if option.type is int else "X"
         table[option.name] = (lambda v=None, option=option: s.set_option(option, v),
-                              f"{option.help}, {option.bounds()}", f"/{option.name} {'[' + value + ']' if option.kind is bool else value}",
+                              f"{option.help}, {option.bounds()}", f"/{option.name} {'[' + value + ']' if option.type is bool else value}",
                               SOURCE_NAMES.get(option.name, ""))
     table.update({
         "egag_ema": (lambda v=None: s.set_option(s.option("ema"), v), f"{SOURCE}'s name for /ema", "/egag_ema X", "/egag_ema"),

@@ -1,4 +1,4 @@
-"""The ablations of seed 003's workbench (docs/sources.md), on your prompts: every method against the oracle alone.
+"""The ablations of the project documentation's workbench (docs/sources.md), on your prompts: every method against the oracle alone.
 
     python workbench.py bench ablation "The meaning of life is" ["another prompt" ...] [--prompts FILE] [--out ablation.csv]
     python workbench.py bench ablation --draft demo-draft --oracle demo-oracle -n 32      (offline)
@@ -6,9 +6,9 @@
 One row per method, summed over the prompts: tokens/s, acceptance, tokens per
 oracle pass, speedup over the oracle alone, and for the greedy methods whether
 the text matched the oracle's own greedy text token for token (it must).
-A table on screen and a CSV. The set, as seed 003 runs it and more:
+A table on screen and a CSV. The set, as the project documentation runs it and more:
 the oracle alone (its "target AR"), the draft alone, speculative with a fixed
-draft length n_draft (seed 003's /gamma), adaptive by
+draft length n_draft (the project documentation's /gamma), adaptive by
 entropy (EGAG), Hugging Face's +2/-1, threshold, tree, staged, n-gram drafts
 (NASD), and SpS at a temperature against sampling.
 """
@@ -36,7 +36,7 @@ COLUMNS = ["method", "setting", "tokens", "seconds", "tokens_per_s", "acceptance
 
 def ablation_set(n_draft=4, temperature=1.0):
     """(method, what its settings are, Settings changes) for each row, the baselines first: the
-    set of seed 003 (docs/sources.md), then every other registered method (app/methods.py) with its own defaults."""
+    set of the project documentation (docs/sources.md), then every other registered method (workbench/methods/) with its own defaults."""
     sampling = Processor(temperature)
     document = [
         (GREEDY_BASELINE, "the oracle alone (target AR)", {}),

@@ -79,7 +79,7 @@ def timed(generate):
 
 
 def method_run(name, draft, oracle, ids, n_new, n_draft=None, seed=0, processor=None):
-    """generate(stats) for a registered method (app/methods.py) with these settings."""
+    """generate(stats) for a registered method (workbench/methods/) with these settings."""
     settings = Settings(method=name, max_new_tokens=n_new, n_draft=n_draft, seed=seed,
                         processor=processor if processor is not None else Processor())
     return lambda stats: generator(settings, draft, oracle, ids, stats)

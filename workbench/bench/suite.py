@@ -7,7 +7,7 @@ workbench/tools/make_prompts.py), four of each kind:
   code     continue an example (a >>> session, a code block);
   lists    more items of a list, more rows of a table;
   repeat   text that repeats its prompt, as editing or quoting does.
-Every verifying method of the registry (app/methods.py) runs on every prompt
+Every verifying method of the registry (workbench/methods/) runs on every prompt
 against its baseline, the oracle alone: greedy decoding for the greedy
 methods, sampling at the same temperature for the sampling ones. The runs
 take turns, three rounds of everything, so that a busy spell of the machine

@@ -8,14 +8,24 @@
     vocabularies.py  a draft with a vocabulary of its own: speculative and sps through the text
     baselines.py     the oracle alone (greedy, sample, beam) and the draft alone
 
-Importing this package registers them all: the programs read METHODS (and get, variant, ...) from here.
+Importing this package imports every file of it, in that order and then any other: each registers its own
+methods, so a new family is a new file here and nothing else. The programs read METHODS (and get, variant,
+...) from here.
 """
 
-from workbench.methods import lines, sampling, trees, text, heads, baselines  # each registers its own
-from workbench.methods.heads import head_of, missing_head
+import importlib
+import os
+import pkgutil
+
 from workbench.registry import (METHODS, Call, Method, across_vocabularies, get, methods_taking, n_draft_of, options,
                                 register, variant)
 
-FAMILIES = (lines, sampling, trees, text, heads, baselines)
+ORDER = ("lines", "sampling", "trees", "text", "heads", "vocabularies", "baselines")  # the order of --help and the tables
+FAMILIES = [importlib.import_module(f"{__name__}.{name}") for name in
+            sorted((m.name for m in pkgutil.iter_modules([os.path.dirname(__file__)])),
+                   key=lambda name: (ORDER.index(name) if name in ORDER else len(ORDER), name))]
+
+from workbench.methods.heads import head_of, missing_head  # noqa: E402  (the heads' reading, once the families are in)
+
 __all__ = ["FAMILIES", "METHODS", "Call", "Method", "across_vocabularies", "get", "head_of", "methods_taking",
            "missing_head", "n_draft_of", "options", "register", "variant"]

@@ -17,7 +17,7 @@ from stats import Line
 from threshold import threshold_generate
 from workbench import system
 from workbench.display import cut_short, length_reason
-from workbench.methods import vocabularies
+from workbench.methods.vocabularies import SPECULATIVE as SPECULATIVE_ACROSS
 from workbench.registry import Method, Option, Shown, register
 
 
@@ -114,7 +114,7 @@ ADAPTIVE = (N_DRAFT_MIN, N_DRAFT_MAX, EMA)
 register(
     Method("speculative", "greedy speculative decoding (speculative.py); output = the oracle's greedy output; a "
                           "draft of another vocabulary: crossvocab.py", run_speculative, n_draft=4,
-           shown=Shown(reasons=line_reasons), across=vocabularies.SPECULATIVE, batched=run_speculative_batch),
+           shown=Shown(reasons=line_reasons), across=SPECULATIVE_ACROSS, batched=run_speculative_batch),
     Method("threshold", "greedy speculative decoding, draft length set by the draft's confidence (threshold.py)",
            run_threshold, n_draft=16, shown=Shown(reasons=threshold_reasons, setting=threshold_setting)),
     Method("adaptive", "greedy, draft length set by the draft's entropy and a moving average (rule egag, the EGAG of "

@@ -21,7 +21,7 @@ from beyond.block_verification import block_sample
 from sps import speculative_sample
 from workbench import system
 from workbench.display import decisive_digits, length_reason
-from workbench.methods import vocabularies
+from workbench.methods.vocabularies import SPS as SPS_ACROSS
 from workbench.page.report import cells
 from workbench.page.tokens import LETTERS, chip, last_mark, probability, svg_label, token_text, visible
 from workbench.registry import Method, Shown, register
@@ -435,7 +435,7 @@ SPS = Shown(drafts=sps_lines, reasons=sps_reasons, how_to_read=SPS_HOW, page_tab
 register(
     Method("sps", "speculative sampling, Chen et al. 2023 Algorithm 2 (sps.py); output ~ the oracle's distribution; a "
                   "draft of another vocabulary: crossvocab.py", run_sps, n_draft=4, samples=True, shown=SPS,
-           across=vocabularies.SPS, batched=run_sps_batch),
+           across=SPS_ACROSS, batched=run_sps_batch),
     Method("sps-block", "speculative sampling with block verification: the whole draft judged at once, never fewer "
                         "kept than sps (Sun et al. 2025; beyond/block_verification.py); output ~ the oracle's "
                         "distribution", run_sps_block, n_draft=4, samples=True,
