@@ -121,6 +121,16 @@ def _shared_out(n_rows):
                 _blas_shares_rows, _shares, _one_thread = before
 
 
+@contextlib.contextmanager
+def blas_threads(n):
+    """NumPy's own products on n of the BLAS's threads while what runs inside runs, the program's setting after;
+    on one thread, the BLAS's idle threads parked first where they can be (a way of the plan, plan.py)."""
+    with _setting, blas().limit(limits=n, user_api="blas"):
+        if n == 1:
+            park_idle_blas_threads()
+        yield
+
+
 def blas():
     """threadpoolctl's handle on the BLAS, made on first use (it inspects every loaded library once)."""
     global _blas

@@ -1,0 +1,209 @@
+"""How this machine should run a model's forwards: measured where it runs, kept beside the model, watched.
+
+Each way the project has of running a forward is timed at the row counts the methods use, the ways
+taking turns, and per row count the fastest is chosen, if it is faster than plain NumPy by more than its
+own spread: a way that is faster on one CPU (AVX-512's small-matrix kernels) is slower on another
+(AVX2), so the choice is made on the machine that runs it, not where the code was written.
+
+    numpy-1    NumPy's own product, the BLAS on one thread: what never waits on another core
+    numpy      NumPy's own product, the BLAS on every core this process may use
+    fast       the fast layout (accelerate.py: blocked products for a big model, panels for a small one, and
+               a small model's wide products half on a helper process where the second core was asked for)
+
+Row counts: 1 (a token), n_draft + 1 for n_draft up to 16 (a check), and a tree's nodes up to 32.
+
+A plan measured on a quiet machine can collapse when other programs take the cores: the BLAS's threads,
+each sharing a core with a busy program, wait on each other (all threads lost seven times their time
+beside two busy loops). So a forward run on more than one thread is watched: one that takes FALLBACK
+times the plan's figure, twice in a row, sends that row count to numpy-1 for a while (BUSY_SECONDS),
+after which the plan's way is tried again.
+"""
+
+import contextlib
+import os
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from tqdm import tqdm
+
+from kvcache import KVCache
+from roofline import forward_run, turns
+from workbench.speed import threads
+
+WAYS = ("numpy-1", "numpy", "fast")
+ROWS = (1, 2, 3, 4, 5, 6, 7, 9, 12, 17, 25, 33)  # a token; checks of n_draft + 1 up to 17; trees up to 32 nodes
+CONTEXT = 64          # cached tokens the forwards are timed after (the suite's prompts and a few rounds)
+BUDGET_SECONDS = 6.0  # about what making a plan may take: the repeats are cut to it, between MIN and MAX_REPEATS
+MIN_REPEATS, MAX_REPEATS = 3, 9
+FALLBACK = 2.5        # a watched forward this many times its planned time is taken for one the cores were taken from
+BUSY_SECONDS = 2.0    # ... and after two in a row, its row count runs on one thread this long
+
+
+@dataclass
+class Plan:
+    """The way chosen for each row count measured, and the figures behind the choice."""
+    ways: dict                       # {rows: way}
+    seconds: dict                    # {way: {rows: median seconds}}
+    ratios: dict = field(default_factory=dict)  # {way: {rows: [median, low quartile, high quartile] of way / numpy-1}}
+    key: dict = field(default_factory=dict)     # what the plan was measured for (machine_key)
+
+    def way(self, n_rows):
+        """The way for a forward of n_rows rows: that of the nearest row count measured at or above it (the
+        largest above the largest)."""
+        measured = sorted(self.ways)
+        return self.ways[next((r for r in measured if r >= n_rows), measured[-1])]
+
+    def expected(self, way, n_rows):
+        """The plan's seconds for a forward of n_rows by way, from the nearest row count measured (or None)."""
+        figures = self.seconds.get(way) or {}
+        if not figures:
+            return None
+        r = min(figures, key=lambda m: (m < n_rows, abs(m - n_rows)))
+        return figures[r] * max(1.0, n_rows / r)
+
+    def to_json(self):
+        return {"ways": {str(r): w for r, w in self.ways.items()},
+                "seconds": {w: {str(r): s for r, s in f.items()} for w, f in self.seconds.items()},
+                "ratios": {w: {str(r): q for r, q in f.items()} for w, f in self.ratios.items()}, "key": self.key}
+
+    @classmethod
+    def from_json(cls, data):
+        return cls({int(r): w for r, w in data["ways"].items()},
+                   {w: {int(r): float(s) for r, s in f.items()} for w, f in data["seconds"].items()},
+                   {w: {int(r): [float(x) for x in q] for r, q in f.items()} for w, f in data.get("ratios", {}).items()},
+                   dict(data.get("key", {})))
+
+
+# ---------------------------------------------------------------------------
+# Measuring: each way at each row count, taking turns
+# ---------------------------------------------------------------------------
+
+def quartiles(values):
+    q = statistics.quantiles(values, n=4, method="inclusive") if len(values) > 1 else [values[0]] * 3
+    return [statistics.median(values), q[0], q[2]]
+
+
+def choose(ratios):
+    """The way for one row count, from {way: [median, low, high] of its time over numpy-1's}: the fastest of the
+    ways faster than numpy-1 by more than their spread (even their slow quartile beats it), else numpy-1."""
+    better = {way: q for way, q in ratios.items() if way != "numpy-1" and q[2] < 1.0}
+    return min(better, key=lambda way: better[way][0]) if better else "numpy-1"
+
+
+def make_plan(runners, rows=ROWS, context=CONTEXT, progress=True, name="the model"):
+    """A Plan from runners = {way: (model, setting)}: each way's forwards of each row count after `context`
+    cached tokens, the ways taking turns (roofline.turns), repeats cut to about BUDGET_SECONDS in all.
+    setting() is the context the way's forwards run in (the BLAS's threads)."""
+    caches = {}
+    for way, (model, setting) in runners.items():
+        caches[way] = KVCache()
+        with setting():
+            model.forward(np.arange(context) % model.vocab_size, caches[way], n_logits=1)
+    one = time_one(runners, caches, context)
+    repeats = int(min(MAX_REPEATS, max(MIN_REPEATS, BUDGET_SECONDS / max(one * len(runners) * sum(rows) / 4, 1e-9))))
+    seconds, ratios, ways = {way: {} for way in runners}, {way: {} for way in runners}, {}
+    with tqdm(total=len(rows), desc=f"measuring how to run {name} here (once)", disable=not progress,
+              file=sys.stderr, leave=False) as bar:
+        for r in rows:
+            runs = {way: in_setting(forward_run(model, caches[way], context, r), setting)
+                    for way, (model, setting) in runners.items()}
+            times = turns(runs, repeats)
+            for way in runners:
+                seconds[way][r] = statistics.median(times[way])
+                ratios[way][r] = quartiles([t / base for t, base in zip(times[way], times["numpy-1"])])
+            ways[r] = choose({way: ratios[way][r] for way in runners})
+            bar.update()
+    return Plan(ways, seconds, ratios)
+
+
+def time_one(runners, caches, context):
+    """Seconds of one forward of one row, by the slowest way: what the repeats are budgeted by."""
+    slowest = 0.0
+    for way, (model, setting) in runners.items():
+        run = in_setting(forward_run(model, caches[way], context, 1), setting)
+        run()
+        start = time.perf_counter()
+        run()
+        slowest = max(slowest, time.perf_counter() - start)
+    return slowest
+
+
+def in_setting(run, setting):
+    def timed():
+        with setting():
+            run()
+    return timed
+
+
+# ---------------------------------------------------------------------------
+# Running: the plan's way for each forward, watched where it uses more than one thread
+# ---------------------------------------------------------------------------
+
+class Watch:
+    """A plan's ways during a run: a forward on more than one thread that takes FALLBACK times the plan's figure
+    twice in a row sends its row count to numpy-1 for BUSY_SECONDS (the cores are taken), then tries again."""
+
+    def __init__(self, plan, uses_threads):
+        self.plan, self.uses_threads = plan, uses_threads  # uses_threads(way): more than one thread
+        self.slow = {}      # rows -> slow forwards in a row
+        self.until = {}     # rows -> when its fallback ends
+        self.fallbacks = 0  # how many times a row count fell back (bench.py plan and cost say it)
+
+    def way(self, n_rows):
+        way = self.plan.way(n_rows)
+        if self.uses_threads(way) and time.monotonic() < self.until.get(n_rows, 0.0):
+            return "numpy-1"
+        return way
+
+    @contextlib.contextmanager
+    def watched(self, way, n_rows):
+        start = time.perf_counter()
+        yield
+        if not self.uses_threads(way):
+            return
+        expected = self.plan.expected(way, n_rows)
+        if expected is None or time.perf_counter() - start <= FALLBACK * expected:
+            self.slow[n_rows] = 0
+            return
+        self.slow[n_rows] = self.slow.get(n_rows, 0) + 1
+        if self.slow[n_rows] >= 2:
+            self.until[n_rows], self.slow[n_rows] = time.monotonic() + BUSY_SECONDS, 0
+            self.fallbacks += 1
+
+
+def numpy_threads(n):
+    """The context of a plain forward on n threads (n = 0: every core this process may use)."""
+    return threads.blas_threads(n or threads.N_THREADS)
+
+
+# ---------------------------------------------------------------------------
+# Kept beside the model, for this machine
+# ---------------------------------------------------------------------------
+
+PLAN_FILE = "model.plan.json"
+PLAN_VERSION = 1  # the ways and their measuring: a plan of another version is made again
+
+
+def machine_key():
+    """What decides a plan: the CPU (its model and its vector extensions), the cores this process may use, the
+    NumPy and BLAS that run the products (and any forced kernel or thread count), and the plan's own version."""
+    cpu, flags = "", set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f.read(1 << 20).splitlines():
+                name, _, value = line.partition(":")
+                if name.strip() == "model name" and not cpu:
+                    cpu = value.strip()
+                elif name.strip() == "flags" and not flags:
+                    flags = set(value.split())
+    except OSError:
+        pass
+    vector = sorted(f for f in flags if f.startswith(("avx", "fma", "amx")))
+    blas = [f"{i.get('internal_api')} {i.get('version')} {i.get('architecture')} {i.get('threading_layer')}"
+            for i in threads.blas().info() if i.get("user_api") == "blas"]
+    return {"version": PLAN_VERSION, "cpu": cpu or sys.platform, "vector": vector, "cores": threads.N_THREADS,
+            "numpy": np.__version__, "blas": blas,
+            "forced": {k: os.environ[k] for k in ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS") if k in os.environ}}

@@ -1,0 +1,89 @@
+"""The workbench's model: gpt2.GPT2 as it is, each forward run the way this machine's plan chose for its rows.
+
+    model = load_planned("gpt2")      # the plan read from beside the model, or measured once (plan.py)
+
+It holds the plain model (NumPy's own products, the reading house's gpt2.GPT2) and, where the plan uses
+it for some row count, the fast one (accelerate.FastGPT2). forward, hidden_states, blocks and logits go
+to the way the plan gives their rows, in its thread setting, watched (plan.Watch); everything else (the
+weights a drafter reads, the shapes) is the plain model's. Both give the same tokens (a float32
+near-tie aside): the KV cache holds the same keys and values whichever way filled it.
+"""
+
+import os
+import sys
+
+import numpy as np
+
+from gpt2 import GPT2
+from workbench.speed import plan as planning
+from workbench.speed import threads
+from workbench.speed.accelerate import accelerate, load_fast
+
+
+class PlannedGPT2:
+    """A model whose forwards run by its plan (plan.Plan); its attributes are the plain model's."""
+
+    def __init__(self, plain, plan, fast=None):
+        self.plain, self.plan, self.fast = plain, plan, fast
+        self.watch = planning.Watch(plan, uses_threads=lambda way: way == "numpy" and threads.N_THREADS > 1)
+
+    def __getattr__(self, name):  # name, directory, n_layer, ..., params: the plain model's
+        return getattr(self.plain, name)
+
+    def runner(self, n_rows):
+        """(the model, the setting) of the way the plan gives a forward of n_rows rows."""
+        way = self.watch.way(n_rows)
+        if way == "fast" and self.fast is not None:
+            return way, self.fast, contextlib_null
+        return way, self.plain, lambda: threads.blas_threads(threads.N_THREADS if way == "numpy" else 1)
+
+    def _run(self, n_rows, step, *args, **kwargs):
+        way, model, setting = self.runner(n_rows)
+        with setting(), self.watch.watched(way, n_rows):
+            return getattr(model, step)(*args, **kwargs)
+
+    def forward(self, ids, *args, **kwargs):
+        return self._run(np.size(ids), "forward", ids, *args, **kwargs)
+
+    def hidden_states(self, ids, *args, **kwargs):
+        return self._run(np.size(ids), "hidden_states", ids, *args, **kwargs)
+
+    def blocks(self, x, *args, **kwargs):
+        return self._run(len(x), "blocks", x, *args, **kwargs)
+
+    def logits(self, x):
+        return self._run(len(x), "logits", x)
+
+
+class _Null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def contextlib_null():
+    return _Null()
+
+
+def plan_for(plain, fast_in_memory, progress=True):
+    """A plan for the plain model, measured here: numpy-1, numpy (where there are cores to share) and the fast
+    layout (converted in memory for the measuring: a converted copy is written only where the plan uses it)."""
+    runners = {"numpy-1": (plain, lambda: threads.blas_threads(1))}
+    if threads.N_THREADS > 1:
+        runners["numpy"] = (plain, lambda: threads.blas_threads(threads.N_THREADS))
+    runners["fast"] = (fast_in_memory, contextlib_null)
+    return planning.make_plan(runners, progress=progress, name=plain.name)
+
+
+def load_planned(name_or_path, models_dir=None, progress=True):
+    """The workbench's model of a named model or a checkpoint directory: the plain model, the plan read from beside
+    it or measured now, and the fast model where the plan uses it."""
+    plain = GPT2.from_pretrained(name_or_path, models_dir)
+    plan = planning.read(plain.directory)
+    if plan is None:
+        plan = plan_for(plain, accelerate(plain), progress=progress and sys.stderr.isatty())
+        planning.write(plain.directory, plan)
+    fast = load_fast(plain.directory) if "fast" in plan.ways.values() else None
+    return PlannedGPT2(plain, plan, fast)
