@@ -103,6 +103,23 @@ def medusa_generate(heads, oracle, ids, n_new, widths=(2, 1, 1), stats=None):
         raise GenerationError("the Medusa heads were loaded for another oracle")
     if not 1 <= len(widths) <= len(heads.heads) or min(widths) < 1:
         raise GenerationError(f"widths needs 1 to {len(heads.heads)} numbers, each at least 1, got {widths}")
+
+    def draft(feature, depth, stats):  # step 1: the product of the heads' top candidates
+        return draft_tree(heads, feature, widths[:depth], stats)
+
+    def describe(nodes, path, depth):
+        return (MedusaDetails([node.parent for node in nodes], path, [node.p for node in nodes], n_draft=len(widths),
+                              depth=depth, widths=list(widths)),
+                f"Medusa heads 1-{depth}: a tree of their top candidates, {len(nodes)} nodes, checked "
+                "in one tree-masked oracle pass")
+
+    yield from heads_rounds(heads, oracle, ids, n_new, len(widths), draft, describe, stats)
+
+
+def heads_rounds(heads, oracle, ids, n_new, max_depth, draft, describe, stats):
+    """The rounds of a tree drafted from the heads' guesses (medusa_generate; beyond/ddtree.py's best-first tree):
+    draft(the oracle's state, the round's depth, stats) -> nodes in level order; describe(nodes, the kept path,
+    depth) -> (the round's details, its reason). Greedy: the text is greedy decoding's."""
     tokens, end = list(ids), len(ids) + n_new
     if n_new == 0:
         return
@@ -115,8 +132,8 @@ def medusa_generate(heads, oracle, ids, n_new, widths=(2, 1, 1), stats=None):
                     reason="the prompt's pass: the oracle's last state after the prompt, which the heads read next")
     yield tokens[-1]
     while len(tokens) < end:
-        depth = min(len(widths), end - len(tokens) - 1)  # a branch plus the oracle's token: no overshoot
-        nodes = draft_tree(heads, feature, widths[:depth], stats) if depth else []
+        depth = min(max_depth, end - len(tokens) - 1)  # a branch plus the oracle's token: no overshoot
+        nodes = draft(feature, depth, stats) if depth else []
         features, logits = tree_pass(oracle, cache, tokens[-1], nodes, stats)
         choice = np.argmax(logits, axis=-1)  # after the root (row 0) and after each node (row i + 1)
         path = accepted_path(nodes, choice)
@@ -125,12 +142,10 @@ def medusa_generate(heads, oracle, ids, n_new, widths=(2, 1, 1), stats=None):
         n = len(tokens)
         cache.keep(list(range(n)) + [n + i for i in path])  # the text, the root and the kept branch
         feature = features[at + 1]  # the state the oracle's next token came from: the heads read it next
+        details, reason = describe(nodes, path, depth)
+        if not depth:
+            reason = "one token left to make: no heads drafted, the oracle's own token only"
         stats.add_round(new_tokens, [node.token for node in nodes], len(path), context_length=n, oracle=choice.tolist(),
-                        cached={"draft": None, "oracle": cache.n_tokens()},
-                        details=MedusaDetails([node.parent for node in nodes], path, [node.p for node in nodes],
-                                              n_draft=len(widths), depth=depth, widths=list(widths)),
-                        reason=f"Medusa heads 1-{depth}: a tree of their top candidates, {len(nodes)} nodes, checked "
-                               "in one tree-masked oracle pass" if depth else
-                               "one token left to make: no heads drafted, the oracle's own token only")
+                        cached={"draft": None, "oracle": cache.n_tokens()}, details=details, reason=reason)
         tokens += new_tokens
         yield from new_tokens
