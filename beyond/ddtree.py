@@ -81,7 +81,7 @@ def best_first_tree(logits, budget):  # logits [K, V] -> (nodes in level order, 
     log_p = logits - logits.max(axis=-1, keepdims=True)
     log_p = log_p - np.log(np.exp(log_p).sum(axis=-1, keepdims=True))  # [K, V]
     ranked = np.argsort(-log_p, axis=-1, kind="stable")  # 1. ranked[k, r]: position k + 1's token of rank r + 1
-    K, V = log_p.shape
+    n_positions, V = log_p.shape
     # A heap entry: (minus the prefix's log chance, its position k, its rank r there, its parent's index).
     heap = [(-float(log_p[0, ranked[0, 0]]), 0, 0, -1)]  # 2.
     popped, scores = [], []
@@ -92,7 +92,7 @@ def best_first_tree(logits, budget):  # logits [K, V] -> (nodes in level order, 
         above = scores[parent] if parent != -1 else 0.0
         if r + 1 < V:  # 4. its next sibling
             heapq.heappush(heap, (-(above + float(log_p[k, ranked[k, r + 1]])), k, r + 1, parent))
-        if k + 1 < K:  # 5. its first child
+        if k + 1 < n_positions:  # 5. its first child
             heapq.heappush(heap, (-(-minus + float(log_p[k + 1, ranked[k + 1, 0]])), k + 1, 0, len(popped) - 1))
     order = sorted(range(len(popped)), key=lambda i: (popped[i][2], i))  # level order, best first within a level
     index = {i: j for j, i in enumerate(order)}

@@ -30,7 +30,8 @@ the first candidates' subtrees deepest. A template is a list of paths in the pap
 root's first candidate, [0, 1] that one's second, and so on; any list of paths closed under prefixes works.
 
 Letters: no draft model, so no p; q is the oracle's distribution (decoding.py's table); the paper's k
-(output-id-topk, 8 by default) is k here.
+(output-id-topk, 8 by default), the successors kept per token, is n_successors here (k is a round's drafts in
+this project).
 """
 
 import time
@@ -44,7 +45,7 @@ from kvcache import KVCache
 from speculative import rollback
 from tree import Node, TreeDetails, accepted_path, tree_logits
 
-K = 8  # successors kept per token (the paper's output-id-topk)
+SUCCESSORS = 8  # successors kept per token (the paper's output-id-topk)
 TEMPLATE = ([0], [1], [2], [3],
             [0, 0], [0, 1], [0, 2], [1, 0], [1, 1], [2, 0],
             [0, 0, 0], [0, 0, 1], [0, 1, 0], [1, 0, 0],
@@ -63,23 +64,23 @@ class RecyclingDetails(TreeDetails):
     updated: int = None    # rows written after the pass (the root's and every node's, each token once)
 
 
-def new_table(vocab_size, k=K):
-    """An empty adjacency matrix: [vocab_size, k] token ids, EMPTY everywhere."""
-    return np.full((vocab_size, k), EMPTY, dtype=np.int32)
+def new_table(vocab_size, n_successors=SUCCESSORS):
+    """An empty adjacency matrix: [vocab_size, n_successors] token ids, EMPTY everywhere."""
+    return np.full((vocab_size, n_successors), EMPTY, dtype=np.int32)
 
 
-def recycling_generate(oracle, ids, n_new, template=TEMPLATE, k=K, table=None, stats=None):
+def recycling_generate(oracle, ids, n_new, template=TEMPLATE, n_successors=SUCCESSORS, table=None, stats=None):
     """Greedy decoding with Token Recycling's drafts: yields exactly greedy_generate(oracle, ids, n_new)'s tokens.
-    table: the adjacency matrix to draft from and update (new_table(vocab_size, k); default a new one, empty);
-    template: the tree's paths (TEMPLATE by default; no rank at or past k)."""
+    table: the adjacency matrix to draft from and update (new_table(vocab_size, n_successors); default a new one, empty);
+    template: the tree's paths (TEMPLATE by default; no rank at or past n_successors)."""
     stats = Stats() if stats is None else stats
     check_room(ids, n_new, oracle)
-    check_lengths(k=k)
-    check_template(template, k)
-    table = new_table(oracle.vocab_size, k) if table is None else table
-    if table.shape != (oracle.vocab_size, k):
+    check_lengths(n_successors=n_successors)
+    check_template(template, n_successors)
+    table = new_table(oracle.vocab_size, n_successors) if table is None else table
+    if table.shape != (oracle.vocab_size, n_successors):
         raise GenerationError(f"the adjacency matrix is {table.shape[0]} x {table.shape[1]}, not "
-                              f"{oracle.vocab_size} x {k}")
+                              f"{oracle.vocab_size} x {n_successors}")
     paths = sorted((tuple(path) for path in template), key=lambda path: (len(path), path))  # level order
     tokens, end, cache = list(ids), len(ids) + n_new, KVCache()
     while len(tokens) < end:
@@ -105,7 +106,7 @@ def recycling_generate(oracle, ids, n_new, template=TEMPLATE, k=K, table=None, s
                                                  template=len(paths), skipped=sum(len(p) <= depth for p in paths)
                                                  - len(nodes), updated=updated),
                         reason=f"Token Recycling: {len(nodes)} of the template's {len(paths)} nodes drafted from the "
-                               f"oracle's past top-{k}; {updated} rows rewritten from this pass")
+                               f"oracle's past top-{n_successors}; {updated} rows rewritten from this pass")
         yield from new_tokens
 
 
@@ -129,23 +130,23 @@ def draft_from_table(table, root, paths):
 def update_table(table, fed, logits):  # fed: the tokens read, logits [len(fed), V] after each
     """Step 3: M[t] <- the top k of the logits after t, for every token t read by the pass (in order: a later one
     overwrites an earlier one of the same token). Returns how many distinct rows were written."""
-    k = table.shape[1]
-    top = np.argpartition(-logits, k - 1, axis=-1)[:, :k]  # [n, k], unordered
+    n_best = table.shape[1]
+    top = np.argpartition(-logits, n_best - 1, axis=-1)[:, :n_best]  # [n, n_best], unordered
     order = np.take_along_axis(logits, top, axis=-1).argsort(axis=-1, kind="stable")[:, ::-1]
-    top = np.take_along_axis(top, order, axis=-1)  # the k best, best first
+    top = np.take_along_axis(top, order, axis=-1)  # the n_best best, best first
     for token, row in zip(fed, top):
         table[token] = row
     return len(set(fed))
 
 
-def check_template(template, k):
-    """The template's paths: non-empty tuples of ranks below k, each one's prefixes in it too; GenerationError else."""
+def check_template(template, n_successors):
+    """The template's paths: non-empty tuples of ranks below n_successors, each one's prefixes in it too; GenerationError else."""
     paths = {tuple(path) for path in template}
     if not paths:
         raise GenerationError("the tree template has no nodes")
     for path in paths:
-        if not path or any(not isinstance(r, int) or not 0 <= r < k for r in path) or (len(path) > 1 and path[:-1] not in paths):
-            raise GenerationError(f"the tree template's path {list(path)} is not a path of ranks below {k} whose "
+        if not path or any(not isinstance(r, int) or not 0 <= r < n_successors for r in path) or (len(path) > 1 and path[:-1] not in paths):
+            raise GenerationError(f"the tree template's path {list(path)} is not a path of ranks below {n_successors} whose "
                                   "prefixes are in the template")
 
 

@@ -1,4 +1,4 @@
-"""Sequoia's tree shape: the tree that makes the most tokens per unit of time on this machine (Chen, May,
+"""Sequoia's tree shape: the tree that makes the most tokens per unit of time on the machine it runs on (Chen, May,
 Svirschevski, Huang, Ryabinin, Jia, Chen 2024, arXiv 2402.12374, Section 3.1 and 3.3).
 
 Every tree here has had a fixed shape (tree.py's branching rule, tree-sps's width children a node). Sequoia
@@ -54,7 +54,7 @@ def best_values(acceptance, max_nodes, max_depth):
     """The dynamic program: (best, choice), best[d][n] the largest F of a tree of n nodes (root included,
     n <= max_nodes) and depth <= d (d <= max_depth), -inf where no such tree exists; choice[d][i][m] the size
     of the subtree of rank i (0-based) in the best way to spend m nodes on ranks i, i + 1, ..."""
-    a, K = list(acceptance), len(acceptance)
+    a = list(acceptance)
     best = [[-math.inf] * (max_nodes + 1) for _ in range(max_depth + 1)]
     choice = [None] * (max_depth + 1)
     for d in range(max_depth + 1):
@@ -70,12 +70,12 @@ def best_values(acceptance, max_nodes, max_depth):
 def children(a, below, m_max):
     """The inner program: g[i][m] = the best Σ a_j below[n_j] over the subtrees of ranks j >= i sharing m nodes,
     and pick[i][m] the size given to rank i (0: none). below[s] is best(s, d - 1)."""
-    K = len(a)
-    g = [[-math.inf] * (m_max + 1) for _ in range(K + 1)]
-    pick = [[0] * (m_max + 1) for _ in range(K + 1)]
-    for i in range(K, -1, -1):
+    n_ranks = len(a)
+    g = [[-math.inf] * (m_max + 1) for _ in range(n_ranks + 1)]
+    pick = [[0] * (m_max + 1) for _ in range(n_ranks + 1)]
+    for i in range(n_ranks, -1, -1):
         g[i][0] = 0.0
-        if i == K:
+        if i == n_ranks:
             continue  # no rank past the last: m > 0 nodes cannot be spent
         for m in range(1, m_max + 1):
             for s in range(1, m + 1):

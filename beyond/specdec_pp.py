@@ -26,8 +26,9 @@ looked at x_i before deciding to keep it in the draft would filter the draws, an
 draw from p: tests/test_specdec_pp.py has that mistake as its negative control. (The stop may read anything
 the round knows before the draw, the oracle included; the draft's states are what the head can read cheaply.)
 
-Letters: Chen et al.'s (sps.py): q the oracle, p the draft. The paper writes the stop's threshold h (and
-"the probability that at least one token is rejected"); here it is gamma, γ, as in the brief's 1 - Π a_i > γ.
+Letters: Chen et al.'s (sps.py): q the oracle, p the draft. The paper writes the stop's threshold h (on "the
+probability that at least one token is rejected"); here it is γ, max_risk in the code (decoding.py keeps gamma
+for Leviathan et al.'s draft length).
 Its K is n_draft. The drafts after a stop cost one draft pass less than sps.py's K: the pass that read
 x_(i-1) for the head also made p_i, which a stop throws away (SpecDec++ pays the same).
 """
@@ -68,17 +69,17 @@ class SpecDecDetails(SpsDetails):
     """A round's record: sps.py's (steps, resampled or bonus) and the stop: the head's a_i after each draft it read,
     and why drafting ended."""
     kind: ClassVar[str] = "specdec++"
-    gamma: float = None
+    max_risk: float = None
     chances: list = None  # a_1 .. a_j, one per draft the head read (all drafts but the last, when K ended it)
     stop: str = ""        # "head" (1 - Π a > γ), "n_draft" (K drafts), "room" (the tokens left)
 
 
-def stops(chances, gamma):
+def stops(chances, max_risk):
     """The stop: 1 - Π a_i > γ, the chance that some draft so far is rejected passes the threshold."""
-    return 1.0 - math.prod(chances) > gamma
+    return 1.0 - math.prod(chances) > max_risk
 
 
-def draft_line(step, k, gamma, draw):
+def draft_line(step, k, max_risk, draw):
     """Step 1 as a pure function: step(drafted) -> (p, the draft's distribution of the next token; a, the head's
     chance for drafted[-1], None when nothing is drafted yet); draw(p) -> a token drawn from it. Returns (the
     drafts, their p, the head's a for each draft it read, why drafting ended: "head" or "end")."""
@@ -87,14 +88,14 @@ def draft_line(step, k, gamma, draw):
         p_next, a = step(drafted)
         if drafted:  # the newest draft's a, and the stop, before the next draw
             chances.append(a)
-            if stops(chances, gamma):
+            if stops(chances, max_risk):
                 return drafted, p, chances, "head"
         p.append(p_next)
         drafted.append(draw(p_next))
     return drafted, p, chances, "end"
 
 
-def draft_until_unsure(head, gamma, record):
+def draft_until_unsure(head, max_risk, record):
     """Step 1 for sps.speculative_sample (draft_samples' signature): draft_line on the draft model, one draft pass a
     step, the head reading the state of the newest token. record(chances, why, n_drafted) keeps the round's stop."""
     def drafter(draft, cache, tokens, k, processor, rng, stats):
@@ -105,22 +106,22 @@ def draft_until_unsure(head, gamma, record):
             with draft.rows(1):
                 return processor(logits[-1]), float(head.accept_chance(states[-1:])[0])
 
-        drafted, p, chances, why = draft_line(step, k, gamma, lambda dist: sample(dist, rng))
+        drafted, p, chances, why = draft_line(step, k, max_risk, lambda dist: sample(dist, rng))
         record(chances, why, len(drafted))
         return drafted, p
     return drafter
 
 
-def specdec_sample(draft, oracle, ids, n_new, head, n_draft=8, gamma=0.5, rng=None, processor=None, stats=None,
+def specdec_sample(draft, oracle, ids, n_new, head, n_draft=8, max_risk=0.5, rng=None, processor=None, stats=None,
                    **flags):
     """Speculative sampling whose drafting stops when SpecDec++'s head says so (at most n_draft drafts a round):
     yields n_new ids distributed exactly as sps.autoregressive_sample(oracle, ...). head: an AcceptanceHead for
-    this draft; gamma: the stop's threshold on the chance that some draft so far is rejected (0 <= gamma <= 1;
-    gamma = 1 never stops early: sps.py's fixed K)."""
+    this draft; max_risk: the stop's threshold on the chance that some draft so far is rejected (0 <= max_risk <= 1;
+    max_risk = 1 never stops early: sps.py's fixed K)."""
     if head.draft is not draft:
         raise GenerationError("the acceptance head was loaded for another draft")
-    if not 0.0 <= gamma <= 1.0:
-        raise GenerationError(f"gamma is a probability, from 0 to 1, got {gamma}")
+    if not 0.0 <= max_risk <= 1.0:
+        raise GenerationError(f"max_risk is a probability, from 0 to 1, got {max_risk}")
     check_lengths(n_draft=n_draft)
     stats = Stats() if stats is None else stats
     last = {}
@@ -131,12 +132,12 @@ def specdec_sample(draft, oracle, ids, n_new, head, n_draft=8, gamma=0.5, rng=No
     def rule(q, p, drafted, rng, n_draft, explain):  # sps.py's steps 3 and 4, the stop added to the record
         new_tokens, n_accepted, details, reason = token_verification(q, p, drafted, rng, n_draft, explain)
         if details is not None:
-            details = SpecDecDetails(**vars(details), gamma=gamma, chances=last["chances"], stop=last["stop"])
+            details = SpecDecDetails(**vars(details), max_risk=max_risk, chances=last["chances"], stop=last["stop"])
             reason = reason_line(details)
         return new_tokens, n_accepted, details, reason
 
     return speculative_sample(draft, oracle, ids, n_new, n_draft, rng, processor, stats, rule=rule,
-                              drafter=draft_until_unsure(head, gamma, record), **flags)
+                              drafter=draft_until_unsure(head, max_risk, record), **flags)
 
 
 def reason_line(details):
@@ -144,7 +145,7 @@ def reason_line(details):
     said = ", ".join(f"a_{i}={a:.2f}" for i, a in enumerate(details.chances, 1))
     risk = 1.0 - math.prod(details.chances)
     if details.stop == "head":
-        return (f"SpecDec++: {said}: 1 - Π a = {risk:.2f} > γ = {details.gamma:g}, drafting stopped after "
+        return (f"SpecDec++: {said}: 1 - Π a = {risk:.2f} > γ = {details.max_risk:g}, drafting stopped after "
                 f"{details.k} draft{'s' if details.k != 1 else ''}")
     why = f"{details.n_draft} drafts, the most a round" if details.stop == "n_draft" else "the tokens left"
-    return f"SpecDec++: {said or 'no draft read'}: 1 - Π a = {risk:.2f} <= γ = {details.gamma:g}; {why}"
+    return f"SpecDec++: {said or 'no draft read'}: 1 - Π a = {risk:.2f} <= γ = {details.max_risk:g}; {why}"

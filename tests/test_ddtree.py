@@ -15,12 +15,12 @@ from test_medusa import copying_heads, random_heads
 
 
 def brute_force(logits, budget):
-    """Every prefix of 1..K tokens with its chance Π_k softmax(logits[k])(x_k), the budget likeliest."""
+    """Every prefix of 1..n_positions tokens with its chance Π_k softmax(logits[k])(x_k), the budget likeliest."""
     p = np.exp(logits - logits.max(axis=-1, keepdims=True))
     p = p / p.sum(axis=-1, keepdims=True)
-    K, V = p.shape
+    n_positions, V = p.shape
     every = [(float(np.prod([p[k, x] for k, x in enumerate(prefix)])), prefix)
-             for d in range(1, K + 1) for prefix in itertools.product(range(V), repeat=d)]
+             for d in range(1, n_positions + 1) for prefix in itertools.product(range(V), repeat=d)]
     return sorted(every, reverse=True)[:budget]
 
 
@@ -35,11 +35,11 @@ def prefixes(nodes):
     return out
 
 
-@pytest.mark.parametrize("K, V", [(1, 5), (2, 4), (3, 3), (3, 5), (4, 3)])
+@pytest.mark.parametrize("n_positions, V", [(1, 5), (2, 4), (3, 3), (3, 5), (4, 3)])
 @pytest.mark.parametrize("seed", range(4))
-def test_the_heap_gives_exactly_the_best_prefixes(K, V, seed):
-    logits = np.random.default_rng(seed).standard_normal((K, V)).astype(np.float32) * 2
-    for budget in (1, 2, 5, 9, V ** K):
+def test_the_heap_gives_exactly_the_best_prefixes(n_positions, V, seed):
+    logits = np.random.default_rng(seed).standard_normal((n_positions, V)).astype(np.float32) * 2
+    for budget in (1, 2, 5, 9, V ** n_positions):
         nodes, chances = best_first_tree(logits, budget)
         want = brute_force(logits, budget)
         assert sorted(prefixes(nodes)) == sorted(prefix for _, prefix in want)

@@ -38,15 +38,15 @@ def test_the_tree_follows_the_template_through_the_table():
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-@pytest.mark.parametrize("template, k", [("default", 4), ("default", 8), ("chain", 1), ("chain", 4), ("wide", 8),
+@pytest.mark.parametrize("template, n_successors", [("default", 4), ("default", 8), ("chain", 1), ("chain", 4), ("wide", 8),
                                          ("one", 1)])
-def test_greedy_text_is_greedy_decodings(oracle, seed, template, k):
+def test_greedy_text_is_greedy_decodings(oracle, seed, template, n_successors):
     ids = prompt(oracle, 8, seed)
     want = list(greedy_generate(oracle, ids, 30))
-    table = new_table(oracle.vocab_size, k)
+    table = new_table(oracle.vocab_size, n_successors)
     for run in range(2):  # a fresh matrix, then the same one again, warm
         stats = Stats(trace=[])
-        got = list(recycling_generate(oracle, ids, 30, template=TEMPLATES[template], k=k, table=table, stats=stats))
+        got = list(recycling_generate(oracle, ids, 30, template=TEMPLATES[template], n_successors=n_successors, table=table, stats=stats))
         assert_same_greedy(want, got, oracle, ids)
         for r in stats.trace:
             assert r.cached["oracle"] == r.context_length + len(r.new) - 1 and r.kind == "recycling"
@@ -59,9 +59,9 @@ def test_after_a_pass_each_row_is_the_top_k_of_the_oracles_logits(oracle):
     recomputed by a plain forward pass over the text and the node's path (the root's: the text itself)."""
     ids = prompt(oracle, 8, 2)
     table = new_table(oracle.vocab_size, 4)
-    list(recycling_generate(oracle, ids, 20, k=4, table=table))  # warm the matrix: the second run drafts
+    list(recycling_generate(oracle, ids, 20, n_successors=4, table=table))  # warm the matrix: the second run drafts
     stats = Stats(trace=[])
-    out = list(recycling_generate(oracle, ids, 20, k=4, table=table, stats=stats))
+    out = list(recycling_generate(oracle, ids, 20, n_successors=4, table=table, stats=stats))
     read = {}  # token -> the context it was last read in (a later reading overwrote its row)
     for r in stats.trace:
         text = ids + out[:r.context_length - len(ids)]
@@ -108,7 +108,7 @@ def test_exactly_n_new_tokens(oracle, n_new):
 
 
 def test_bad_settings_are_refused(oracle):
-    for bad in ({"k": 0}, {"template": ()}, {"template": ([0, 0],)}, {"template": ([8],)}, {"template": ([-1],)},
+    for bad in ({"n_successors": 0}, {"template": ()}, {"template": ([0, 0],)}, {"template": ([8],)}, {"template": ([-1],)},
                 {"table": new_table(5, 8)}):
         with pytest.raises(GenerationError):
             list(recycling_generate(oracle, [1, 2], 4, **bad))
