@@ -57,22 +57,22 @@ def ddtree_generate(heads, oracle, ids, n_new, budget=8, stats=None):
     if heads.oracle is not oracle:
         raise GenerationError("the Medusa heads were loaded for another oracle")
     n_heads = len(heads.heads)
+    last = {}  # the round's surrogate chances, for its record
 
     def draft(feature, depth, stats):
         start = time.perf_counter()
         with heads.oracle.rows(1):  # the heads' products on one state, in the model's thread setting
-            nodes, chances = best_first_tree(heads.guesses(feature)[:depth], budget)
+            nodes, last["chances"] = best_first_tree(heads.guesses(feature)[:depth], budget)
         stats.add_pass("draft", time.perf_counter() - start)
-        draft.chances = chances
         return nodes
 
     def describe(nodes, path, depth):
+        chances = last.get("chances", []) if depth else []
         return (DDTreeDetails([node.parent for node in nodes], path, [node.p for node in nodes], n_draft=n_heads,
-                              depth=depth, budget=budget, chances=list(draft.chances)),
+                              depth=depth, budget=budget, chances=chances),
                 f"DDTree: the {len(nodes)} likeliest prefixes of the heads' marginals, best first (expected kept "
-                f"{sum(draft.chances):.2f}), checked in one tree-masked oracle pass")
+                f"{sum(chances):.2f}), checked in one tree-masked oracle pass")
 
-    draft.chances = []
     yield from heads_rounds(heads, oracle, ids, n_new, n_heads, draft, describe, stats)
 
 

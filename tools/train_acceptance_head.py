@@ -52,10 +52,10 @@ ASSETS = os.path.join(PAIR, "heads", "accept")
 SEED = 5678
 N_DRAFT = 8                  # tokens drafted after each context: the head sees drafts 1..8
 BATCH = 32                   # contexts drafted from at once
-TRAIN_BATCHES, HELDOUT_BATCHES = 160, 16
+TRAIN_BATCHES, HELDOUT_BATCHES = 300, 16
 CONTEXT = (16, 192)          # each batch's context length, drawn in this range
 N_LAYERS = 3                 # ResBlocks before the output layer (their resnet_num_layers)
-EPOCHS, STEP_BATCH, LR = 40, 1024, 2e-3
+EPOCHS, STEP_BATCH, LR = 3, 512, 2e-3
 
 
 def load_model(role):
@@ -145,6 +145,9 @@ def evaluate(head, states, labels, positions):
               "accuracy": round(((a >= 0.5) == hard).float().mean().item(), 4),
               "majority_accuracy": round(max(hard.float().mean().item(), 1 - hard.float().mean().item()), 4),
               "mean_guess": round(a.mean().item(), 4), "mean_label": round(mean.item(), 4)}
+    low, high = torch.quantile(a, torch.tensor([0.25, 0.75]))
+    report["kept_where_a_is_lowest_quarter"] = round(labels[a <= low].mean().item(), 4)  # does it sort the drafts?
+    report["kept_where_a_is_highest_quarter"] = round(labels[a >= high].mean().item(), 4)
     report["by_position"] = {int(i): {"mean_label": round(labels[positions == i].mean().item(), 4),
                                       "mean_guess": round(a[positions == i].mean().item(), 4)}
                              for i in range(1, N_DRAFT + 1)}
@@ -210,8 +213,9 @@ def sha256(path):
 
 
 def state_dict(head):
-    """The head's tensors under the names weights/heads.py checks: accept.{i}.weight/bias, accept.out.weight/bias."""
-    state = {f"accept.{i}.{leaf}": t for i, block in enumerate(head.blocks) for leaf, t in block.linear.state_dict().items()}
+    """The head's tensors under the names weights/heads.py checks: accept.h.{i}.weight/bias, accept.out.weight/bias."""
+    state = {f"accept.h.{i}.{leaf}": t for i, block in enumerate(head.blocks)
+             for leaf, t in block.linear.state_dict().items()}
     state.update({f"accept.out.{leaf}": t for leaf, t in head.out.state_dict().items()})
     return state
 
@@ -227,22 +231,25 @@ def main(argv=None):
     draft, draft_config = load_model("draft")
     if args.export:
         return export(draft_config)
-    start = time.time()
     data_path = os.path.join(OUT, "accept-data.pt")
-    if os.path.isfile(data_path):
-        data, heldout = torch.load(data_path)
+    if os.path.isfile(data_path):  # made by an earlier run: the head alone is trained again
+        saved = torch.load(data_path)
+        data, heldout, made = saved["data"], saved["heldout"], saved["seconds"]
     else:
+        start = time.time()
         oracle, _ = load_model("oracle")
         generator = torch.Generator().manual_seed(SEED)
         data = examples(draft, oracle, train_pair.load_ids("train"), generator, TRAIN_BATCHES)
         heldout = examples(draft, oracle, train_pair.load_ids("heldout"), generator, HELDOUT_BATCHES)
-        save((data, heldout), data_path)
-    made = time.time() - start
+        made = time.time() - start
+        save({"data": data, "heldout": heldout, "seconds": made}, data_path)
+    start = time.time()
+    torch.manual_seed(SEED)  # the head's initial weights: the same whether the examples were made now or before
     head = AcceptanceHead(draft_config["n_embd"])
     print(f"{len(data[1]):,} examples, {len(heldout[1]):,} held out; before training: {evaluate(head, *heldout)}")
     train(head, data, heldout)
     report = {"examples": len(data[1]), "heldout_examples": len(heldout[1]), "seconds_drafting": round(made),
-              "seconds_training": round(time.time() - start - made), "torch": str(torch.__version__),
+              "seconds_training": round(time.time() - start), "torch": str(torch.__version__),
               "heldout": evaluate(head, *heldout)}
     save({"state": state_dict(head), "report": report}, os.path.join(OUT, "accept.pt"))
     with open(os.path.join(OUT, "accept-report.json"), "w") as f:
