@@ -135,17 +135,18 @@ def speculative_sample(draft, oracle, ids, n_new, n_draft=4, rng=None, processor
     rng = np.random.default_rng() if rng is None else rng  # one generator for the whole run
     processor = as_processor(processor, **flags)
     rule = token_verification if rule is None else rule
-    drafter = draft_samples if drafter is None else drafter
     check_args(ids, n_new, draft, oracle, n_draft=n_draft)
     tokens, end = list(ids), len(ids) + n_new
     draft_cache, oracle_cache = KVCache(), KVCache()
     while len(tokens) < end:
         k = min(n_draft, end - len(tokens) - 1)  # the round adds up to k + 1 tokens: never overshoot
         # Step 1: sample k draft tokens x̃_t ~ p, one at a time, keeping each p.
-        drafted, p = drafter(draft, draft_cache, tokens, k, processor, rng, stats)
+        drafted, p = draft_samples(draft, draft_cache, tokens, k, processor, rng, stats) if drafter is None else \
+            drafter(draft, draft_cache, tokens, k, processor, rng, stats)
+        k = len(drafted)  # what the round drafted: a drafter may stop short of k (beyond/specdec_pp.py)
         # Step 2: the target's q for all k + 1 positions in one forward: q[t] is
         # q(x | x_1..x_n, x̃_1..x̃_t) (0-based here: q[0] conditions on no draft).
-        q = processor(feed(oracle, oracle_cache, tokens + drafted, stats, "oracle", n_logits=len(drafted) + 1))
+        q = processor(feed(oracle, oracle_cache, tokens + drafted, stats, "oracle", n_logits=k + 1))
         # Steps 3 and 4: keep each draft with probability min(1, q/p), or end at a draw from the residual.
         new_tokens, n_accepted, details, reason = rule(q, p, drafted, rng, n_draft, explain=stats.trace is not None)
         context_length = len(tokens)

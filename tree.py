@@ -72,11 +72,14 @@ def draft_tree(draft, draft_cache, tokens, depth_max, branch, max_nodes, confide
     for depth in range(1, depth_max + 1):
         level = []
         for parent, p in frontier:
-            k = branch if children is None else children[parent]
-            top = np.argpartition(-p, k)[:k]
+            if children is not None:  # a shape: the node's children there, however confident the draft is
+                if not children[parent]:
+                    continue
+                branch, confidence = children[parent], np.inf
+            top = np.argpartition(-p, branch)[:branch]
             top = top[np.argsort(-p[top])]
-            # Branch only where the draft is unsure; a confident guess gets one child (a shape: all it gives).
-            for token in top[:k if children is not None else 1 if p[top[0]] >= confidence else branch]:
+            # Branch only where the draft is unsure; a confident guess gets one child.
+            for token in top[:1 if p[top[0]] >= confidence else branch]:
                 if len(nodes) < max_nodes:
                     nodes.append(Node(int(token), parent, depth, float(p[token])))
                     level.append(len(nodes) - 1)

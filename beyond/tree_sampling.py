@@ -191,12 +191,13 @@ def sample_tree(draft, draft_cache, tokens, depth_max, width, max_nodes, process
     for depth in range(1, depth_max + 1):
         level = []
         for parent in frontier:
-            m = width if below is None else len(below[where[parent]])
-            for rank, token in enumerate(draw_children(p[parent], min(m, max_nodes - len(nodes)), rng)):
+            if below is not None:  # a shape: this node has as many children as its place there
+                width, rank = len(below[where[parent]]), 0
+            for token in draw_children(p[parent], min(width, max_nodes - len(nodes)), rng):
                 nodes.append(Node(token, parent, depth, float(p[parent][token])))
                 level.append(len(nodes) - 1)
-                if below is not None:
-                    where[len(nodes) - 1] = below[where[parent]][rank]
+                if below is not None:  # the rank-th child drawn takes the place of its parent's rank-th in the shape
+                    where[len(nodes) - 1], rank = below[where[parent]][rank], rank + 1
         if depth == depth_max or len(nodes) >= max_nodes:  # the last level needs no p: it has no children
             break
         # One draft pass for the whole level gives each node's p, for the next level's draws.

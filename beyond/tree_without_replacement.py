@@ -63,8 +63,8 @@ def tree_sample_wor_generate(draft, oracle, ids, n_new, n_draft=4, width=2, max_
     beyond/sequoia.py chooses it for this rule, in place of width children a node.
     """
     return tree_sample_generate(draft, oracle, ids, n_new, n_draft, width, max_nodes, rng, processor, stats,
-                                siblings="without replacement",
-                                draw_children=sample_children, accept=accept_at_node, shape=shape, **flags)
+                                siblings="without replacement", shape=shape,
+                                draw_children=sample_children, accept=accept_at_node, **flags)
 
 
 # ---------------------------------------------------------------------------

@@ -133,15 +133,17 @@ def test_the_stop():
 # The generator on tiny models
 # ---------------------------------------------------------------------------
 
-def with_head(max_risk=0.5, seed=3, **kw):
-    return lambda d, o, *args, **settings: specdec_sample(d, o, *args, head=random_head(d, seed), max_risk=max_risk,
-                                                           **kw, **settings)
+def with_head(max_risk=0.5, seed=3, scale=0.3, **kw):
+    """specdec_sample with a random head whose a varies with the draft (0.1 to 0.98 on test_sps.py's tiny draft), so
+    that the stop depends on what was drafted."""
+    return lambda d, o, *args, **settings: specdec_sample(d, o, *args, head=random_head(d, seed, scale=scale),
+                                                           max_risk=max_risk, **kw, **settings)
 
 
-N_RUNS = 800
+N_RUNS = 1500
 
 
-@pytest.mark.parametrize("max_risk, processor", [(0.4, Processor()), (0.7, make_processor("topk", 3, temperature=1.3))],
+@pytest.mark.parametrize("max_risk, processor", [(0.3, Processor()), (0.7, make_processor("topk", 3, temperature=1.3))],
                          ids=str)
 @pytest.mark.slow
 def test_the_generator_has_the_oracles_distribution(small, max_risk, processor):
@@ -153,7 +155,7 @@ def test_the_generator_has_the_oracles_distribution(small, max_risk, processor):
 @pytest.mark.slow
 def test_the_generators_chi_square_catches_dropping_the_draft(small, monkeypatch):
     monkeypatch.setattr(sd, "draft_line", drop_the_draft_it_stopped_on)
-    assert generator_chi_square(with_head(0.4), small, N_RUNS, n_draft=4)[0]
+    assert generator_chi_square(with_head(0.3), small, N_RUNS, n_draft=4)[0]  # stops after some first drafts only
 
 
 def test_gamma_one_is_sps(related, oracle):
