@@ -5,7 +5,8 @@ assets/learned-pair/ (no network): two GPT-2 checkpoints in float16 trained on
 the Python 3.11 documentation (tools/train_pair.py says how, and reproduces
 them), and their tokenizer, GPT-2's own BPE cut to its first 8,191 tokens;
 beside the oracle, the drafting heads trained on its own states
-(tools/train_heads.py: demo-oracle/heads/eagle, medusa and exit, weights/heads.py);
+(tools/train_heads.py: demo-oracle/heads/eagle, medusa and exit, weights/heads.py), and beside the
+draft, SpecDec++'s acceptance head on its states (tools/train_acceptance_head.py: demo-draft/heads/accept);
 and models/demo-draft-4k, a second draft with a tokenizer of its own, 4,096 tokens
 (tools/train_other_vocab_draft.py; speculative decoding across vocabularies: crossvocab.py).
 Every shipped file is checked against assets/learned-pair/SHA256SUMS before it
