@@ -120,13 +120,15 @@ def autoregressive_sample(model, ids, n_new, rng=None, processor=None, stats=Non
 
 
 def speculative_sample(draft, oracle, ids, n_new, n_draft=4, rng=None, processor=None, stats=None, rule=None,
-                       **flags):
+                       drafter=None, **flags):
     """Algorithm 2: yields n_new ids distributed exactly as autoregressive_sample(oracle, ...).
 
     n_draft is the paper's K; a round drafts fewer near the end, where fewer tokens are left.
     One processor makes both p and q (as autoregressive_sample's processor or flags).
     rule is steps 3 and 4: token_verification, the paper's, unless another lossless rule with its
     signature is given (beyond/block_verification.py's, which keeps steps 1 and 2 as they are here).
+    drafter is step 1: draft_samples, unless another with its signature is given (beyond/specdec_pp.py's, which
+    may stop before k drafts: a stop decided before each draw, from what was drafted, keeps the output exact).
     """
     stats = Stats() if stats is None else stats
     rng = np.random.default_rng() if rng is None else rng  # one generator for the whole run
@@ -138,7 +140,9 @@ def speculative_sample(draft, oracle, ids, n_new, n_draft=4, rng=None, processor
     while len(tokens) < end:
         k = min(n_draft, end - len(tokens) - 1)  # the round adds up to k + 1 tokens: never overshoot
         # Step 1: sample k draft tokens x̃_t ~ p, one at a time, keeping each p.
-        drafted, p = draft_samples(draft, draft_cache, tokens, k, processor, rng, stats)
+        drafted, p = draft_samples(draft, draft_cache, tokens, k, processor, rng, stats) if drafter is None else \
+            drafter(draft, draft_cache, tokens, k, processor, rng, stats)
+        k = len(drafted)  # what the round drafted: a drafter may stop short of k (beyond/specdec_pp.py)
         # Step 2: the target's q for all k + 1 positions in one forward: q[t] is
         # q(x | x_1..x_n, x̃_1..x̃_t) (0-based here: q[0] conditions on no draft).
         q = processor(feed(oracle, oracle_cache, tokens + drafted, stats, "oracle", n_logits=k + 1))

@@ -17,13 +17,14 @@ One round:
 Greedy: the output is exactly greedy_generate's.
 """
 
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
 
 from gpt2 import MASKED, softmax
 from kvcache import KVCache
-from decoding import cache_lengths, check_args, feed, timed_forward
+from decoding import GenerationError, cache_lengths, check_args, feed, timed_forward
 from stats import Stats
 from speculative import rollback
 
@@ -60,13 +61,20 @@ def tree_mask(nodes, new, n_text, n_fed):  # -> [len(new), n_text + n_fed + len(
     return mask
 
 
-def draft_tree(draft, draft_cache, tokens, k, branch, max_nodes, confidence, stats):
-    """Step 1: (nodes in level order, how many of them the draft's cache holds)."""
+def draft_tree(draft, draft_cache, tokens, k, branch, max_nodes, confidence, stats, shape=None):
+    """Step 1: (nodes in level order, how many of them the draft's cache holds). shape: a given tree (its parents
+    in level order, as beyond/sequoia.py chooses it) in place of the branching rule: node i's children are
+    its draft's top len(children) tokens, the most likely first."""
+    children = None if shape is None else Counter(shape)  # how many children each node of the shape has
     probs = softmax(feed(draft, draft_cache, tokens, stats, "draft")[-1])  # the root's children
     nodes, frontier, n_fed = [], [(-1, probs)], 0
     for depth in range(1, k + 1):
         level = []
         for parent, p in frontier:
+            if children is not None:  # a shape: the node's children there, however confident the draft is
+                if not children[parent]:
+                    continue
+                branch, confidence = children[parent], np.inf
             top = np.argpartition(-p, branch)[:branch]
             top = top[np.argsort(-p[top])]
             # Branch only where the draft is unsure; a confident guess gets one child.
@@ -124,19 +132,27 @@ def tree_depth(nodes):
     return max((node.depth for node in nodes), default=0)
 
 
-def tree_generate(draft, oracle, ids, n_new, n_draft=6, branch=2, max_nodes=16, confidence=0.5, stats=None):
+def tree_generate(draft, oracle, ids, n_new, n_draft=6, branch=2, max_nodes=16, confidence=0.5, stats=None,
+                  shape=None):
     """Greedy speculative decoding with tree drafts; yields exactly greedy_generate's tokens.
 
     n_draft: the tree's greatest depth (a root path is a line of at most n_draft drafts).
+    shape: a fixed tree to draft instead of the branching rule (its parents in level order, check_shape), as
+    beyond/sequoia.py chooses it: then branch, max_nodes and confidence are its own.
     """
     stats = Stats() if stats is None else stats
     check_args(ids, n_new, draft, oracle, n_draft=n_draft, branch=branch, max_nodes=max_nodes)
-    branch = min(branch, draft.vocab_size - 1)
+    if shape is not None:
+        check_shape(shape, draft.vocab_size)
+        max_nodes, confidence, branch = len(shape), None, None
+    else:
+        branch = min(branch, draft.vocab_size - 1)
     tokens, end = list(ids), len(ids) + n_new
     draft_cache, oracle_cache = KVCache(), KVCache()
     while len(tokens) < end:
         k = min(n_draft, end - len(tokens) - 1)  # a path plus the oracle's token: no overshoot
-        nodes, n_fed = draft_tree(draft, draft_cache, tokens, k, branch, max_nodes, confidence, stats) if k else ([], 0)
+        nodes, n_fed = draft_tree(draft, draft_cache, tokens, k, branch, max_nodes, confidence, stats,
+                                  shape) if k else ([], 0)
         path, new_tokens, choice = verify_tree(oracle, oracle_cache, tokens, nodes, stats)
         # 4. Keep the text and the accepted path; the draft never fed the last level.
         n = len(tokens)
@@ -149,3 +165,17 @@ def tree_generate(draft, oracle, ids, n_new, n_draft=6, branch=2, max_nodes=16, 
                         details=TreeDetails([node.parent for node in nodes], path, [node.p for node in nodes],
                                             confidence, branch, n_draft, k))
         yield from new_tokens
+
+
+def check_shape(shape, vocab_size):
+    """A tree's shape as the drafters take it: node i's parent is shape[i] (-1 the root), every parent comes before
+    its children and the nodes are in level order (a parent's children follow the children of the nodes before it),
+    and no node has more children than the vocabulary has tokens to tell apart. GenerationError otherwise."""
+    depth = {-1: 0}
+    for i, parent in enumerate(shape):
+        if not isinstance(parent, int) or not -1 <= parent < i or (i and (depth[parent], parent) <
+                                                                     (depth[shape[i - 1]], shape[i - 1])):
+            raise GenerationError(f"the tree's shape is not a list of parents in level order (node {i}: {parent!r})")
+        depth[i] = depth[parent] + 1
+    if not shape or max(Counter(shape).values()) >= vocab_size:
+        raise GenerationError("the tree's shape needs at least one node, and fewer children a node than the vocabulary has tokens")

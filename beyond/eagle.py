@@ -27,7 +27,7 @@ The output is exactly the oracle's greedy output: a draft is kept only if the or
 eagle_sample verifies by speculative sampling instead (sps.py's rule with the head's
 distribution as the draft's p), so its output has the oracle's distribution. Both run the same rounds
 (eagle_rounds); only the choice of a draft and the verification differ.
-EAGLE-2's dynamic tree (arXiv 2406.16858) is not here: one chain a round, as speculative.py drafts.
+EAGLE-2's dynamic tree (arXiv 2406.16858) drafts from the same head: beyond/eagle2.py.
 """
 
 import time
@@ -53,12 +53,14 @@ class EagleHead:
         self.params, self.oracle = params, oracle
         self.n_head, self.eps = config["n_head"], np.float32(config["layer_norm_epsilon"])
 
-    def forward(self, tokens, features, cache):  # tokens [n], features [n, n_embd] -> guesses [n, n_embd]
-        """The next feature after each (feature f_t, token x_(t+1)) pair, after the pairs in cache."""
+    def forward(self, tokens, features, cache, mask=None):  # tokens [n], features [n, n_embd] -> guesses [n, n_embd]
+        """The next feature after each (feature f_t, token x_(t+1)) pair, after the pairs in cache; mask: the pairs'
+        attention mask (default causal; beyond/eagle2.py gives a tree's)."""
         fc = self.params["fc"]
         x = np.concatenate([self.oracle.params["wte"][np.asarray(tokens)], features], axis=1) @ fc["weight"] + fc["bias"]
         n = len(tokens)
-        mask = causal_mask(n, cache.n_tokens() + n) if n > 1 else None
+        if mask is None and n > 1:
+            mask = causal_mask(n, cache.n_tokens() + n)
         x = block(x, self.params["h"][0], self.n_head, self.eps, cache, 0, mask)
         cache.commit(n)
         return x

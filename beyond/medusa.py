@@ -101,6 +101,21 @@ def medusa_generate(heads, oracle, ids, n_new, widths=(2, 1, 1), stats=None):
         raise GenerationError("the Medusa heads were loaded for another oracle")
     if not 1 <= len(widths) <= len(heads.heads) or min(widths) < 1:
         raise GenerationError(f"widths needs 1 to {len(heads.heads)} numbers, each at least 1, got {widths}")
+
+    def draft(feature, depth, stats):  # step 1: the product of the heads' top candidates
+        return draft_tree(heads, feature, widths[:depth], stats)
+
+    def describe(nodes, path, k):
+        return MedusaDetails([node.parent for node in nodes], path, [node.p for node in nodes], n_draft=len(widths),
+                             k=k, widths=list(widths))
+
+    yield from heads_rounds(heads, oracle, ids, n_new, len(widths), draft, describe, stats)
+
+
+def heads_rounds(heads, oracle, ids, n_new, max_depth, draft, describe, stats):
+    """The rounds of a tree drafted from the heads' guesses (medusa_generate; beyond/ddtree.py's best-first tree):
+    draft(the oracle's state, the round's depth k, stats) -> nodes in level order; describe(nodes, the kept path,
+    k) -> the round's details. Greedy: the text is greedy decoding's."""
     tokens, end = list(ids), len(ids) + n_new
     if n_new == 0:
         return
@@ -112,8 +127,8 @@ def medusa_generate(heads, oracle, ids, n_new, widths=(2, 1, 1), stats=None):
     stats.add_round(tokens[-1:], context_length=len(ids), cached={"draft": None, "oracle": cache.n_tokens()})  # the prompt's pass
     yield tokens[-1]
     while len(tokens) < end:
-        k = min(len(widths), end - len(tokens) - 1)  # a branch plus the oracle's token: no overshoot
-        nodes = draft_tree(heads, feature, widths[:k], stats) if k else []
+        k = min(max_depth, end - len(tokens) - 1)  # a branch plus the oracle's token: no overshoot
+        nodes = draft(feature, k, stats) if k else []
         features, logits = tree_pass(oracle, cache, tokens[-1], nodes, stats)
         choice = np.argmax(logits, axis=-1)  # after the root (row 0) and after each node (row i + 1)
         path = accepted_path(nodes, choice)
@@ -123,9 +138,7 @@ def medusa_generate(heads, oracle, ids, n_new, widths=(2, 1, 1), stats=None):
         cache.keep(list(range(n)) + [n + i for i in path])  # the text, the root and the kept branch
         feature = features[at + 1]  # the state the oracle's next token came from: the heads read it next
         stats.add_round(new_tokens, [node.token for node in nodes], len(path), context_length=n, oracle=choice.tolist(),
-                        cached={"draft": None, "oracle": cache.n_tokens()},
-                        details=MedusaDetails([node.parent for node in nodes], path, [node.p for node in nodes],
-                                              n_draft=len(widths), k=k, widths=list(widths)),
+                        cached={"draft": None, "oracle": cache.n_tokens()}, details=describe(nodes, path, k),
                         positions=tree_depth(nodes))
         tokens += new_tokens
         yield from new_tokens

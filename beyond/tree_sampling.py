@@ -62,7 +62,7 @@ from kvcache import KVCache
 from processors import as_processor
 from speculative import rollback
 from sps import acceptance_probability, residual, sample
-from tree import Node, TreeDetails, tree_depth, tree_logits, tree_mask
+from tree import Node, TreeDetails, check_shape, tree_depth, tree_logits, tree_mask
 
 
 @dataclass
@@ -76,7 +76,7 @@ class SampledTreeDetails(TreeDetails):
 
 
 def tree_sample_generate(draft, oracle, ids, n_new, n_draft=4, width=2, max_nodes=32, rng=None, processor=None,
-                         stats=None, draw_children=None, accept=None, siblings="i.i.d.", **flags):
+                         stats=None, draw_children=None, accept=None, siblings="i.i.d.", shape=None, **flags):
     """Speculative sampling over a tree of depth n_draft with width sampled children per node (at most max_nodes
     nodes): yields n_new ids distributed exactly as sps.autoregressive_sample(oracle, ...).
 
@@ -84,6 +84,8 @@ def tree_sample_generate(draft, oracle, ids, n_new, n_draft=4, width=2, max_node
     draw_children and accept are the rule: how a node's children are drawn (iid_children) and checked
     (accept_at_node, VerifyStochastic); beyond/tree_without_replacement.py passes its own pair, and siblings,
     the name of its draw ("without replacement"), which the trace and the page print with each test.
+    shape: a fixed tree (parents in level order, tree.check_shape) in place of width children a node; max_nodes is
+    then its size.
     """
     stats = Stats() if stats is None else stats
     rng = np.random.default_rng() if rng is None else rng  # one generator for the whole run
@@ -91,13 +93,16 @@ def tree_sample_generate(draft, oracle, ids, n_new, n_draft=4, width=2, max_node
     draw_children = iid_children if draw_children is None else draw_children
     accept = accept_at_node if accept is None else accept
     check_args(ids, n_new, draft, oracle, n_draft=n_draft, width=width, max_nodes=max_nodes)
+    if shape is not None:
+        check_shape(shape, draft.vocab_size)
+        max_nodes = len(shape)
     tokens, end = list(ids), len(ids) + n_new
     draft_cache, oracle_cache = KVCache(), KVCache()
     while len(tokens) < end:
         k = min(n_draft, end - len(tokens) - 1)  # a path plus the last token: never overshoot
         # 1. The tree: width children per node, each drawn from the draft's p there.
         nodes, p, n_fed = sample_tree(draft, draft_cache, tokens, k, width, max_nodes, processor, rng, stats,
-                                      draw_children) if k else ([], {}, 0)
+                                      draw_children, shape) if k else ([], {}, 0)
         # 2. q after the root and after every node, in one oracle pass.
         q = oracle_pass(oracle, oracle_cache, tokens, nodes, processor, stats)
         # 3. Down the tree with multi-round rejection; the last token from the residual or the leaf's q.
@@ -129,17 +134,25 @@ def iid_children(p, m, rng):  # [V], m -> m tokens
 
 
 def sample_tree(draft, draft_cache, tokens, k, width, max_nodes, processor, rng, stats,
-                draw_children=iid_children):
+                draw_children=iid_children, shape=None):
     """Step 1: (nodes in level order, {node: the draft's p after it} for the root (-1) and every node fed,
-    how many nodes the draft's cache holds). draw_children(p, m, rng) gives a node's m children: i.i.d. here."""
+    how many nodes the draft's cache holds). draw_children(p, m, rng) gives a node's m children: i.i.d. here.
+    shape: a given tree (parents in level order, tree.check_shape; beyond/sequoia.py chooses one) in place of
+    width children a node: a node drawn as node j of the shape gets as many children as j has there."""
     p = {-1: processor(feed(draft, draft_cache, tokens, stats, "draft")[-1])}  # the root's children's p
     nodes, frontier, n_fed = [], [-1], 0
+    below = None if shape is None else {j: [i for i, parent in enumerate(shape) if parent == j] for j in range(-1, len(shape))}
+    where = {-1: -1}  # a node's place in the shape
     for depth in range(1, k + 1):
         level = []
         for parent in frontier:
+            if below is not None:  # a shape: this node has as many children as its place there
+                width, rank = len(below[where[parent]]), 0
             for token in draw_children(p[parent], min(width, max_nodes - len(nodes)), rng):
                 nodes.append(Node(token, parent, depth, float(p[parent][token])))
                 level.append(len(nodes) - 1)
+                if below is not None:  # the rank-th child drawn takes the place of its parent's rank-th in the shape
+                    where[len(nodes) - 1], rank = below[where[parent]][rank], rank + 1
         if depth == k or len(nodes) >= max_nodes:  # the last level needs no p: it has no children
             break
         # One draft pass for the whole level gives each node's p, for the next level's draws.

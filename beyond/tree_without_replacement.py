@@ -53,16 +53,17 @@ from sps import acceptance_probability, residual, sample
 
 
 def tree_sample_wor_generate(draft, oracle, ids, n_new, n_draft=4, width=2, max_nodes=32, rng=None, processor=None,
-                             stats=None, **flags):
+                             stats=None, shape=None, **flags):
     """Speculative sampling over a tree of depth n_draft whose nodes have up to width distinct children (at most
     max_nodes nodes): yields n_new ids distributed exactly as sps.autoregressive_sample(oracle, ...).
 
     One processor makes both p and q (a processors.Processor, or its flags temperature, top_k, top_p).
     The round is tree-sps's (tree_sampling.tree_sample_generate) with this module's rule: children drawn by
-    sample_children, checked by accept_at_node.
+    sample_children, checked by accept_at_node. shape: a fixed tree (parents in level order), as
+    beyond/sequoia.py chooses it for this rule, in place of width children a node.
     """
     return tree_sample_generate(draft, oracle, ids, n_new, n_draft, width, max_nodes, rng, processor, stats,
-                                siblings="without replacement",
+                                siblings="without replacement", shape=shape,
                                 draw_children=sample_children, accept=accept_at_node, **flags)
 
 

@@ -40,7 +40,8 @@ def test_every_head_is_written_beside_the_demo_oracle_and_checked(demo_dirs):
     for kind in heads.HEADS:
         for name in ("config.json", "model.safetensors"):
             assert demo_pair.same_file(os.path.join(demo_dirs["oracle"], "heads", kind, name), sums[f"heads/{kind}/{name}"])
-    assert not os.path.exists(os.path.join(demo_dirs["draft"], "heads"))  # the draft has none
+    assert os.listdir(os.path.join(demo_dirs["draft"], "heads")) == ["accept"]  # the draft's own: SpecDec++'s
+    assert not set(heads.DRAFT_HEADS) & set(os.listdir(os.path.join(demo_dirs["oracle"], "heads")))
 
 
 def test_a_head_for_another_oracle_is_refused(demo_dirs, tmp_path):

@@ -5,7 +5,8 @@ assets/learned-pair/ (no network): two GPT-2 checkpoints in float16 trained on
 the Python 3.11 documentation (workbench/tools/train_pair.py says how, and reproduces
 them), and their tokenizer, GPT-2's own BPE cut to its first 8,191 tokens;
 beside the oracle, the drafting heads trained on its own states
-(workbench/tools/train_heads.py: demo-oracle/heads/eagle, medusa and exit, weights/heads.py);
+(workbench/tools/train_heads.py: demo-oracle/heads/eagle, medusa and exit, weights/heads.py), and beside the
+draft, SpecDec++'s acceptance head on its states (workbench/tools/train_acceptance_head.py: demo-draft/heads/accept);
 and models/demo-draft-4k, a second draft with a tokenizer of its own, 4,096 tokens
 (workbench/tools/train_other_vocab_draft.py; speculative decoding across vocabularies: crossvocab.py).
 Every shipped file is checked against assets/learned-pair/SHA256SUMS before it
@@ -24,7 +25,7 @@ import stat
 from errors import printable
 from weights import files, reading
 from weights.checkpoint import CheckpointError
-from weights.heads import HEADS
+from weights.heads import DRAFT_HEADS, HEADS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ASSETS = os.path.join(ROOT, "assets", "learned-pair")
@@ -33,7 +34,8 @@ ROLES = {"demo-draft": "draft", "demo-oracle": "oracle", "demo-draft-4k": "draft
 MODEL_FILES = ("config.json", "model.safetensors")  # each role's, in assets/learned-pair/ROLE/
 TOKENIZER_FILES = ("vocab.json", "merges.txt")       # shared, in assets/learned-pair/, copied into each model directory
 OWN_TOKENIZER = {"demo-draft-4k"}                    # ... but these models' own, in assets/learned-pair/ROLE/
-# The oracle's heads (weights/heads.HEADS) are in assets/learned-pair/heads/KIND/, copied to demo-oracle/heads/KIND/.
+# The oracle's heads (weights/heads.HEADS) are in assets/learned-pair/heads/KIND/, copied to demo-oracle/heads/KIND/;
+# the draft's (weights/heads.DRAFT_HEADS: SpecDec++'s acceptance head) there too, copied to demo-draft/heads/KIND/.
 # What the project writes in a demo model's directory: its files and speed/accelerate.py's converted copy;
 # in demo-oracle, the heads/ directory and one directory a head in it, each holding MODEL_FILES.
 OWN_FILES = {*MODEL_FILES, *TOKENIZER_FILES, "model.blocked.safetensors", "model.blocked.json"}
@@ -82,7 +84,8 @@ def same_file(path, digest):
 def sources(name):
     """{file name in the model directory: its source under assets/learned-pair} for a name of DEMO_NAMES."""
     role = ROLES[name]
-    heads = {f"heads/{kind}/{f}": f"heads/{kind}/{f}" for kind in HEADS for f in MODEL_FILES} if role == "oracle" else {}
+    kinds = {"oracle": HEADS, "draft": DRAFT_HEADS}.get(role, ())
+    heads = {f"heads/{kind}/{f}": f"heads/{kind}/{f}" for kind in kinds for f in MODEL_FILES}
     tokenizer = {f: os.path.join(role, f) if name in OWN_TOKENIZER else f for f in TOKENIZER_FILES}
     return {**{f: os.path.join(role, f) for f in MODEL_FILES}, **tokenizer, **heads}
 
@@ -152,7 +155,7 @@ def remove_model(directory, name):
     by the names of its files (OWN_FILES, the heads'), and the temporary files of killed writers in it;
     then its directories, those left empty. Nothing else is removed: what is left stays, in a directory of
     TEMP's name that the next writer in its parent removes once this process is gone (files.remove_stale)."""
-    heads = [os.path.join("heads", kind) for kind in HEADS]
+    heads = [os.path.join("heads", kind) for kind in HEADS + DRAFT_HEADS]
     for folder, names in [(os.path.join(directory, d), MODEL_FILES) for d in heads] + [(directory, OWN_FILES)]:
         for f in names:
             with contextlib.suppress(OSError):  # not there; or planted, not a file: left where it is
@@ -177,8 +180,8 @@ def why_not_ours(model_dir):
     problem = stranger_in(model_dir, OWN_FILES, refuse, dirs=("heads",))
     heads = os.path.join(model_dir, "heads")
     if problem is None and os.path.isdir(heads):  # a real directory: stranger_in refused a link there
-        problem = stranger_in(heads, (), refuse, dirs=HEADS)
-        for kind in HEADS:
+        problem = stranger_in(heads, (), refuse, dirs=HEADS + DRAFT_HEADS)
+        for kind in HEADS + DRAFT_HEADS:
             if problem is None and os.path.isdir(os.path.join(heads, kind)):
                 problem = stranger_in(os.path.join(heads, kind), MODEL_FILES, refuse)
     return problem

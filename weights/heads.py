@@ -1,7 +1,9 @@
 """Reading a drafting head: the weights workbench/tools/train_heads.py trains on an oracle's own states.
 
 A head lives in a directory of its own (config.json + model.safetensors), inside the directory of the
-oracle it was trained on: ORACLE/heads/eagle, ORACLE/heads/medusa, ORACLE/heads/exit. Its config.json
+model it was trained on: ORACLE/heads/eagle, ORACLE/heads/medusa, ORACLE/heads/exit for the oracle's
+drafters, DRAFT/heads/accept for SpecDec++'s acceptance head, which reads the draft's states
+(tools/train_acceptance_head.py, beyond/specdec_pp.py). Its config.json
 says its kind and the oracle's shapes; every tensor's name and shape is checked against them before
 any is read, and every value is finite (checkpoint.check_finite), as weights/checkpoint.py checks a model.
 beyond/ gets the tensors as float32 arrays.
@@ -15,8 +17,10 @@ import numpy as np
 from weights import checkpoint, reading
 from weights.checkpoint import CheckpointError
 
-HEADS = ("eagle", "medusa", "exit")  # the kinds of head there are, each read by its module in beyond/
+HEADS = ("eagle", "medusa", "exit")  # the kinds of head there are for an oracle, each read by its module in beyond/
+DRAFT_HEADS = ("accept",)  # ... and for a draft (beyond/specdec_pp.py)
 MAX_MEDUSA_HEADS = 8
+MAX_ACCEPT_LAYERS = 8
 
 
 def head_dir(oracle_dir, kind):
@@ -40,6 +44,10 @@ def expected_shapes(config, d):
     if kind == "medusa":  # one residual block a head
         return {f"medusa.{k}.{leaf}": shape for k in range(config["n_heads"])
                 for leaf, shape in (("weight", (d, d)), ("bias", (d,)))}
+    if kind == "accept":  # SpecDec++'s residual blocks, then two logits (rejected, accepted)
+        return {**{f"accept.h.{k}.{leaf}": shape for k in range(config["n_layers"])
+                   for leaf, shape in (("weight", (d, d)), ("bias", (d,)))},
+                "accept.out.weight": (d, 2), "accept.out.bias": (2,)}
     # exit: Kangaroo's adapter, an attention layer and its layer norm
     return {key.replace("h.0.", "adapter."): shape for key, shape in block_shapes("h.0.", d).items()
             if "mlp" not in key and "ln_2" not in key}
@@ -69,17 +77,22 @@ def load_config(path, kind, oracle):
         whole("n_heads", 1, MAX_MEDUSA_HEADS)
     if kind == "exit":
         whole("exit_layer", 1, oracle.n_layer - 1)
+    if kind == "accept":
+        whole("n_layers", 1, MAX_ACCEPT_LAYERS)
     return config
 
 
 def load(oracle_dir, kind, oracle):
-    """(config, {name: float32 array}) of the `kind` head trained for `oracle`, read from oracle_dir/heads/kind."""
-    if kind not in HEADS:
-        raise CheckpointError(f"no head of kind {kind!r}; the kinds are {', '.join(HEADS)}")
+    """(config, {name: float32 array}) of the `kind` head trained for `oracle`, read from oracle_dir/heads/kind
+    (for an accept head, `oracle` is the draft whose states it reads, and oracle_dir the draft's directory)."""
+    if kind not in HEADS + DRAFT_HEADS:
+        raise CheckpointError(f"no head of kind {kind!r}; the kinds are {', '.join(HEADS + DRAFT_HEADS)}")
     directory = head_dir(oracle_dir, kind)
     if not os.path.isdir(directory):
+        trainer = ("workbench/tools/train_acceptance_head.py trains it" if kind in DRAFT_HEADS else
+                   "workbench/tools/train_heads.py trains them")
         raise CheckpointError(f"{reading.shown(oracle_dir)} has no {kind} head (heads/{kind}); "
-                              "python demo.py writes the learned pair's, workbench/tools/train_heads.py trains them")
+                              f"python demo.py writes the learned pair's, {trainer}")
     config = load_config(os.path.join(directory, "config.json"), kind, oracle)
     path = os.path.join(directory, "model.safetensors")
     entries, _, data = checkpoint.open_safetensors(path)
