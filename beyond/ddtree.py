@@ -30,12 +30,12 @@ needs a rule for a tree of deterministic drafts, beyond/eagle2.py's, not taken h
 import heapq
 import time
 from dataclasses import dataclass
-from typing import ClassVar
 
 import numpy as np
 
 from beyond.medusa import MedusaDetails, heads_rounds
-from decoding import GenerationError, Stats, check_lengths, check_room
+from decoding import GenerationError, check_lengths, check_room
+from stats import Stats
 from tree import Node
 
 
@@ -43,7 +43,6 @@ from tree import Node
 class DDTreeDetails(MedusaDetails):
     """A round's record: the tree (tree.py's fields; probs are each node's marginal p_k(x)) and each node's surrogate
     chance Π p_k along its path, the order the heap took them in (best first)."""
-    kind: ClassVar[str] = "ddtree"
     budget: int = None
     chances: list = None
 
@@ -59,19 +58,16 @@ def ddtree_generate(heads, oracle, ids, n_new, budget=8, stats=None):
     n_heads = len(heads.heads)
     last = {}  # the round's surrogate chances, for its record
 
-    def draft(feature, depth, stats):
+    def draft(feature, k, stats):
         start = time.perf_counter()
-        with heads.oracle.rows(1):  # the heads' products on one state, in the model's thread setting
-            nodes, last["chances"] = best_first_tree(heads.guesses(feature)[:depth], budget)
+        nodes, last["chances"] = best_first_tree(heads.guesses(feature)[:k], budget)
         stats.add_pass("draft", time.perf_counter() - start)
         return nodes
 
-    def describe(nodes, path, depth):
-        chances = last.get("chances", []) if depth else []
-        return (DDTreeDetails([node.parent for node in nodes], path, [node.p for node in nodes], n_draft=n_heads,
-                              depth=depth, budget=budget, chances=chances),
-                f"DDTree: the {len(nodes)} likeliest prefixes of the heads' marginals, best first (expected kept "
-                f"{sum(chances):.2f}), checked in one tree-masked oracle pass")
+    def describe(nodes, path, k):
+        chances = last.get("chances", []) if k else []
+        return DDTreeDetails([node.parent for node in nodes], path, [node.p for node in nodes], n_draft=n_heads, k=k,
+                             budget=budget, chances=chances)
 
     yield from heads_rounds(heads, oracle, ids, n_new, n_heads, draft, describe, stats)
 

@@ -45,19 +45,19 @@ that also gives the true features of the kept path, and the head's cache goes ba
 
 import time
 from dataclasses import dataclass
-from typing import ClassVar
 
 import numpy as np
 
 from beyond.eagle import check as check_head
 from beyond.medusa import tree_pass
-from beyond.tree_sampling import SampledTreeDetails, chosen_after, reason_line, walk_tree
-from decoding import Stats, check_lengths, timed_states
+from beyond.tree_sampling import SampledTreeDetails, chosen_after, walk_tree
+from decoding import check_lengths, timed_states
+from stats import Stats
 from gpt2 import MASKED
 from kvcache import KVCache
 from processors import as_processor
 from sps import residual, sample
-from tree import Node, accepted_path
+from tree import Node, accepted_path, tree_depth
 
 
 @dataclass
@@ -65,7 +65,6 @@ class Eagle2Details(SampledTreeDetails):
     """A round's record: the tree (tree.py's fields; probs are the head's probability of each node's token after its
     parent), each node's confidence, and what grew the tree. A sampled round fills tree-sps's visits and last
     (each child checked with the draft's chance p = 1)."""
-    kind: ClassVar[str] = "eagle2"
     confidences: list = None  # per node: the product of the head's probabilities along its path (its value V)
     top_k: int = None          # children per expanded node, and nodes expanded per level
     total_tokens: int = None   # nodes kept by the rerank (m)
@@ -123,14 +122,12 @@ def eagle2_rounds(head, oracle, tokens, n_new, n_draft, top_k, total_tokens, sta
     # The prompt: the oracle's features for it, and its first token (no draft: nothing to read yet).
     features, logits = timed_states(oracle, oracle_cache, tokens, stats, "oracle", n_logits=1)
     tokens.append(choose(logits[-1]))
-    stats.add_round(tokens[-1:], context_length=end - n_new, cached={"draft": 0, "oracle": oracle_cache.n_tokens()},
-                    reason="the prompt's pass: the oracle's features of the prompt and its token after them; "
-                           "no draft yet, the head reads those features from the next round")
+    stats.add_round(tokens[-1:], context_length=end - n_new, cached={"draft": 0, "oracle": oracle_cache.n_tokens()})
     yield tokens[-1]
     while len(tokens) < end:
-        depth = min(n_draft, end - len(tokens) - 1)  # a path plus the oracle's token: no overshoot
-        nodes, confidences, n_candidates = draft_dynamic_tree(head, head_cache, tokens, features, depth, top_k,
-                                                              total_tokens, stats) if depth else ([], [], 0)
+        k = min(n_draft, end - len(tokens) - 1)  # a path plus the oracle's token: no overshoot
+        nodes, confidences, n_candidates = draft_dynamic_tree(head, head_cache, tokens, features, k, top_k,
+                                                              total_tokens, stats) if k else ([], [], 0)
         # One oracle pass over the root and every node: its logits after each, and their true features.
         fresh, logits = tree_pass(oracle, oracle_cache, tokens[-1], nodes, stats)
         path, last_token, choice, walked = rule(nodes, logits)
@@ -141,11 +138,11 @@ def eagle2_rounds(head, oracle, tokens, n_new, n_draft, top_k, total_tokens, sta
         head_cache.truncate(min(head_cache.n_tokens(), n - 1))  # the pairs whose features were true
         tokens += new_tokens
         details = explain_round(nodes, path, confidences, new_tokens, walked, top_k, total_tokens, n_candidates,
-                                n_draft, depth) if stats.trace is not None else None
+                                n_draft, k) if stats.trace is not None else None
         stats.add_round(new_tokens, [node.token for node in nodes], len(path), context_length=n,
                         oracle=choice if choice is not None else chosen_after(nodes, path, new_tokens),
                         cached={"draft": head_cache.n_tokens(), "oracle": oracle_cache.n_tokens()}, details=details,
-                        reason=details.reason if details else "")
+                        positions=tree_depth(nodes))
         yield from new_tokens
 
 
@@ -153,35 +150,32 @@ def eagle2_rounds(head, oracle, tokens, n_new, n_draft, top_k, total_tokens, sta
 # Steps 1-5: the dynamic tree
 # ---------------------------------------------------------------------------
 
-def draft_dynamic_tree(head, head_cache, tokens, features, depth_max, top_k, total_tokens, stats):
+def draft_dynamic_tree(head, head_cache, tokens, features, k, top_k, total_tokens, stats):
     """Steps 1-5: (the kept nodes in level order, each one's confidence, how many nodes were drafted).
     features[t] is the oracle's true f_t for every token it has been fed (all but the newest), as in
     beyond/eagle.py's draft_chain."""
     start = time.perf_counter()
     oracle = head.oracle
     first = head_cache.n_tokens()  # pairs 0..first-1 are in the head's cache already
-    with oracle.rows(len(tokens) - 1 - first):
-        root_guess = head.forward(tokens[first + 1:], features[first:], head_cache)[-1]  # f^ of the newest token
+    root_guess = head.forward(tokens[first + 1:], features[first:], head_cache)[-1]  # f^ of the newest token
     n_text = head_cache.n_tokens()  # the true pairs; the tree's expanded nodes are fed after them
     candidates, scores, fed = [], [], []  # every node drafted, its value (a log), the nodes fed to the head in order
     frontier = [(-1, root_guess)]  # (node, its guessed feature): the nodes whose children the head proposes next
-    for depth in range(1, depth_max + 1):
-        with oracle.rows(len(frontier)):
-            log_p = log_softmax(oracle.logits(np.stack([guess for _, guess in frontier])))  # [n_frontier, V]
+    for depth in range(1, k + 1):
+        log_p = log_softmax(oracle.logits(np.stack([guess for _, guess in frontier])))  # [n_frontier, V]
         level = []
         for (parent, _), row in zip(frontier, log_p):  # steps 1 and 3: each frontier node's top_k children
             for token in top(row, top_k):
                 candidates.append(Node(int(token), parent, depth, float(np.exp(row[token]))))
                 scores.append((scores[parent] if parent != -1 else 0.0) + float(row[token]))
                 level.append(len(candidates) - 1)
-        if depth == depth_max:
+        if depth == k:
             break
         expand = sorted(level, key=lambda i: -scores[i])[:top_k]  # step 2: the newest level's best
         guesses = {i: g for i, g in frontier}
-        with oracle.rows(len(expand)):  # step 3: one tree-masked head pass over them
-            out = head.forward([candidates[i].token for i in expand], np.stack([guesses[candidates[i].parent]
-                                                                                 for i in expand]),
-                               head_cache, mask=fed_mask(candidates, expand, fed, n_text))
+        out = head.forward([candidates[i].token for i in expand], np.stack([guesses[candidates[i].parent]
+                                                                             for i in expand]),
+                           head_cache, mask=fed_mask(candidates, expand, fed, n_text))
         fed += expand
         frontier = list(zip(expand, out))
     stats.add_pass("draft", time.perf_counter() - start)
@@ -251,21 +245,17 @@ def accept_top_k(q, p, children, uniforms):
 # The round's record, and the suite's prediction
 # ---------------------------------------------------------------------------
 
-def explain_round(nodes, path, confidences, new_tokens, walked, top_k, total_tokens, n_candidates, n_draft, depth):
+def explain_round(nodes, path, confidences, new_tokens, walked, top_k, total_tokens, n_candidates, n_draft, k):
+    """The round's record: the tree kept, each node's confidence, what grew it; a sampled walk's checks too."""
     details = Eagle2Details([node.parent for node in nodes], path, [node.p for node in nodes], n_draft=n_draft,
-                            depth=depth, width=top_k, siblings="top-k, the draft's chance 1", confidences=confidences,
+                            k=k, width=top_k, siblings="top-k, the draft's chance 1", confidences=confidences,
                             top_k=top_k, total_tokens=total_tokens, candidates=n_candidates)
-    grown = (f"EAGLE-2: {n_candidates} nodes drafted, the {len(nodes)} most confident kept "
-             f"(expected kept {sum(confidences):.2f}); ")
-    if walked is None:
-        details.reason = grown + f"the oracle's argmax kept {len(path)}"
-    else:
+    if walked is not None:
         visits, last = walked
         rejected_all = bool(visits) and not visits[-1]["checks"][-1]["accepted"]
         details.visits = visits
         details.last = {"token": int(new_tokens[-1]), "from": "residual" if rejected_all else "bonus",
                         "prob": float(last[new_tokens[-1]])}
-        details.reason = grown + reason_line(details)
     return details
 
 

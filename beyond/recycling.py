@@ -36,14 +36,14 @@ this project).
 
 import time
 from dataclasses import dataclass
-from typing import ClassVar
 
 import numpy as np
 
-from decoding import GenerationError, Stats, check_lengths, check_room
+from decoding import GenerationError, check_lengths, check_room
+from stats import Stats
 from kvcache import KVCache
 from speculative import rollback
-from tree import Node, TreeDetails, accepted_path, tree_logits
+from tree import Node, TreeDetails, accepted_path, tree_depth, tree_logits
 
 SUCCESSORS = 8  # successors kept per token (the paper's output-id-topk)
 TEMPLATE = ([0], [1], [2], [3],
@@ -57,11 +57,11 @@ EMPTY = -1  # a row never written: its token has never been read by the oracle
 class RecyclingDetails(TreeDetails):
     """A round's record: the tree (tree.py's fields; probs are 1, the matrix holds no probabilities), each node's
     rank in its parent's row, and what the matrix gave and took."""
-    kind: ClassVar[str] = "recycling"
     ranks: list = None     # per node: its place in its parent's row (the last number of its template path)
     template: int = None   # nodes in the template
     skipped: int = None    # template nodes not drafted: their parent's row was empty
     updated: int = None    # rows written after the pass (the root's and every node's, each token once)
+    n_successors: int = None  # a row's length: the successors kept per token
 
 
 def new_table(vocab_size, n_successors=SUCCESSORS):
@@ -84,9 +84,9 @@ def recycling_generate(oracle, ids, n_new, template=TEMPLATE, n_successors=SUCCE
     paths = sorted((tuple(path) for path in template), key=lambda path: (len(path), path))  # level order
     tokens, end, cache = list(ids), len(ids) + n_new, KVCache()
     while len(tokens) < end:
-        depth = min(max(len(path) for path in paths), end - len(tokens) - 1)  # no overshoot
+        k = min(max(len(path) for path in paths), end - len(tokens) - 1)  # the tree's depth this round: no overshoot
         start = time.perf_counter()
-        nodes, ranks = draft_from_table(table, tokens[-1], [path for path in paths if len(path) <= depth])  # 1.
+        nodes, ranks = draft_from_table(table, tokens[-1], [path for path in paths if len(path) <= k])  # 1.
         stats.add_time("draft", time.perf_counter() - start)
         logits = tree_logits(oracle, cache, tokens, nodes, stats)  # 2. the root and every node, one pass
         choice = np.argmax(logits, axis=-1)
@@ -101,12 +101,11 @@ def recycling_generate(oracle, ids, n_new, template=TEMPLATE, n_successors=SUCCE
         rollback(len(tokens) - 1, cache)
         stats.add_round(new_tokens, [node.token for node in nodes], len(path), context_length=n,
                         oracle=choice.tolist(), cached={"draft": None, "oracle": cache.n_tokens()},
+                        positions=tree_depth(nodes),
                         details=RecyclingDetails([node.parent for node in nodes], path, [1.0] * len(nodes),
-                                                 n_draft=max(len(p) for p in paths), depth=depth, ranks=ranks,
-                                                 template=len(paths), skipped=sum(len(p) <= depth for p in paths)
-                                                 - len(nodes), updated=updated),
-                        reason=f"Token Recycling: {len(nodes)} of the template's {len(paths)} nodes drafted from the "
-                               f"oracle's past top-{n_successors}; {updated} rows rewritten from this pass")
+                                                 n_draft=max(len(p) for p in paths), k=k, ranks=ranks,
+                                                 template=len(paths), skipped=sum(len(p) <= k for p in paths)
+                                                 - len(nodes), updated=updated, n_successors=n_successors))
         yield from new_tokens
 
 

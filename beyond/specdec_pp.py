@@ -35,11 +35,11 @@ x_(i-1) for the head also made p_i, which a stop throws away (SpecDec++ pays the
 
 import math
 from dataclasses import dataclass
-from typing import ClassVar
 
 import numpy as np
 
-from decoding import GenerationError, Stats, check_lengths, timed_states
+from decoding import GenerationError, check_lengths, timed_states
+from stats import Stats
 from gpt2 import layer_norm
 from sps import SpsDetails, sample, speculative_sample, token_verification
 
@@ -68,7 +68,6 @@ class AcceptanceHead:
 class SpecDecDetails(SpsDetails):
     """A round's record: sps.py's (steps, resampled or bonus) and the stop: the head's a_i after each draft it read,
     and why drafting ended."""
-    kind: ClassVar[str] = "specdec++"
     max_risk: float = None
     chances: list = None  # a_1 .. a_j, one per draft the head read (all drafts but the last, when K ended it)
     stop: str = ""        # "head" (1 - Π a > γ), "n_draft" (K drafts), "room" (the tokens left)
@@ -103,8 +102,7 @@ def draft_until_unsure(head, max_risk, record):
             states, logits = timed_states(draft, cache, (tokens + drafted)[cache.n_tokens():], stats, "draft", n_logits=1)
             if not drafted:
                 return processor(logits[-1]), None
-            with draft.rows(1):
-                return processor(logits[-1]), float(head.accept_chance(states[-1:])[0])
+            return processor(logits[-1]), float(head.accept_chance(states[-1:])[0])
 
         drafted, p, chances, why = draft_line(step, k, max_risk, lambda dist: sample(dist, rng))
         record(chances, why, len(drafted))
@@ -130,22 +128,10 @@ def specdec_sample(draft, oracle, ids, n_new, head, n_draft=8, max_risk=0.5, rng
         last.update(chances=chances, stop=why if why == "head" else "n_draft" if n_drafted == n_draft else "room")
 
     def rule(q, p, drafted, rng, n_draft, explain):  # sps.py's steps 3 and 4, the stop added to the record
-        new_tokens, n_accepted, details, reason = token_verification(q, p, drafted, rng, n_draft, explain)
+        new_tokens, n_accepted, details = token_verification(q, p, drafted, rng, n_draft, explain)
         if details is not None:
             details = SpecDecDetails(**vars(details), max_risk=max_risk, chances=last["chances"], stop=last["stop"])
-            reason = reason_line(details)
-        return new_tokens, n_accepted, details, reason
+        return new_tokens, n_accepted, details
 
     return speculative_sample(draft, oracle, ids, n_new, n_draft, rng, processor, stats, rule=rule,
                               drafter=draft_until_unsure(head, max_risk, record), **flags)
-
-
-def reason_line(details):
-    """Why drafting stopped, in one line (the checks themselves are sps.py's, drawn by its renderer)."""
-    said = ", ".join(f"a_{i}={a:.2f}" for i, a in enumerate(details.chances, 1))
-    risk = 1.0 - math.prod(details.chances)
-    if details.stop == "head":
-        return (f"SpecDec++: {said}: 1 - Π a = {risk:.2f} > γ = {details.max_risk:g}, drafting stopped after "
-                f"{details.k} draft{'s' if details.k != 1 else ''}")
-    why = f"{details.n_draft} drafts, the most a round" if details.stop == "n_draft" else "the tokens left"
-    return f"SpecDec++: {said or 'no draft read'}: 1 - Π a = {risk:.2f} <= γ = {details.max_risk:g}; {why}"

@@ -64,17 +64,17 @@ caches kept to the kept path), with step 3 this walk.
 
 import math
 from dataclasses import dataclass
-from typing import ClassVar
 
 import numpy as np
 
 from beyond.tree_sampling import chosen_after, oracle_pass, sample_tree
-from decoding import Stats, cache_lengths, check_args, decisive_digits
+from decoding import cache_lengths, check_args, decisive_digits
+from stats import Stats
 from kvcache import KVCache
 from processors import as_processor
 from speculative import rollback
 from sps import likelihood_ratio, sample
-from tree import TreeDetails
+from tree import TreeDetails, tree_depth
 
 
 def traversal_generate(draft, oracle, ids, n_new, n_draft=4, width=2, max_nodes=32, rng=None, processor=None,
@@ -89,10 +89,10 @@ def traversal_generate(draft, oracle, ids, n_new, n_draft=4, width=2, max_nodes=
     tokens, end = list(ids), len(ids) + n_new
     draft_cache, oracle_cache = KVCache(), KVCache()
     while len(tokens) < end:
-        depth = min(n_draft, end - len(tokens) - 1)  # a path plus the last token: never overshoot
+        k = min(n_draft, end - len(tokens) - 1)  # a path plus the last token: never overshoot
         # 1. The tree: width i.i.d. children per node, each drawn from the draft's p there (tree-sps's).
-        nodes, p, n_fed = sample_tree(draft, draft_cache, tokens, depth, width, max_nodes, processor, rng,
-                                      stats) if depth else ([], {}, 0)
+        nodes, p, n_fed = sample_tree(draft, draft_cache, tokens, k, width, max_nodes, processor, rng,
+                                      stats) if k else ([], {}, 0)
         # 2. q after the root and after every node, in one oracle pass.
         q = oracle_pass(oracle, oracle_cache, tokens, nodes, processor, stats)
         # 3. From the leaves to the root: the kept path and the distribution of the last token.
@@ -104,11 +104,11 @@ def traversal_generate(draft, oracle, ids, n_new, n_draft=4, width=2, max_nodes=
         draft_cache.keep(list(range(min(n, draft_cache.n_tokens()))) + [n + i for i in path if i < n_fed])
         tokens += new_tokens
         rollback(len(tokens) - 1, draft_cache, oracle_cache)
-        details = explain_round(nodes, path, tests, last, new_tokens, width, n_draft, depth) \
+        details = explain_round(nodes, path, tests, last, new_tokens, width, n_draft, k) \
             if stats.trace is not None else None
         stats.add_round(new_tokens, [node.token for node in nodes], len(path), context_length=n,
                         oracle=chosen_after(nodes, path, new_tokens), cached=cache_lengths(draft_cache, oracle_cache),
-                        details=details, reason=details.reason if details else "")
+                        details=details, positions=tree_depth(nodes))
         yield from new_tokens
 
 
@@ -171,41 +171,17 @@ def after_rejection(w, target, p):  # w, [V], [V] -> (w', [V])
 class TraversalDetails(TreeDetails):
     """A round's record: the tree (tree.py's fields), every node tested in the order of the walk and where the
     last token came from."""
-    kind: ClassVar[str] = "traversal"
     width: int = 2
     tests: list = None  # per node tested, leaves first: {node, token, w (its weight then), r, passed, deleted
     #                     (children whose subtrees were rejected before: w is then line 6's residual weight)}
     last: dict = None   # {token, node (-1: the root), from: "bonus", "residual" or "oracle", prob}
-    reason: str = ""
 
 
-def explain_round(nodes, path, tests, last, new_tokens, width, n_draft, depth):
+def explain_round(nodes, path, tests, last, new_tokens, width, n_draft, k):
+    """The round's record: the tree, every node tested and where the last token came from."""
     at = path[-1] if path else -1
     deleted = sum(1 for node in nodes if node.parent == at)  # kept at a node: every child of it was rejected
     source = "oracle" if not nodes else "bonus" if path and not deleted else "residual"
-    details = TraversalDetails([node.parent for node in nodes], path, [node.p for node in nodes], n_draft=n_draft,
-                               depth=depth, width=width, tests=tests,
-                               last={"token": int(new_tokens[-1]), "node": at, "from": source,
-                                     "prob": float(last[new_tokens[-1]])})
-    details.reason = reason_line(details)
-    return details
-
-
-def reason_line(details, show=None):
-    """The round in one line: each node tested, leaves first, with its weight w and r, and where the last token
-    came from. show(tokens) -> text; default #id."""
-    show = show or (lambda tokens: " ".join(f"#{t}" for t in tokens))
-    said = []
-    for t in details.tests:
-        digits = decisive_digits((t["r"], t["w"]))
-        after = f" (after {t['deleted']} child subtree{'s' if t['deleted'] != 1 else ''} rejected)" if t["deleted"] else ""
-        said.append(f"node {t['node'] + 1} {show([t['token']])} w={t['w']:.{digits}g}{after} r={t['r']:.{digits}g} "
-                    f"{'passes' if t['passed'] else 'fails'}")
-    last = details.last
-    if last["from"] == "oracle":
-        return f"nothing drafted: {show([last['token']])} drawn from the oracle's q (prob {last['prob']:.2g})"
-    kept = f"kept {len(details.path)} draft{'s' if len(details.path) != 1 else ''}"
-    where = "the bonus, from the oracle's q" if last["from"] == "bonus" else \
-        ("the root's residual" if last["node"] == -1 else f"node {last['node'] + 1}'s residual")
-    tested = "from the leaves: " + ", ".join(said) + ("; " if said else "")
-    return f"{tested}{kept}: {show([last['token']])} drawn from {where} (prob {last['prob']:.2g})"
+    return TraversalDetails([node.parent for node in nodes], path, [node.p for node in nodes], n_draft=n_draft, k=k,
+                            width=width, tests=tests, last={"token": int(new_tokens[-1]), "node": at, "from": source,
+                                                            "prob": float(last[new_tokens[-1]])})

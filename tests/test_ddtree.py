@@ -8,7 +8,8 @@ import pytest
 
 import beyond.ddtree as dd
 from beyond.ddtree import best_first_tree, ddtree_generate, predicted_tokens
-from decoding import GenerationError, Stats
+from decoding import GenerationError
+from stats import Stats
 from speculative import greedy_generate
 from test_greedy import SEEDS, assert_same_greedy, prompt
 from test_medusa import copying_heads, random_heads
@@ -100,9 +101,9 @@ def test_bad_settings_are_refused(oracle, draft):
 
 @pytest.mark.parametrize("budget", [1, 3, 8, 16])
 def test_greedy_text_on_the_learned_pair(demo_dirs, budget):
-    from app import methods
+    from workbench import methods
     from gpt2 import nest
-    from speed.accelerate import load_fast
+    from workbench.speed.accelerate import load_fast
     from weights import heads
     oracle = load_fast(demo_dirs["oracle"])
     config, tensors = heads.load(demo_dirs["oracle"], "medusa", oracle)

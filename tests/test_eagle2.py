@@ -12,7 +12,8 @@ import pytest
 import beyond.eagle2 as e2
 from beyond.eagle2 import (accept_top_k, draft_dynamic_tree, eagle2_generate, eagle2_sample, predicted_tokens,
                            rerank)
-from decoding import GenerationError, Stats
+from decoding import GenerationError
+from stats import Stats
 from kvcache import KVCache
 from processors import Processor, make_processor
 from speculative import greedy_generate
@@ -128,9 +129,9 @@ def test_bad_settings_are_refused(oracle, draft):
 
 @pytest.fixture(scope="module")
 def learned(demo_dirs):
-    from app import methods
+    from workbench import methods
     from gpt2 import nest
-    from speed.accelerate import load_fast
+    from workbench.speed.accelerate import load_fast
     from weights import heads
     from weights.tokenizer import load_tokenizer
     oracle = load_fast(demo_dirs["oracle"])

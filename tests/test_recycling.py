@@ -9,7 +9,8 @@ import beyond.recycling as rc
 from beyond.recycling import (EMPTY, TEMPLATE, check_template, draft_from_table, new_table, recycling_generate,
                               template_parents, update_table)
 from beyond.sequoia import expected_tokens
-from decoding import GenerationError, Stats
+from decoding import GenerationError
+from stats import Stats
 from speculative import greedy_generate
 from test_greedy import SEEDS, assert_same_greedy, prompt
 
@@ -123,7 +124,7 @@ def test_the_prediction_from_the_template():
 
 @pytest.mark.parametrize("template", ["default", "chain"])
 def test_greedy_text_on_the_learned_pair(demo_dirs, template):
-    from speed.accelerate import load_fast
+    from workbench.speed.accelerate import load_fast
     oracle = load_fast(demo_dirs["oracle"])
     ids = [464, 2163, 5860, 257, 1351]
     want = list(greedy_generate(oracle, ids, 40))

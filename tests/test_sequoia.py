@@ -12,7 +12,8 @@ import pytest
 from beyond.sequoia import (acceptance_by_rank, best_shape, best_values, depth, expected_tokens, sequoia_shape,
                             tree_of)
 from beyond.tree_without_replacement import tree_sample_wor_generate
-from decoding import GenerationError, Stats
+from decoding import GenerationError
+from stats import Stats
 from processors import Processor, make_processor
 from speculative import greedy_generate
 from test_greedy import SEEDS, assert_same_greedy, prompt
@@ -163,7 +164,7 @@ def test_tree_with_a_shape_is_greedy(request, oracle, seed, shape, kind):
 
 
 def test_tree_with_a_shape_on_the_learned_pair(demo_dirs):
-    from speed.accelerate import load_fast
+    from workbench.speed.accelerate import load_fast
     draft, oracle = (load_fast(demo_dirs[k]) for k in ("draft", "oracle"))
     ids = [464, 2163, 5860, 257, 1351]
     for shape in SHAPES:

@@ -13,7 +13,8 @@ import pytest
 
 import beyond.specdec_pp as sd
 from beyond.specdec_pp import AcceptanceHead, SpecDecDetails, draft_line, reason_line, specdec_sample, stops
-from decoding import GenerationError, Stats
+from decoding import GenerationError
+from stats import Stats
 from processors import Processor, make_processor
 from sps import acceptance_probability, residual, sample, speculative_sample
 from test_greedy import prompt
@@ -220,7 +221,7 @@ def test_the_reason_line():
 @pytest.fixture(scope="module")
 def learned(demo_dirs):
     from gpt2 import nest
-    from speed.accelerate import load_fast
+    from workbench.speed.accelerate import load_fast
     from weights import heads
     draft, oracle = (load_fast(demo_dirs[k]) for k in ("draft", "oracle"))
     config, tensors = heads.load(demo_dirs["draft"], "accept", draft)
@@ -237,7 +238,7 @@ def test_the_head_is_written_beside_the_demo_draft_and_checked(demo_dirs, tmp_pa
         assert demo_pair.same_file(os.path.join(demo_dirs["draft"], "heads", "accept", name), sums[f"heads/accept/{name}"])
     assert os.path.getsize(os.path.join(demo_dirs["draft"], "heads", "accept", "model.safetensors")) < 1 << 20
     assert not os.path.exists(os.path.join(demo_dirs["oracle"], "heads", "accept"))  # the oracle's heads are its own
-    from speed.accelerate import load_fast
+    from workbench.speed.accelerate import load_fast
     oracle = load_fast(demo_dirs["oracle"])
     with pytest.raises(CheckpointError, match="n_embd"):  # the draft's head is refused for the oracle
         heads.load(demo_dirs["draft"], "accept", oracle)

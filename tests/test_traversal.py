@@ -15,7 +15,7 @@ import beyond.traversal as tv
 from beyond import tree_sampling as ts
 from beyond.block_verification import verify_block
 from beyond.traversal import TraversalDetails, after_rejection, reason_line, traversal_generate, traverse
-from decoding import Stats
+from stats import Stats
 from processors import Processor, make_processor
 from sps import residual, sample
 from test_block_verification import random_contexts as chain_contexts, distributions
@@ -288,7 +288,7 @@ def learned_distribution(oracle, ids, processor, n_new=3):
 
 
 def learned_chi_square(demo_dirs, seed=11):
-    from speed.accelerate import load_fast
+    from workbench.speed.accelerate import load_fast
     from weights.tokenizer import encode, load_tokenizer
     draft, oracle = (load_fast(demo_dirs[k]) for k in ("draft", "oracle"))
     ids = encode(load_tokenizer(demo_dirs["oracle"]), "The function returns")
@@ -324,7 +324,7 @@ def test_temperature_zero_is_greedy(request, oracle, kind, n_draft, width):
 
 def test_temperature_zero_is_greedy_on_the_learned_pair(demo_dirs):
     from speculative import greedy_generate
-    from speed.accelerate import load_fast
+    from workbench.speed.accelerate import load_fast
     from test_greedy import assert_same_greedy
     draft, oracle = (load_fast(demo_dirs[k]) for k in ("draft", "oracle"))
     ids = [464, 2163, 5860, 257]
