@@ -68,7 +68,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from beyond.tree_sampling import chosen_after, oracle_pass, sample_tree
-from decoding import cache_lengths, check_args, decisive_digits
+from decoding import cache_lengths, check_args
 from stats import Stats
 from kvcache import KVCache
 from processors import as_processor
