@@ -131,6 +131,7 @@ class Method:
     needs_cache: bool = False     # cannot run with /cache off (its drafts or beams share a prefix)
     baseline: str = None          # what --compare and the benchmark run beside it (default: greedy, or sample)
     head: str = None              # drafts with the oracle's trained head of this name (weights/heads.py)
+    draft_head: str = None        # reads the draft's trained head of this name (SpecDec++'s "accept")
     across: "Method" = None       # the same method with a draft of another vocabulary; None: such a draft is refused
     draft_writes: bool = False    # the draft model writes the text alone: the text is in its tokens (draft-alone)
     options: tuple = ()           # its own settings (Option), besides the ones every method has

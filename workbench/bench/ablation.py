@@ -60,7 +60,7 @@ def ablation_set(n_draft=4, temperature=1.0):
 def run_ablations(draft, oracle, prompts_ids, n_new, n_draft=4, temperature=1.0, seed=0, progress=True):
     """One row per method of ablation_set, over all the prompts' ids."""
     rows, reference, totals = [], {}, {}
-    plan = [row for row in ablation_set(n_draft, temperature) if not methods.missing_head(methods.get(row[0]), oracle)]
+    plan = [row for row in ablation_set(n_draft, temperature) if not methods.missing_head(methods.get(row[0]), oracle, draft)]
     with tqdm(total=len(plan) * len(prompts_ids), desc="ablations", disable=not progress, file=sys.stderr) as bar:
         for method, setting, changes in plan:
             stats, seconds, matches = Stats(), 0.0, True

@@ -141,10 +141,12 @@ def run_suite(draft, oracle, enc, prompts, n_new=64, temperature=1.0, rounds=ROU
         check_room(ids[i], n_new, draft, oracle)  # the other vocabulary's draft: crossvocab.py's check, in its tokens
     context = int(np.median([len(x) for x in ids.values()]))
     t_draft, t_oracle = cost_probe(draft, oracle, context)
-    chosen = [m for m in suite_methods() if (names is None or m.name in names) and not methods.missing_head(m, oracle)]
+    chosen = [m for m in suite_methods() if (names is None or m.name in names) and not methods.missing_head(m, oracle, draft)]
     for m in chosen:  # a trained head is read before the clock starts, as the models are
         if m.head:
             methods.head_of(oracle, m.head)
+        if m.draft_head:
+            methods.head_of(draft, m.draft_head)
     other = None
     if crossvocab is not None:
         name, other_draft, other_enc = crossvocab

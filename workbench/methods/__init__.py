@@ -25,7 +25,7 @@ FAMILIES = [importlib.import_module(f"{__name__}.{name}") for name in
             sorted((m.name for m in pkgutil.iter_modules([os.path.dirname(__file__)])),
                    key=lambda name: (ORDER.index(name) if name in ORDER else len(ORDER), name))]
 
-from workbench.methods.heads import head_of, missing_head  # noqa: E402  (the heads' reading, once the families are in)
+from workbench.heads import head_of, missing_head  # noqa: E402  (imported after: the families come first)
 
 __all__ = ["FAMILIES", "METHODS", "Call", "Method", "across_vocabularies", "get", "head_of", "methods_taking",
            "missing_head", "n_draft_of", "options", "register", "variant"]

@@ -13,52 +13,24 @@ The heads are read from the oracle's directory (ORACLE/heads/NAME, weights/heads
 """
 
 import html
-import os
 
-from beyond.eagle import EagleHead, eagle_generate, eagle_sample
-from beyond.early_exit import ExitAdapter, early_exit_generate
-from beyond.medusa import MedusaHeads, medusa_generate
+from beyond.ddtree import ddtree_generate
+from beyond.eagle import eagle_generate, eagle_sample
+from beyond.eagle2 import eagle2_generate, eagle2_sample
+from beyond.early_exit import early_exit_generate
+from beyond.medusa import medusa_generate
 from beyond.self_speculative import draft_name, self_speculative_generate
 from decoding import GenerationError
-from gpt2 import nest
 from sps import SpsDetails
-from weights import heads as trained_heads
+from workbench.heads import head_of
 from workbench.display import cut_short, length_reason
 from workbench.methods.lines import line_reasons
 from workbench.methods.sampling import SPS_HOW, sps_lines, sps_reasons, sps_table
-from workbench.methods.trees import TREE_MARKS, tree_lines, tree_list
+from workbench.methods.trees import (SAMPLED_LEGEND, SAMPLED_MARKS, TREE_MARKS, sampled_reason_line, sampled_tree_figure,
+                                     sampled_tree_lines, tree_lines, tree_list)
 from workbench.page.report import GREEDY_HOW_TO_READ
 from workbench.page.tokens import last_mark, probability, svg_label
 from workbench.registry import Method, Option, Shown, register
-
-
-# ---------------------------------------------------------------------------
-# The heads, read once per oracle
-# ---------------------------------------------------------------------------
-
-HEAD_CLASSES = {"eagle": EagleHead, "medusa": MedusaHeads, "exit": ExitAdapter}  # weights/heads.HEADS, each its module's
-_read_heads = {}  # (head, the oracle's directory) -> (the oracle, its head): each head read once per oracle
-
-
-def head_of(oracle, head):
-    """The oracle's trained head `head` ("eagle", "medusa", "exit"), read from ORACLE/heads/HEAD once."""
-    key = (head, oracle.directory)
-    if key not in _read_heads or _read_heads[key][0] is not oracle:
-        if oracle.directory is None:
-            raise GenerationError(f"{oracle.name} was not read from a directory: no trained {head} head to draft with")
-        config, tensors = trained_heads.load(oracle.directory, head, oracle)
-        _read_heads[key] = (oracle, HEAD_CLASSES[head](nest(tensors), config, oracle))
-    return _read_heads[key][1]
-
-
-def missing_head(method, oracle):
-    """Why `method` cannot run on `oracle` (a head it drafts with is not beside it), or None."""
-    if method.head is None:
-        return None
-    directory = getattr(oracle, "directory", None)
-    if directory is None or not os.path.isdir(trained_heads.head_dir(directory, method.head)):
-        return f"{oracle.name} has no trained {method.head} head (heads/{method.head} beside it)"
-    return None
 
 
 # ---------------------------------------------------------------------------
@@ -366,6 +338,76 @@ def medusa_figure(run, r, number):
 
 
 # ---------------------------------------------------------------------------
+# eagle2 and eagle2-sps: EAGLE-2's dynamic tree; ddtree: the best-first tree of the Medusa heads' marginals
+# ---------------------------------------------------------------------------
+
+def prompt_pass(r, show):
+    return [f"  oracle   {show(r.new)}   (the prompt's pass)"]
+
+
+def eagle2_grown(d):
+    return (f"EAGLE-2: {d.candidates} nodes drafted, the {len(d.parents)} most confident kept (expected kept "
+            f"{sum(d.confidences):.2f})")
+
+
+def eagle2_lines(r, show):
+    if r.details is None:
+        return prompt_pass(r, show)
+    return tree_lines(r, show, p_is="the head's probability of the node's token after its parent")
+
+
+def eagle2_reasons(r, show):
+    if r.details is None:
+        return eagle_reasons(r, show)
+    return [f"{eagle2_grown(r.details)}; the oracle's argmax kept {len(r.details.path)}"]
+
+
+def eagle2_sps_lines(r, show):
+    return prompt_pass(r, show) if r.details is None else sampled_tree_lines(r, show)
+
+
+def eagle2_sps_reasons(r, show):
+    if r.details is None:
+        return eagle_reasons(r, show, chosen="a token drawn from its q")
+    return [f"{eagle2_grown(r.details)}; {sampled_reason_line(r.details, show)}"]
+
+
+def ddtree_lines(r, show):
+    if r.details is None:
+        return prompt_pass(r, show)
+    return tree_lines(r, show, p_is="its position's marginal p_k from its head")
+
+
+def ddtree_reasons(r, show):
+    d = r.details
+    if d is None:
+        return medusa_reasons(r, show)
+    return [f"DDTree: the {len(d.parents)} likeliest prefixes of the heads' marginals, best first (expected kept "
+            f"{sum(d.chances):.2f}), checked in one tree-masked oracle pass; kept {len(d.path)} node(s)"
+            f"{cut_short(d.n_draft, d.k, 'level')}"]
+
+
+def table_after_prompt(table):
+    def shown(run, r):
+        return table(run, r) if r.details is not None else ""
+    return shown
+
+
+EAGLE2_HOW = (" The tree is EAGLE-2's (Li et al. 2024): grown where the head is confident (the top-k of the most "
+              "confident nodes, level by level), then reranked by each node's path confidence, the best kept, and "
+              "checked in one tree-masked pass.")
+EAGLE2_SPS_HOW = ("Each round the head drafts EAGLE-2's tree of its top-k tokens (deterministic: each child drafted "
+                  "with chance 1), and the oracle computes q after the root and every node in one pass. The children of "
+                  "the node reached are tested in turn: child x kept with chance q(x), else q loses x, renormalised, "
+                  "for the next sibling (sampling without replacement with the draft's chance 1, tree-sps-wor's rule); "
+                  "the last token from the target left, or the bonus from q at a kept leaf. Letters as in Chen et al.")
+DDTREE_HOW = ("There is no draft model: Medusa's heads each give a distribution over the token k places ahead. DDTree "
+              "(arXiv 2604.12989) takes the B prefixes of highest product of those marginals, found best first with a "
+              "heap, as the tree; the oracle reads every node in one pass and its choices are followed down the tree, "
+              "then its own token is added: greedy decoding's text.")
+
+
+# ---------------------------------------------------------------------------
 # The methods
 # ---------------------------------------------------------------------------
 
@@ -398,6 +440,21 @@ def run_medusa(c):
     return medusa_generate(heads, c.oracle, c.ids, c.n_new, widths=MEDUSA_WIDTHS[:c.n_draft], stats=c.stats)
 
 
+def run_eagle2(c):
+    return eagle2_generate(head_of(c.oracle, "eagle"), c.oracle, c.ids, c.n_new, n_draft=c.n_draft,
+                           total_tokens=c.option("total_tokens"), stats=c.stats)
+
+
+def run_eagle2_sps(c):
+    return eagle2_sample(head_of(c.oracle, "eagle"), c.oracle, c.ids, c.n_new, n_draft=c.n_draft,
+                         total_tokens=c.option("total_tokens"), rng=c.rng, processor=c.settings.processor, stats=c.stats)
+
+
+def run_ddtree(c):
+    return ddtree_generate(head_of(c.oracle, "medusa"), c.oracle, c.ids, c.n_new, budget=c.option("budget"),
+                           stats=c.stats)
+
+
 def medusa_tree(r):
     return r.details
 
@@ -414,6 +471,8 @@ def sampled(r):
     return r.details is not None
 
 
+TOTAL_TOKENS = Option("total_tokens", int, 12, "eagle2, eagle2-sps: the nodes EAGLE-2's rerank keeps", 1, 64)
+BUDGET = Option("budget", int, 8, "ddtree: the nodes of DDTree's best-first tree", 1, 64)
 DRAFT_LAYERS = Option("draft_layers", int, None, "self-speculative: the oracle's first layers that draft, fewer than it "
                                                  "has (default: half of them)", 1, 127)
 LAYERS = Shown(reasons=layers_reasons, how_to_read=LAYERS_HOW, page_after=layers_figure)
@@ -438,4 +497,23 @@ register(
                      "depth", run_medusa, draft_model=False, n_draft=3, needs_cache=True, head="medusa",
            shown=Shown(drafts=medusa_lines, reasons=medusa_reasons, how_to_read=MEDUSA_HOW, page_table=medusa_table,
                        page_after=medusa_picture, marks=TREE_MARKS, tree=medusa_tree)),
+    Method("eagle2", "greedy, EAGLE-2's dynamic draft tree on the EAGLE head: grown where the head is confident, "
+                     "reranked, checked in one pass (Li et al. 2024, arXiv 2406.16858; beyond/eagle2.py); --n-draft is "
+                     "its depth", run_eagle2, draft_model=False, n_draft=4, needs_cache=True, head="eagle",
+           options=(TOTAL_TOKENS,), shown=Shown(drafts=eagle2_lines, reasons=eagle2_reasons,
+                                                how_to_read=GREEDY_HOW_TO_READ + EAGLE + EAGLE2_HOW,
+                                                page_table=table_after_prompt(tree_list), marks=TREE_MARKS,
+                                                tree=medusa_tree)),
+    Method("eagle2-sps", "speculative sampling over EAGLE-2's dynamic tree (beyond/eagle2.py): the drafts are the "
+                         "head's top-k, checked without replacement with chance 1; output ~ the oracle's distribution",
+           run_eagle2_sps, draft_model=False, n_draft=4, samples=True, needs_cache=True, head="eagle",
+           options=(TOTAL_TOKENS,), shown=Shown(legend=SAMPLED_LEGEND, drafts=eagle2_sps_lines, reasons=eagle2_sps_reasons,
+                                                how_to_read=EAGLE2_SPS_HOW + EAGLE,
+                                                page_table=table_after_prompt(sampled_tree_figure), marks=SAMPLED_MARKS,
+                                                sampled=sampled, tree=medusa_tree)),
+    Method("ddtree", "greedy, DDTree's best-first tree of the Medusa heads' marginals: the budget likeliest prefixes, "
+                     "checked in one pass (arXiv 2604.12989; beyond/ddtree.py)", run_ddtree, draft_model=False,
+           n_draft=3, needs_cache=True, head="medusa", options=(BUDGET,),
+           shown=Shown(drafts=ddtree_lines, reasons=ddtree_reasons, how_to_read=DDTREE_HOW,
+                       page_table=table_after_prompt(tree_list), marks=TREE_MARKS, tree=medusa_tree)),
 )

@@ -13,18 +13,21 @@ where the last token was drawn from.
 """
 
 import html
+import math
 
 import numpy as np
 
 from batch import speculative_sample_batch
 from beyond.block_verification import block_sample
+from beyond.specdec_pp import specdec_sample
 from sps import speculative_sample
 from workbench import system
 from workbench.display import decisive_digits, length_reason
+from workbench.heads import head_of
 from workbench.methods.vocabularies import SPS as SPS_ACROSS
 from workbench.page.report import cells
 from workbench.page.tokens import LETTERS, chip, last_mark, probability, svg_label, token_text, visible
-from workbench.registry import Method, Shown, register
+from workbench.registry import Method, Option, Shown, register
 
 CHECK, CROSS = "\u2713", "\u2717"
 
@@ -409,6 +412,33 @@ def sub(i):
 
 
 # ---------------------------------------------------------------------------
+# specdec: SpecDec++'s stop, the draft's acceptance head deciding how far to draft
+# ---------------------------------------------------------------------------
+
+def specdec_reason_line(details):
+    """Why drafting stopped, in one line (the checks themselves are sps.py's, drawn by its renderer)."""
+    said = ", ".join(f"a_{i}={a:.2f}" for i, a in enumerate(details.chances, 1))
+    risk = 1.0 - math.prod(details.chances)
+    if details.stop == "head":
+        return (f"SpecDec++: {said}: 1 - Π a = {risk:.2f} > γ = {details.max_risk:g}, drafting stopped after "
+                f"{details.k} draft{'s' if details.k != 1 else ''}")
+    why = f"{details.n_draft} drafts, the most a round" if details.stop == "n_draft" else "the tokens left"
+    return f"SpecDec++: {said or 'no draft read'}: 1 - Π a = {risk:.2f} <= γ = {details.max_risk:g}; {why}"
+
+
+def specdec_reasons(r, show):
+    return [specdec_reason_line(r.details)] + sps_reasons(r, show)
+
+
+SPECDEC_HOW = ("Each round the draft samples tokens x from p, and after each one SpecDec++'s acceptance head (a small "
+               "head trained on the draft's own states) gives a, its chance that the draft will be kept; drafting stops "
+               "once 1 \u2212 \u03a0 a passes the threshold \u03b3 (max_risk), or at n_draft. The oracle then computes "
+               "q at every position in one pass and checks the drafts as SpS does: kept if r < min(1, q(x)/p(x)), else "
+               "the residual (q \u2212 p)+. The stop reads only what the round knew before each draw, so the text is "
+               "still distributed as the oracle's. " + LETTERS)
+
+
+# ---------------------------------------------------------------------------
 # The methods
 # ---------------------------------------------------------------------------
 
@@ -427,8 +457,17 @@ def run_sps_block(c):
                         stats=c.stats)
 
 
+def run_specdec(c):
+    return specdec_sample(c.draft, c.oracle, c.ids, c.n_new, head_of(c.draft, "accept"), n_draft=c.n_draft,
+                          max_risk=c.option("max_risk"), rng=c.rng, processor=c.settings.processor, stats=c.stats)
+
+
 def always(r):
     return True
+
+
+MAX_RISK = Option("max_risk", float, 0.5, "specdec: the stop's threshold on the chance that some draft so far is "
+                                          "rejected (1: never stop early, sps)", 0.0, 1.0)
 
 
 SPS = Shown(drafts=sps_lines, reasons=sps_reasons, how_to_read=SPS_HOW, page_table=sps_table, sampled=always)
@@ -441,4 +480,9 @@ register(
                         "distribution", run_sps_block, n_draft=4, samples=True,
            shown=Shown(legend=BLOCK_LEGEND, drafts=block_lines, reasons=block_reasons, how_to_read=BLOCK_HOW,
                        page_table=block_table, marks=BLOCK_MARKS, sampled=always, alpha_note=BLOCK_ALPHA)),
+    Method("specdec", "speculative sampling whose drafting stops when a trained head on the draft's states says a "
+                      "draft will likely be rejected (SpecDec++, Huang et al. 2024; beyond/specdec_pp.py); output ~ "
+                      "the oracle's distribution", run_specdec, n_draft=8, samples=True, draft_head="accept",
+           options=(MAX_RISK,), shown=Shown(drafts=sps_lines, reasons=specdec_reasons, how_to_read=SPECDEC_HOW,
+                                            page_table=sps_table, sampled=always)),
 )

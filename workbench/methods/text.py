@@ -14,6 +14,7 @@ Each is greedy: its text is exactly the oracle's greedy text. A round says where
 import html
 
 from beyond.lookahead import lookahead_generate
+from beyond.recycling import recycling_generate
 from beyond.suffix import continuation, suffix_generate
 from ngram import STORAGES, NGramDrafter, ngram_generate, staged_generate
 from workbench.display import cut_short, line_lines
@@ -348,6 +349,30 @@ def box(run, x, y, w, h, cls, token, title):
 
 
 # ---------------------------------------------------------------------------
+# recycling: Token Recycling's table of the oracle's own past successors
+# ---------------------------------------------------------------------------
+
+def recycling_lines(r, show):
+    return tree_lines(r, show, p_is="1: the table keeps ranks, not probabilities; a node's rank in its parent's row "
+                                    "is its template place")
+
+
+def recycling_reasons(r, show):
+    d = r.details  # a recycling.RecyclingDetails
+    skipped = f" ({d.skipped} template node(s) skipped: their parent's row was still empty)" if d.skipped else ""
+    return [f"Token Recycling: {len(d.parents)} of the template's {d.template} nodes drafted from the table of the "
+            f"oracle's past top-{d.n_successors} successors{skipped}; {d.updated} rows rewritten from this pass's logits",
+            f"kept the path the oracle's choices follow: {len(d.path)} node(s) deep{cut_short(d.n_draft, d.k, 'level')}"]
+
+
+RECYCLING_HOW = ("There is no draft model: Token Recycling (Luo et al. 2024) keeps, for every token, the top-k tokens the "
+                 "oracle's own logits put after it the last time it was read (a table of vocabulary x k). Each round "
+                 "drafts a fixed tree template through that table from the text's last token, the oracle reads every "
+                 "node in one pass with a tree mask, its choices are followed down the tree, and every token the pass "
+                 "read gets its row rewritten from the logits after it. Greedy: the text is greedy decoding's.")
+
+
+# ---------------------------------------------------------------------------
 # The methods
 # ---------------------------------------------------------------------------
 
@@ -369,6 +394,14 @@ def run_suffix_tree(c):
 
 def run_lookahead(c):
     return lookahead_generate(c.oracle, c.ids, c.n_new, N=c.n_draft + 1, stats=c.stats)
+
+
+def run_recycling(c):
+    return recycling_generate(c.oracle, c.ids, c.n_new, stats=c.stats)
+
+
+def its_details(r):
+    return r.details
 
 
 def suffix_tree_of(r):
@@ -403,4 +436,9 @@ register(
            draft_model=False, n_draft=3, needs_cache=True,
            shown=Shown(legend=LOOKAHEAD_LEGEND, drafts=lookahead_lines, reasons=lookahead_reasons,
                        how_to_read=LOOKAHEAD_HOW, page_table=lookahead_figure)),
+    Method("recycling", "greedy, a tree template drafted from a table of the oracle's own past top-k successors, no "
+                        "draft model (Token Recycling, Luo et al. 2024; beyond/recycling.py)", run_recycling,
+           draft_model=False, needs_cache=True,
+           shown=Shown(drafts=recycling_lines, reasons=recycling_reasons, how_to_read=RECYCLING_HOW,
+                       page_table=tree_list, marks=TREE_MARKS, tree=its_details)),
 )

@@ -14,8 +14,12 @@ level order, each under its parent; the page draws the tree.
 
 import html
 
+from beyond import sequoia
+from beyond.traversal import traversal_generate
 from beyond.tree_sampling import tree_sample_generate
 from beyond.tree_without_replacement import tree_sample_wor_generate
+from roofline import check_costs, median
+from stats import Stats
 from tree import tree_generate
 from workbench.display import cut_short, decisive_digits
 from workbench.page.tokens import MARKS, chip, last_mark, probability, svg_label
@@ -353,8 +357,168 @@ def sampled_reasons(r, show):
 
 
 # ---------------------------------------------------------------------------
+# traversal: the same sampled tree, verified from the leaves to the root
+# ---------------------------------------------------------------------------
+
+def traversal_reason_line(d, show):
+    """A traversal round in one line: each node tested, leaves first, with its weight w and r, and where the last
+    token came from."""
+    said = []
+    for t in d.tests:
+        digits = decisive_digits((t["r"], t["w"]))
+        after = f" (after {t['deleted']} child subtree{'s' if t['deleted'] != 1 else ''} rejected)" if t["deleted"] else ""
+        said.append(f"node {t['node'] + 1} {show([t['token']])} w={t['w']:.{digits}g}{after} r={t['r']:.{digits}g} "
+                    f"{'passes' if t['passed'] else 'fails'}")
+    last = d.last
+    if last["from"] == "oracle":
+        return f"nothing drafted: {show([last['token']])} drawn from the oracle's q (prob {last['prob']:.2g})"
+    kept = f"kept {len(d.path)} draft{'s' if len(d.path) != 1 else ''}"
+    where = "the bonus, from the oracle's q" if last["from"] == "bonus" else \
+        ("the root's residual" if last["node"] == -1 else f"node {last['node'] + 1}'s residual")
+    tested = "from the leaves: " + ", ".join(said) + ("; " if said else "")
+    return f"{tested}{kept}: {show([last['token']])} drawn from {where} (prob {last['prob']:.2g})"
+
+
+def traversal_lines(r, show):
+    """A traversal round: the tree, each node under its parent with the draft's p, then every node tested, leaves
+    first, with its weight w and r (w < 1 after a rejected child: line 6's residual weight), and the last token."""
+    d = r.details  # a traversal.TraversalDetails
+    lines = [f"  tree     {len(r.drafted)} nodes drawn i.i.d. from the draft, numbered in level order from 1; * = kept"]
+
+    def walk(parent, depth):
+        for i, p in enumerate(d.parents):
+            if p == parent:
+                lines.append(f"  {'  ' * depth}{'*' if i in d.path else '-'} {show([r.drafted[i]])} p {d.probs[i]:.2g}"
+                             f"   = node {i + 1}")
+                walk(i, depth + 1)
+
+    walk(-1, 1)
+    for t in d.tests:
+        digits = decisive_digits((t["r"], t["w"]))
+        lines.append(f"  test     node {t['node'] + 1} {show([t['token']])}: r {t['r']:.{digits}g} "
+                     f"{'<' if t['passed'] else '>='} w {t['w']:.{digits}g} -> {'passes' if t['passed'] else 'fails'}")
+    return lines + [f"  kept     {r.accepted} node(s) + {show(r.new[-1:])}"]
+
+
+def traversal_reasons(r, show):
+    return [traversal_reason_line(r.details, show) + cut_short(r.details.n_draft, r.details.k, "level")]
+
+
+def traversal_table(run, r):
+    """The tree as a nested list (the kept path marked), then each node tested, leaves first: its w, r, verdict."""
+    d = r.details
+    rows = []
+    for t in d.tests:
+        after = f" (after {t['deleted']} rejected)" if t["deleted"] else ""
+        rows.append(f"<tr><td>node {t['node'] + 1}</td><td>{chip(run, t['token'], 'draft' if t['passed'] else '')}</td>"
+                    f"<td>{t['w']:.3g}</td><td>{t['r']:.3g}</td><td>{'passes' if t['passed'] else 'fails'}{after}</td></tr>")
+    table = ('<div class="scroll"><table class="steps"><tr><th>tested, from the leaves</th><th>token</th><th>w</th>'
+             f"<th>r</th><th>verdict (r &lt; w)</th></tr>{''.join(rows)}</table></div>") if rows else ""
+    return sampled_tree_list(run, r) + table
+
+
+def sampled_tree_list(run, r):
+    """A sampled tree as a nested list, the kept path marked (no oracle's choice: it sampled)."""
+    d = r.details
+    children = {i: [c for c, parent in enumerate(d.parents) if parent == i] for i in range(-1, len(d.parents))}
+
+    def item(i):
+        label = '<span class="root">the text so far</span>' if i == -1 else \
+            chip(run, r.drafted[i], "draft" if i in d.path else "") + f" (node {i + 1})"
+        below = "".join(item(c) for c in children[i])
+        return (f"<li>{label}" if i == -1 or i in d.path else f'<li class="unused">{label}') + (
+            f"<ul>{below}</ul>" if below else "") + "</li>"
+
+    return f'<ul class="tree">{item(-1)}</ul>'
+
+
+TRAVERSAL_HOW = ("Each round the draft samples a tree as tree-sps does (width children a node, i.i.d. from its p); the "
+                 "oracle computes q after the root and every node in one pass. Traversal verification (Weng et al. 2025) "
+                 "then walks the tree from the leaves to the root: a node's weight w is min(1, w of its parent times "
+                 "q/p) along its path, as block verification's along a line; a node passes its test when r < w, and "
+                 "a subtree that fails is deleted, its parent's weight and target becoming the residual's (w' = Z / (Z + "
+                 "1 \u2212 w)). The deepest path that passes is kept, then the last token is drawn from the target "
+                 "where the walk stopped. Lossless, and on a chain it is block verification. " + LETTERS)
+
+
+# ---------------------------------------------------------------------------
+# sequoia and sequoia-sps: the tree's shape chosen for this machine
+# ---------------------------------------------------------------------------
+
+CALIBRATION_TOKENS = 24  # tokens of a fixed tree run once per pair, whose rounds give the acceptance per child rank
+_shapes = {}  # (draft, oracle, sampling) -> (parents, acceptance, cost): Sequoia's shape, chosen once per pair
+
+
+def sequoia_shape_for(c, sampling):
+    """Sequoia's shape for this pair and this machine, chosen once per process: the acceptance per child rank from
+    a fixed tree's rounds on the prompt (tree or tree-sps-wor, CALIBRATION_TOKENS of them, not part of the run), the
+    oracle's T(n)/T(1) and the draft's pass over it (measured, taking turns), then beyond/sequoia.py's program."""
+    key = (id(c.draft), id(c.oracle), sampling)
+    if key not in _shapes:
+        calibration = Stats(trace=[])
+        run = tree_sample_wor_generate(c.draft, c.oracle, c.ids, CALIBRATION_TOKENS, n_draft=c.n_draft, width=2, rng=c.rng,
+                                       processor=c.settings.processor, stats=calibration) if sampling else \
+            tree_generate(c.draft, c.oracle, c.ids, CALIBRATION_TOKENS, n_draft=c.n_draft, stats=calibration)
+        for _ in run:
+            pass
+        acceptance = sequoia.acceptance_by_rank(calibration.trace, max_rank=4)[0]
+        oracle_costs, draft_costs = check_costs(c.oracle, range(1, 34), repeats=3), check_costs(c.draft, [1], repeats=3)
+        t1 = median(oracle_costs[1])
+        cost = [median(oracle_costs[n]) / t1 for n in range(1, 34)]
+        parents, _, _ = sequoia.sequoia_shape(acceptance, cost, max_depth=c.n_draft,
+                                              draft_cost=median(draft_costs[1]) / t1)
+        _shapes[key] = (parents, acceptance, cost)
+    return _shapes[key]
+
+
+def run_sequoia(c):
+    parents, _, _ = sequoia_shape_for(c, sampling=False)
+    if not parents:  # no tree beats the oracle alone here: Sequoia drafts nothing
+        return tree_generate(c.draft, c.oracle, c.ids, c.n_new, n_draft=c.n_draft, max_nodes=1, confidence=0.0,
+                             stats=c.stats)
+    return tree_generate(c.draft, c.oracle, c.ids, c.n_new, n_draft=sequoia.depth(parents), shape=parents, stats=c.stats)
+
+
+def run_sequoia_sps(c):
+    parents, _, _ = sequoia_shape_for(c, sampling=True)
+    shape = parents or [-1]
+    return tree_sample_wor_generate(c.draft, c.oracle, c.ids, c.n_new, n_draft=sequoia.depth(shape), shape=shape,
+                                    rng=c.rng, processor=c.settings.processor, stats=c.stats)
+
+
+def shape_line(d):
+    return f"Sequoia's shape for this machine: {len(d.parents)} node(s), depth {max(levels(d.parents), default=0)}"
+
+
+def sequoia_reasons(r, show):
+    """The shape in place of tree.py's branching rule, then the walk's outcome."""
+    return [shape_line(r.details)] + tree_kept_reason(r.details)
+
+
+def sequoia_sps_reasons(r, show):
+    return [shape_line(r.details)] + sampled_reasons(r, show)
+
+
+def levels(parents):
+    depth = {-1: 0}
+    for i, parent in enumerate(parents):
+        depth[i] = depth[parent] + 1
+    return list(depth.values())
+
+
+SEQUOIA_HOW = (" The tree's shape is Sequoia's (Chen et al. 2024): a dynamic program over the acceptance per child rank "
+               "(measured on a short run of the fixed tree) and the oracle's cost of checking n tokens on this machine "
+               "(T(n)/T(1), measured) chooses the tree that makes the most tokens per unit of time.")
+
+
+# ---------------------------------------------------------------------------
 # The methods
 # ---------------------------------------------------------------------------
+
+def run_traversal(c):
+    return traversal_generate(c.draft, c.oracle, c.ids, c.n_new, n_draft=c.n_draft, width=2, rng=c.rng,
+                              processor=c.settings.processor, stats=c.stats)
+
 
 def run_tree(c):
     return tree_generate(c.draft, c.oracle, c.ids, c.n_new, n_draft=c.n_draft, stats=c.stats)
@@ -395,4 +559,21 @@ register(
                            "draft updated after each rejection (Sequoia; beyond/tree_without_replacement.py); output ~ "
                            "the oracle's distribution", run_tree_sps_wor, n_draft=4, samples=True, needs_cache=True,
            shown=sampled_tree(WOR_HOW)),
+    Method("traversal", "speculative sampling over tree-sps's sampled trees, verified from the leaves to the root "
+                        "(traversal verification, Weng et al. 2025; beyond/traversal.py); output ~ the oracle's "
+                        "distribution", run_traversal, n_draft=4, samples=True, needs_cache=True,
+           shown=Shown(drafts=traversal_lines, reasons=traversal_reasons, how_to_read=TRAVERSAL_HOW,
+                       page_table=traversal_table, marks=SAMPLED_MARKS, sampled=always, tree=its_details)),
+    Method("sequoia", "greedy, a tree whose shape Sequoia's dynamic program chooses for this machine from the "
+                      "acceptance per child rank and the cost of a check (Chen et al. 2024; beyond/sequoia.py, tree.py)",
+           run_sequoia, n_draft=6, needs_cache=True,
+           shown=Shown(drafts=tree_lines, reasons=sequoia_reasons, how_to_read=TREE_HOW + SEQUOIA_HOW,
+                       page_table=tree_list, marks=TREE_MARKS, tree=its_details)),
+    Method("sequoia-sps", "tree-sps-wor over a tree of Sequoia's shape for this machine (Chen et al. 2024; "
+                          "beyond/sequoia.py); output ~ the oracle's distribution", run_sequoia_sps, n_draft=4,
+           samples=True, needs_cache=True,
+           shown=Shown(legend=SAMPLED_LEGEND, drafts=sampled_tree_lines,
+                       reasons=sequoia_sps_reasons,
+                       how_to_read=WOR_HOW + SEQUOIA_HOW, page_table=sampled_tree_figure, marks=SAMPLED_MARKS,
+                       sampled=always, tree=its_details)),
 )
