@@ -113,7 +113,10 @@ def header(run):
             f"<tr><th>models</th><td>{models}</td></tr>\n"
             f"<tr><th>method</th><td><b>{html.escape(run.method.name)}</b>{' (' + settings + ')' if settings else ''}</td></tr>\n"
             f"<tr><th>time</th><td>draft {stats.draft_time:.2f} s, oracle {stats.oracle_time:.2f} s, "
-            f"generation {run.elapsed:.2f} s</td></tr>\n</table>\n"
+            f"generation {run.elapsed:.2f} s</td></tr>\n"
+            f"<tr><th>kept by draft position</th><td>{html.escape(display.by_position(stats) or 'nothing drafted')} "
+            f"(the share of rounds that drafted a position and kept it; vLLM's acceptance per position)</td></tr>\n"
+            "</table>\n"
             '<div class="cards">' + "".join(f'<div class="card"><b>{big}</b>{what}<small>{note}</small></div>'
                                             for big, what, note in cards) + "</div>")
 
