@@ -137,6 +137,8 @@ class Method:
     options: tuple = ()           # its own settings (Option), besides the ones every method has
     shown: Shown = Shown()
     batched: Callable = None      # batched(call, batch_ids) -> a list of new ids per prompt (--prompts); None: one at a time
+    predict_tokens: Callable = None  # (a run's rounds) -> tokens a round should make by its paper's model (None:
+    #                                  Leviathan et al.'s, from alpha and the draft length; the suite shows both)
 
     def __post_init__(self):  # the defaults that follow from the other fields
         if self.exact is None:

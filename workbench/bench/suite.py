@@ -28,7 +28,11 @@ token's cost in oracle single-token passes (T_draft(1) / T_oracle(1), timed
 in this run; for drafts without a model, their own drafting time), the
 realised alpha_estimate and the mean draft length mean_k, and the
 speedup Leviathan et al.'s formula predicts from them, with checking assumed
-free and with T_oracle(mean_k + 1) / T_oracle(1) as measured.
+free and with T_oracle(mean_k + 1) / T_oracle(1) as measured; and the tokens a
+round made beside those its own paper's model predicts (registry.Method's
+predict_tokens: EAGLE-2's and DDTree's sum of confidences, Sequoia's F(T) for a
+tree from the run's acceptance per child rank; else Leviathan's from alpha).
+Each row's acceptance by draft position (vLLM's acceptance per position).
 For the draft of another vocabulary c is its own T_draft(1) over the oracle's, while
 alpha and mean_k count the oracle's candidates, the text its drafts made: the formula
 then prices one draft token per candidate, an approximation.
@@ -56,7 +60,7 @@ from stats import Stats
 from errors import printable
 from kvcache import KVCache
 from processors import Processor
-from speedup import predicted_speedup
+from speedup import expected_tokens_per_round, predicted_speedup
 from workbench.bench import measure
 from weights import files, reading
 from weights.demo_pair import ASSETS
@@ -69,7 +73,8 @@ COLUMNS = ["method", "kind", "speedup", "speedup_min", "speedup_max", "acceptanc
            "draft_passes", "oracle_passes", "repeats", "output"]
 REPEAT_N = 4  # a new token "repeats" when it ends a 4-gram that already occurred in the prompt or the output
 OUTPUTS = ("suite.csv", "suite_prediction.csv", "suite.md", "suite.json", "suite.html")
-PREDICTION_COLUMNS = ["method", "c", "alpha", "mean_k", "predicted_paper", "predicted_measured_check", "measured", "verdict"]
+PREDICTION_COLUMNS = ["method", "c", "alpha", "mean_k", "tokens_per_round", "predicted_tokens", "predicted_paper",
+                      "predicted_measured_check", "measured", "verdict"]
 
 
 def read_prompts(path):
@@ -164,7 +169,7 @@ def run_suite(draft, oracle, enc, prompts, n_new=64, temperature=1.0, rounds=ROU
                 for line in runs:
                     settings = Settings(method=line.method.name, max_new_tokens=n_new, seed=r,
                                                processor=Processor(temperature if line.method.samples else 0.0))
-                    s = Stats()
+                    s = Stats(trace=[] if line.method.predict_tokens else None)  # its model reads the rounds
                     start = time.perf_counter()
                     outputs[line.name, i, r] = list(runner.generator(settings, line.draft, oracle, ids[i], s,
                                                                      encs=line.encs))
@@ -262,9 +267,14 @@ def prediction_row(line, prompts, seconds, stats, t_oracle, rounds):
         sum(seconds[line.name, i, r] for i in range(len(prompts))) for r in range(rounds))
     paper = predicted_speedup(alpha, mean_k, c)
     with_check = predicted_speedup(alpha, mean_k, c, check_ratio=check)
+    n_rounds = sum(s.rounds for s in all_stats)
+    rounds_seen = [r for s in all_stats for r in (s.trace or [])]
+    predicted = method.predict_tokens(rounds_seen) if method.predict_tokens else expected_tokens_per_round(alpha, mean_k)
     return {"method": line.name, "c": round(c, 3), "alpha": round(alpha, 3), "mean_k": round(mean_k, 2),
-            "predicted_paper": round(paper, 2), "predicted_measured_check": round(with_check, 2),
-            "measured": round(measured, 2), "verdict": "faster" if measured >= 1 else "LOSES"}
+            "tokens_per_round": round(sum(s.n_generated for s in all_stats) / n_rounds, 2) if n_rounds else "",
+            "predicted_tokens": round(predicted, 2), "predicted_paper": round(paper, 2),
+            "predicted_measured_check": round(with_check, 2), "measured": round(measured, 2),
+            "verdict": "faster" if measured >= 1 else "LOSES"}
 
 
 def markdown(rows, predictions, facts, command):

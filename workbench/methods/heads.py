@@ -387,6 +387,14 @@ def ddtree_reasons(r, show):
             f"{cut_short(d.n_draft, d.k, 'level')}"]
 
 
+def confidence_tokens(rounds):
+    """EAGLE-2's and DDTree's own prediction: each node kept with about its path's confidence (the product of the
+    drafter's probabilities along it), so a round makes 1 + their sum (beyond/eagle2.py, beyond/ddtree.py)."""
+    trees = [r.details for r in rounds if r.details is not None]
+    chances = [getattr(d, "confidences", None) or getattr(d, "chances", None) or [] for d in trees]
+    return sum(1.0 + sum(c) for c in chances) / len(chances) if chances else 1.0
+
+
 def table_after_prompt(table):
     def shown(run, r):
         return table(run, r) if r.details is not None else ""
@@ -500,6 +508,7 @@ register(
     Method("eagle2", "greedy, EAGLE-2's dynamic draft tree on the EAGLE head: grown where the head is confident, "
                      "reranked, checked in one pass (Li et al. 2024, arXiv 2406.16858; beyond/eagle2.py); --n-draft is "
                      "its depth", run_eagle2, draft_model=False, n_draft=4, needs_cache=True, head="eagle",
+           predict_tokens=confidence_tokens,
            options=(TOTAL_TOKENS,), shown=Shown(drafts=eagle2_lines, reasons=eagle2_reasons,
                                                 how_to_read=GREEDY_HOW_TO_READ + EAGLE + EAGLE2_HOW,
                                                 page_table=table_after_prompt(tree_list), marks=TREE_MARKS,
@@ -507,13 +516,14 @@ register(
     Method("eagle2-sps", "speculative sampling over EAGLE-2's dynamic tree (beyond/eagle2.py): the drafts are the "
                          "head's top-k, checked without replacement with chance 1; output ~ the oracle's distribution",
            run_eagle2_sps, draft_model=False, n_draft=4, samples=True, needs_cache=True, head="eagle",
+           predict_tokens=confidence_tokens,
            options=(TOTAL_TOKENS,), shown=Shown(legend=SAMPLED_LEGEND, drafts=eagle2_sps_lines, reasons=eagle2_sps_reasons,
                                                 how_to_read=EAGLE2_SPS_HOW + EAGLE,
                                                 page_table=table_after_prompt(sampled_tree_figure), marks=SAMPLED_MARKS,
                                                 sampled=sampled, tree=medusa_tree)),
     Method("ddtree", "greedy, DDTree's best-first tree of the Medusa heads' marginals: the budget likeliest prefixes, "
                      "checked in one pass (arXiv 2604.12989; beyond/ddtree.py)", run_ddtree, draft_model=False,
-           n_draft=3, needs_cache=True, head="medusa", options=(BUDGET,),
+           n_draft=3, needs_cache=True, head="medusa", options=(BUDGET,), predict_tokens=confidence_tokens,
            shown=Shown(drafts=ddtree_lines, reasons=ddtree_reasons, how_to_read=DDTREE_HOW,
                        page_table=table_after_prompt(tree_list), marks=TREE_MARKS, tree=medusa_tree)),
 )

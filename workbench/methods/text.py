@@ -18,7 +18,7 @@ from beyond.recycling import recycling_generate
 from beyond.suffix import continuation, suffix_generate
 from ngram import STORAGES, NGramDrafter, ngram_generate, staged_generate
 from workbench.display import cut_short, line_lines
-from workbench.methods.trees import TREE_HOW, TREE_MARKS, tree_kept_reason, tree_lines, tree_list
+from workbench.methods.trees import TREE_HOW, TREE_MARKS, tree_kept_reason, tree_lines, tree_list, tree_tokens
 from workbench.page.figures import draft_length
 from workbench.page.report import GREEDY_HOW_TO_READ
 from workbench.page.tokens import chip, chips, last_mark, plural, svg_label
@@ -438,7 +438,7 @@ register(
                        how_to_read=LOOKAHEAD_HOW, page_table=lookahead_figure)),
     Method("recycling", "greedy, a tree template drafted from a table of the oracle's own past top-k successors, no "
                         "draft model (Token Recycling, Luo et al. 2024; beyond/recycling.py)", run_recycling,
-           draft_model=False, needs_cache=True,
+           draft_model=False, needs_cache=True, predict_tokens=tree_tokens,
            shown=Shown(drafts=recycling_lines, reasons=recycling_reasons, how_to_read=RECYCLING_HOW,
                        page_table=tree_list, marks=TREE_MARKS, tree=its_details)),
 )

@@ -538,6 +538,16 @@ def its_details(r):
     return r.details
 
 
+def tree_tokens(rounds):
+    """Sequoia's F(T) for each round's tree, from the acceptance per child rank measured over the same rounds: the
+    tokens a tree of that shape should make (beyond/sequoia.py), averaged over the rounds."""
+    trees = [r for r in rounds if getattr(r.details, "parents", None) is not None]
+    if not trees:
+        return 1.0
+    acceptance = sequoia.acceptance_by_rank(trees)[0]
+    return sum(sequoia.expected_tokens(r.details.parents, acceptance) for r in trees) / len(trees)
+
+
 def always(r):
     return True
 
@@ -551,14 +561,14 @@ GREEDY_TREE = Shown(drafts=tree_lines, reasons=tree_reasons, how_to_read=TREE_HO
                     tree=its_details)
 register(
     Method("tree", "greedy, tree-shaped drafts checked in one pass with a tree attention mask (tree.py)",
-           run_tree, n_draft=6, needs_cache=True, shown=GREEDY_TREE),
+           run_tree, n_draft=6, needs_cache=True, shown=GREEDY_TREE, predict_tokens=tree_tokens),
     Method("tree-sps", "speculative sampling over a tree of sampled drafts, SpecInfer's multi-round rejection "
                        "(beyond/tree_sampling.py); output ~ the oracle's distribution", run_tree_sps, n_draft=4,
            samples=True, needs_cache=True, shown=sampled_tree(IID_HOW)),
     Method("tree-sps-wor", "tree-sps with each node's children drawn without replacement (distinct siblings) and the "
                            "draft updated after each rejection (Sequoia; beyond/tree_without_replacement.py); output ~ "
                            "the oracle's distribution", run_tree_sps_wor, n_draft=4, samples=True, needs_cache=True,
-           shown=sampled_tree(WOR_HOW)),
+           shown=sampled_tree(WOR_HOW), predict_tokens=tree_tokens),
     Method("traversal", "speculative sampling over tree-sps's sampled trees, verified from the leaves to the root "
                         "(traversal verification, Weng et al. 2025; beyond/traversal.py); output ~ the oracle's "
                         "distribution", run_traversal, n_draft=4, samples=True, needs_cache=True,
@@ -566,12 +576,12 @@ register(
                        page_table=traversal_table, marks=SAMPLED_MARKS, sampled=always, tree=its_details)),
     Method("sequoia", "greedy, a tree whose shape Sequoia's dynamic program chooses for this machine from the "
                       "acceptance per child rank and the cost of a check (Chen et al. 2024; beyond/sequoia.py, tree.py)",
-           run_sequoia, n_draft=6, needs_cache=True,
+           run_sequoia, n_draft=6, needs_cache=True, predict_tokens=tree_tokens,
            shown=Shown(drafts=tree_lines, reasons=sequoia_reasons, how_to_read=TREE_HOW + SEQUOIA_HOW,
                        page_table=tree_list, marks=TREE_MARKS, tree=its_details)),
     Method("sequoia-sps", "tree-sps-wor over a tree of Sequoia's shape for this machine (Chen et al. 2024; "
                           "beyond/sequoia.py); output ~ the oracle's distribution", run_sequoia_sps, n_draft=4,
-           samples=True, needs_cache=True,
+           samples=True, needs_cache=True, predict_tokens=tree_tokens,
            shown=Shown(legend=SAMPLED_LEGEND, drafts=sampled_tree_lines,
                        reasons=sequoia_sps_reasons,
                        how_to_read=WOR_HOW + SEQUOIA_HOW, page_table=sampled_tree_figure, marks=SAMPLED_MARKS,
