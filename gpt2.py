@@ -6,15 +6,12 @@ Parameter names follow the Hugging Face checkpoint keys (wte, wpe,
 h.{i}.ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj, ln_f), so
 every array can be traced back to the file.
 
-This file is the model and nothing else: it imports NumPy (and contextlib
-and os). The KV cache (kvcache.py) is handed to forward by its caller, never
-imported here; from_pretrained imports weights/ when it is called, to read the
-files. `x @ w + b` below is NumPy's matrix product on the arrays the model was
-given. Reading a checkpoint is weights/checkpoint.py's job (from_pretrained
-hands over to it), and making the products fast is speed/accelerate.py's: it
-gives the same class its weights in a blocked layout, where `x @ w` runs a
-faster product for a few rows. Both give the same tokens; build the params
-yourself in NumPy (see nest) and this file runs them as they are.
+This file is the model and nothing else: it imports NumPy (and os). The KV
+cache (kvcache.py) is handed to forward by its caller, never imported here;
+from_pretrained imports weights/ when it is called, to read the files (reading
+a checkpoint is weights/checkpoint.py's job). `x @ w + b` below is NumPy's own
+matrix product; build the params yourself in NumPy (see nest) and this file
+runs them as they are. One sequence at a time: a batch of them is batch.py's.
 
 Sources: Radford et al. 2019, "Language Models are Unsupervised Multitask
 Learners"; OpenAI's gpt-2 model.py; jaymody/picoGPT for the style.
@@ -176,7 +173,7 @@ class GPT2:
         and downloaded there on first use. The weights are float32 arrays: an F32
         checkpoint's are read-only views of the memory-mapped file (not copied),
         an F16 or BF16 one's are widened copies in memory (the demo pair is F16).
-        NumPy's own `@` runs them; for the fast layout, see speed/accelerate.py.
+        NumPy's own `@` runs them.
         """
         from weights import checkpoint, models  # reading files is not the model's job: the weights package's
         model_dir = models.resolve_model_dir(name_or_path, models_dir)
