@@ -20,6 +20,7 @@ after which the plan's way is tried again.
 """
 
 import contextlib
+import json
 import os
 import statistics
 import sys
@@ -29,8 +30,10 @@ from dataclasses import dataclass, field
 import numpy as np
 from tqdm import tqdm
 
+from errors import printable
 from kvcache import KVCache
 from roofline import forward_run, turns
+from weights import derived, files, reading
 from workbench.speed import threads
 
 WAYS = ("numpy-1", "numpy", "fast")
@@ -184,6 +187,7 @@ def numpy_threads(n):
 # ---------------------------------------------------------------------------
 
 PLAN_FILE = "model.plan.json"
+PLAN_RECORD = "model.plan.record.json"  # its binding to the checkpoint and this machine, signed (weights/derived.py)
 PLAN_VERSION = 1  # the ways and their measuring: a plan of another version is made again
 
 
@@ -207,3 +211,45 @@ def machine_key():
     return {"version": PLAN_VERSION, "cpu": cpu or sys.platform, "vector": vector, "cores": threads.N_THREADS,
             "numpy": np.__version__, "blas": blas,
             "forced": {k: os.environ[k] for k in ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS") if k in os.environ}}
+
+
+def plan_paths(model_dir):
+    """(the plan, its signed record, the checkpoint it is bound to) of a model directory."""
+    return (os.path.join(model_dir, PLAN_FILE), os.path.join(model_dir, PLAN_RECORD),
+            os.path.join(model_dir, "model.safetensors"))
+
+
+def recipe():
+    """What a plan is made from besides its model: this machine, as machine_key says it (the record's recipe)."""
+    return "plan " + json.dumps(machine_key(), sort_keys=True)
+
+
+def read(model_dir):
+    """The plan beside a model, if it is bound, under the directory's key, to this model's checkpoint and to this
+    machine (weights/derived.py: trusted no more than the converted copy), else None: a plan edited, planted,
+    made elsewhere or for another checkpoint is made again."""
+    path, record, source = plan_paths(model_dir)
+    if not os.path.isfile(path) or derived.bound(record, path, source, recipe()) is not None:
+        return None
+    try:
+        return Plan.from_json(json.loads(reading.read_text(path, "plan")))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, reading.ReadError):
+        return None
+
+
+def write(model_dir, plan):
+    """Keep the plan beside the model and bind it (one write path, weights/files.py; derived.bind). Where it cannot
+    be kept (a read-only directory), one note line: the plan serves this run, and is made again next time."""
+    path, record, source = plan_paths(model_dir)
+    plan.key = machine_key()
+    try:
+        problem = files.why_not_ours_to_replace(path) or files.why_not_ours_to_replace(record) or \
+            derived.why_no_key(model_dir)
+        if problem:
+            raise files.WriteError(problem)
+        files.write_text(path, json.dumps(plan.to_json(), indent=1))
+        derived.bind(record, path, source, recipe())
+    except (OSError, files.WriteError, reading.ReadError) as e:
+        print(printable(f"note: the plan of how to run {os.path.basename(os.path.normpath(model_dir))} here is not "
+                        f"kept ({files.words_of(e) if isinstance(e, OSError) else e}): it is measured again next run",
+                        newlines=False), file=sys.stderr)
