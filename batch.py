@@ -28,11 +28,11 @@ paying; serving engines turn it off under load. `python bench.py batch` measures
 
 Each round of speculative_generate_batch, the steps of speculative.py for every row at once, and
 the line of this file where each starts (tests/test_batch.py checks them):
-  1. draft     (line 87): the draft model proposes k tokens for every row, one batched pass per token;
-  2. verify    (line 94): the oracle runs once over every row's [last token, d_1 .. d_k];
-  3. accept    (line 97): each row keeps its own agreeing prefix plus the oracle's next token;
-  4. roll back (line 103): each row of both caches is cut to that row's kept tokens;
-  5. leave     (line 107): rows with all their tokens leave the batch.
+  1. draft     (line 91): the draft model proposes k tokens for every row, one batched pass per token;
+  2. verify    (line 98): the oracle runs once over every row's [last token, d_1 .. d_k];
+  3. accept    (line 101): each row keeps its own agreeing prefix plus the oracle's next token;
+  4. roll back (line 107): each row of both caches is cut to that row's kept tokens;
+  5. leave     (line 111): rows with all their tokens leave the batch.
 """
 
 import time
@@ -62,6 +62,8 @@ def greedy_generate_batch(model, batch_ids, n_new, stats=None):
     prompt, each what speculative.greedy_generate(model, ids, n_new) gives."""
     stats = Stats() if stats is None else stats
     check_batch(batch_ids, n_new, model)
+    if n_new == 0:  # nothing to make: no prompt is run
+        return [[] for _ in batch_ids]
     tokens = [list(ids) for ids in batch_ids]
     cache = prompt_caches(model, batch_ids, stats, "oracle")
     for _ in range(n_new):
@@ -77,6 +79,8 @@ def speculative_generate_batch(draft, oracle, batch_ids, n_new, n_draft=4, stats
     what speculative.greedy_generate(oracle, ids, n_new) gives."""
     stats = Stats() if stats is None else stats
     check_batch(batch_ids, n_new, draft, oracle, n_draft=n_draft)
+    if n_new == 0:  # nothing to make: no prompt is run
+        return [[] for _ in batch_ids]
     tokens = [list(ids) for ids in batch_ids]
     ends = [len(ids) + n_new for ids in batch_ids]
     live = list(range(len(tokens)))  # the rows still decoding, in the caches' order
@@ -122,6 +126,8 @@ def speculative_sample_batch(draft, oracle, batch_ids, n_new, n_draft=4, rng=Non
     rng = np.random.default_rng() if rng is None else rng
     processor = as_processor(processor, **flags)
     check_batch(batch_ids, n_new, draft, oracle, n_draft=n_draft)
+    if n_new == 0:  # nothing to make: no prompt is run
+        return [[] for _ in batch_ids]
     tokens = [list(ids) for ids in batch_ids]
     ends = [len(ids) + n_new for ids in batch_ids]
     live = list(range(len(tokens)))
