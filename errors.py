@@ -60,3 +60,13 @@ def printable(text, newlines=True, invisible=False, mark=None):
         return pattern.sub(lambda match: escape(match.group()), text)
     return "".join(escape(c) if pattern.match(c) or (c != " " and unicodedata.category(c) in INVISIBLE) else c
                    for c in text)
+
+
+SHOWN_VALUE = 40  # the most characters of a value a message quotes back (a setting, a command's word)
+
+
+def quoted(value):
+    """A value someone set, quoted in a message as Python would write it, cut to SHOWN_VALUE characters: an
+    environment variable or a session's word of 100 kB is not echoed whole."""
+    text = str(value)
+    return repr(text[:SHOWN_VALUE]) + ("..." if len(text) > SHOWN_VALUE else "")

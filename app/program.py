@@ -98,6 +98,7 @@ def drop_stdout():
     except (OSError, ValueError):
         pass
     try:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        with open(os.devnull, "wb") as null:  # its descriptor closed once copied: nothing left open
+            os.dup2(null.fileno(), sys.stdout.fileno())
     except (OSError, ValueError, AttributeError):  # no real stdout (an embedding, a test's StringIO)
         pass

@@ -34,9 +34,10 @@ MODEL_FILES = ("config.json", "model.safetensors")  # each role's, in assets/lea
 TOKENIZER_FILES = ("vocab.json", "merges.txt")       # shared, in assets/learned-pair/, copied into each model directory
 OWN_TOKENIZER = {"demo-draft-4k"}                    # ... but these models' own, in assets/learned-pair/ROLE/
 # The oracle's heads (weights/heads.HEADS) are in assets/learned-pair/heads/KIND/, copied to demo-oracle/heads/KIND/.
-# What the project writes in a demo model's directory: its files and speed/accelerate.py's converted copy;
+# What the project writes in a demo model's directory: its files and speed/accelerate.py's converted copy, its record
+# and the key that signs it (weights/derived.py);
 # in demo-oracle, the heads/ directory and one directory a head in it, each holding MODEL_FILES.
-OWN_FILES = {*MODEL_FILES, *TOKENIZER_FILES, "model.blocked.safetensors", "model.blocked.json"}
+OWN_FILES = {*MODEL_FILES, *TOKENIZER_FILES, "model.blocked.safetensors", "model.blocked.json", "derived.key"}
 
 
 def shipped_sums():
