@@ -66,8 +66,9 @@ def parse_args(argv):
                                                  "to stdout, statistics to stderr.", 100))
     parser.add_argument("prompt", nargs="?", default="", help='the text to continue (default "": start from <|endoftext|>)')
     parser.add_argument("--prompts", metavar="FILE", default=None,
-                        help="a file of prompts, one a line, decoded together as one batch (batch.py); the "
-                             "continuations are printed in the file's order. Methods: " + ", ".join(BATCH_METHODS))
+                        help=f"a file of prompts ({runner.PROMPT_ESCAPES}), decoded together as one batch "
+                             "(batch.py); the continuations are printed in the file's order, each after a line naming "
+                             "it, indented. Methods: " + ", ".join(BATCH_METHODS))
     parser.add_argument("--draft", default="gpt2", help="draft model: a name or a checkpoint directory, as below (default: gpt2)")
     parser.add_argument("--oracle", default="gpt2-large",
                         help="oracle model: a name or a checkpoint directory, as below (default: gpt2-large)")

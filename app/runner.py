@@ -15,6 +15,7 @@ View asks for: the trace, the statistics line, the oracle alone beside it
 import argparse
 import filecmp
 import os
+import re
 import sys
 import time
 import weakref
@@ -25,7 +26,7 @@ import numpy as np
 from app import display, methods
 from app.program import UsageError
 from decoding import GenerationError, Stats, check_room
-from errors import UserError, printable
+from errors import UserError, printable, quoted
 from gpt2 import GPT2
 from processors import Processor
 from weights import reading
@@ -71,7 +72,7 @@ def parse_setting(field, text, name=None):
         value = None
     inside = value is not None and low <= value <= high and (field != "top_p" or value > 0)
     if not inside:
-        raise UsageError(f"{name or field} must be {bounds(field)}, not {str(text)[:40]!r}")
+        raise UsageError(f"{name or field} must be {bounds(field)}, not {quoted(text)}")
     return value
 
 
@@ -210,13 +211,19 @@ def prompt_ids(enc, prompt):
     return encode(enc, prompt) if prompt else [endoftext_id(enc)]
 
 
+PROMPT_ESCAPES = "one prompt a line; in a line, \\n is a newline and \\\\ a backslash (C:\\\\new for C:\\new)"
+
+
 def read_prompt_lines(path):
-    """The prompts of a file, one a line (speculative.py --prompts, bench.py ablation --prompts): a line may
-    write a newline as \\n; a final newline ends the last line; an empty file or an empty line is one line of error."""
+    """The prompts of a file, one a line (speculative.py --prompts, bench.py ablation --prompts), as PROMPT_ESCAPES
+    says: a line writes a newline as \\n and a backslash as \\\\ (any other backslash is itself); a final newline
+    ends the last line, and a UTF-8 byte-order mark at the start is not part of the first; an empty file or an
+    empty line is one line of error."""
     try:
         text = reading.read_text(path, "prompts")  # bounded, a regular file only: not /dev/zero, not a FIFO
     except UnicodeDecodeError as e:
         raise UserError(f"{printable(path)}: not UTF-8 text (byte {e.start}); save it as UTF-8") from None
+    text = text.removeprefix("\ufeff")  # the byte-order mark some editors write first (Notepad's "UTF-8 with BOM")
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")  # as open() reads lines: universal newlines
     if lines and lines[-1] == "":
         lines.pop()  # the newline that ends the last line
@@ -225,7 +232,12 @@ def read_prompt_lines(path):
     for number, line in enumerate(lines, 1):
         if not line.strip():
             raise UserError(f"{printable(path)}: line {number} is empty (one prompt a line)")
-    return [line.replace("\\n", "\n") for line in lines]
+    return [unescaped(line) for line in lines]
+
+
+def unescaped(line):
+    """A prompts file's line as the prompt it writes: \\n a newline, \\\\ one backslash, left to right."""
+    return re.sub(r"\\([\\n])", lambda m: "\n" if m.group(1) == "n" else "\\", line)
 
 
 @dataclass
@@ -323,7 +335,9 @@ class Recompute:
     def __init__(self, model):
         self.model = model
         self.name, self.vocab_size, self.n_positions = model.name, model.vocab_size, model.n_positions
-        self.ids = weakref.WeakKeyDictionary()  # {a KVCache handed to forward: the token ids it has been fed}
+        # {id of a KVCache handed to forward: (a weak reference to it, the token ids it has been fed)}. No
+        # WeakKeyDictionary: its callback is Python, run as a cache is freed, where a Ctrl-C would be lost.
+        self.ids = {}
 
     def forward(self, ids, kvcache=None, positions=None, mask=None, n_logits=None):
         if kvcache is None:
@@ -331,9 +345,11 @@ class Recompute:
         if positions is not None or mask is not None:
             raise GenerationError("without the KV cache only plain left-to-right decoding runs")
         ids = list(np.asarray(ids).reshape(-1))
-        prefix = self.ids.get(kvcache, [])[:kvcache.n_tokens()]  # truncate() shortened it: so is the prefix
+        self.ids = {key: (ref, fed) for key, (ref, fed) in self.ids.items() if ref() is not None}  # caches gone
+        ref, fed = self.ids.get(id(kvcache), (None, []))
+        prefix = fed[:kvcache.n_tokens()] if ref is not None and ref() is kvcache else []  # truncate() shortened it
         logits = self.model.forward(prefix + ids, n_logits=n_logits or len(ids))  # all of it, again
-        self.ids[kvcache] = prefix + ids
+        self.ids[id(kvcache)] = (weakref.ref(kvcache), prefix + ids)
         kvcache.commit(len(ids))
         return logits
 
@@ -370,6 +386,8 @@ def run(settings, loaded, prompt, view, rng=None, drafter=None):
     method = methods.get(settings.method)
     stats = Stats(trace=[] if (view.trace or view.html) and method.verifies else None)
     tokens = generator(settings, loaded.draft, loaded.oracle, loaded.ids, stats, rng, drafter, loaded.encs)  # its checks: before any output
+    if view.compare:
+        same_as_checkpoint(loaded.oracle)  # the oracle timed alone is what --plain would load: proven before any output
     token_bytes = loaded.enc.decode_single_token_bytes
     if view.color and method.verifies:
         print(f"{display.GREEN}green{display.RESET}: proposed by the draft and accepted; plain: chosen by the oracle",
@@ -404,6 +422,14 @@ def run(settings, loaded, prompt, view, rng=None, drafter=None):
     return Result(generated, stats, elapsed)
 
 
+def same_as_checkpoint(model):
+    """--compare's oracle is its checkpoint's, every value (speed/accelerate.py's same_as_checkpoint): its fast copy,
+    bound to the checkpoint by a signed record, is checked against it in full once. A plain model is the checkpoint."""
+    if type(model) is not GPT2:
+        from speed.accelerate import same_as_checkpoint as check  # imported here: a --plain run imports nothing of speed/
+        check(model)
+
+
 def describe_settings(settings):
     """The settings a page shows for a method."""
     shown = {"n_draft": settings.n_draft_used}
@@ -420,18 +446,21 @@ def describe_models(loaded):
 
 
 def compare(settings, loaded, generated, elapsed):
-    """Run the oracle alone (its greedy or sampling baseline) on the same prompt; the line that reports it.
+    """Run the oracle alone (its greedy or sampling baseline) on the same prompt; the line that reports it,
+    naming the baseline it ran.
 
-    A sampling method at temperature 0 is greedy decoding (SpS's acceptance test becomes "is the
-    draft the argmax?"), so there it is compared with greedy decoding and must equal it."""
+    A method that samples is compared with the oracle sampling with the same processor and seed (the draft
+    alone at temperature 0.7 too), and at temperature 0 with greedy decoding, which it then is (SpS's
+    acceptance test becomes "is the draft the argmax?"): a verifying one must then equal it."""
     method = methods.get(settings.method)
     greedy_sampler = method.samples and settings.processor.temperature == 0
-    baseline = "greedy" if greedy_sampler else method.baseline
+    baseline = ("greedy" if greedy_sampler else "sample") if method.samples else method.baseline
     start = time.perf_counter()
     alone = list(generator(Settings(**{**vars(settings), "method": baseline}), None, loaded.oracle, loaded.oracle_ids,
                            Stats()))
     alone_time = time.perf_counter() - start
-    line = (f"oracle alone ({baseline}): {len(alone)} tokens in {alone_time:.2f} s, "
+    ran = "greedy" if baseline == "greedy" else f"{baseline}: {settings.processor}, seed {settings.seed}"
+    line = (f"oracle alone ({ran}): {len(alone)} tokens in {alone_time:.2f} s, "
             f"{len(alone) / max(alone_time, 1e-9):.1f} tokens/s; speedup {alone_time / max(elapsed, 1e-9):.2f}x")
     if method.exact or (greedy_sampler and method.verifies):
         line += "; identical output" if alone == generated else "; OUTPUT DIFFERS (see README: near-ties)"

@@ -15,7 +15,7 @@ import numpy as np
 
 from app import ablation, display, methods, program, runner, tables
 from app.program import UsageError
-from errors import UserError, printable
+from errors import UserError, printable, quoted
 from ngram import STORAGES, NGramDrafter
 from processors import PROCESSORS, Processor, parse_processor
 from weights import files
@@ -83,6 +83,9 @@ class Session:
 
     def command(self, line):
         name, *values = line[1:].split() or [""]
+        if name in WHOLE_VALUE:  # a file or directory name: the rest of the line, spaces and all
+            rest = line[1:].split(None, 1)[1:]
+            values = [rest[0].strip()] if rest else []
         if name in ("quit", "exit"):
             return False
         if name not in self.commands:
@@ -186,7 +189,7 @@ class Session:
 
     def set_method(self, name):
         if name not in methods.METHODS and name != "target":
-            raise UsageError(f"unknown method {name!r}; the methods are: {', '.join([*methods.METHODS, 'target'])}")
+            raise UsageError(f"unknown method {quoted(name)}; the methods are: {', '.join([*methods.METHODS, 'target'])}")
         try:
             self.check_sampling(name, self.settings.processor)
         except UsageError as e:
@@ -341,8 +344,10 @@ def command_table(s):
                         "/speculative", "/speculative"),
         "target": (lambda: s.set_method("target"), "the oracle alone (greedy or sampling, by the processor)", "/target", "/target"),
         "draft_alone": (lambda: s.set_method("draft-alone"), "the draft model alone", "/draft_alone", "/drafter"),
-        "draft": (lambda name: s.set_model("draft", name), "the draft model: a name or a directory", "/draft NAME_OR_DIR", ""),
-        "oracle": (lambda name: s.set_model("oracle", name), "the oracle: a name or a directory", "/oracle NAME_OR_DIR", ""),
+        "draft": (lambda name: s.set_model("draft", name), "the draft model: a name or a directory (the rest of the line)",
+                  "/draft NAME_OR_DIR", ""),
+        "oracle": (lambda name: s.set_model("oracle", name), "the oracle: a name or a directory (the rest of the line)",
+                   "/oracle NAME_OR_DIR", ""),
         "length": number("max_new_tokens", "tokens to generate (fewer than the models' context window)", "/length N",
                          "/length"),
         "n_draft": number("n_draft", "draft length (tree: depth; threshold: the most)", "/n_draft N", "/gamma"),
@@ -371,7 +376,8 @@ def command_table(s):
                                "has)", "/draft_layers N", ""),
         "trace": (lambda v=None: s.set_flag("trace", v), "print every round", "/trace [on|off]", "/debug"),
         "debug": (lambda v=None: s.set_flag("trace", v), "seed 003's name for /trace", "/debug [on|off]", "/debug"),
-        "html": (s.set_html, "write each generation's page to FILE", "/html FILE|off", ""),
+        "html": (s.set_html, "write each generation's page to FILE, the rest of the line (a file named off: ./off)",
+                 "/html FILE|off", ""),
         "cache": (lambda v=None: s.set_flag("cache", v), "the KV cache; off: every step recomputes the prefix",
                   "/cache [on|off]", "/cache"),
         "compare": (lambda v=None: s.set_flag("compare", v), "also run the oracle alone, report the speedup",
@@ -380,12 +386,14 @@ def command_table(s):
                   "@, nothing of speed/ (the same tokens, slower; for a debugger)", "/plain [on|off]", ""),
         "second_core": (s.set_second_core, "a small model's checks of several tokens half on a helper process: faster on "
                         "a quiet machine, slower beside other work (speed/second_core.py)", "/second_core [on|off]", ""),
-        "ablation": (s.run_ablations, "run the ablation set on the last prompt, write a CSV", "/ablation [FILE.csv]",
+        "ablation": (s.run_ablations, "run the ablation set on the last prompt, write a CSV (the rest of the line)",
+                     "/ablation [FILE.csv]",
                      "scripts/run_ablation.ps1"),
     }
 
 
 SHOWN_AS = {"max_new_tokens": "length", "ema": "egag_ema", "n_beams": "beams"}
+WHOLE_VALUE = {"html", "ablation", "draft", "oracle"}  # commands whose value is the rest of the line: a path may hold spaces
 COMPLETIONS = {"method": list(methods.METHODS) + ["target"], "processor": list(PROCESSORS), "set_ngramstorage": list(STORAGES),
                **{name: ["on", "off"] for name in ("egag", "ngram", "reset_in_between", "trace", "debug", "cache", "compare",
                                                    "plain", "second_core")},
@@ -397,7 +405,7 @@ def flag(value, default):
     if value is None:
         return default
     if value.lower() not in ON_OFF:
-        raise UsageError(f"expected on or off, got {value!r}")
+        raise UsageError(f"expected on or off, got {quoted(value)}")
     return ON_OFF[value.lower()]
 
 
