@@ -108,7 +108,8 @@ def parse_args(argv):
                         help="a session: type prompts, change settings with /commands (/help lists them)")
     parser.add_argument("--plain", action="store_true",
                         help="the models exactly as gpt2.GPT2.from_pretrained gives them, NumPy's own @, nothing of "
-                             "speed/ run: the same tokens, slower verification; for stepping through the code in a "
+                             "speed/ run: logits within about 1e-5 of the fast path's (the same greedy text but at a near-tie; a "
+                             "seeded sample may differ), slower verification; for stepping through the code in a "
                              "debugger (READING.md, 'Stepping through the code')")
     parser.add_argument("--second-core", action="store_true",
                         help="a small model's checks of several tokens run half on a helper process (speed/second_core.py): "

@@ -134,7 +134,7 @@ def shape(model):  # "8 layers of width 288", "1 layer of width 128"
 
 def load_model(name_or_path, models_dir=None, log=sys.stderr, plain=False):
     """(model, its directory): the fast model (speed/accelerate.py), or with plain=True the model exactly
-    as gpt2.GPT2.from_pretrained gives it, NumPy's own `@` (--plain: the same tokens, slower, and a
+    as gpt2.GPT2.from_pretrained gives it, NumPy's own `@` (--plain: logits within about 1e-5, slower, and a
     debugger's steps stay in the project's files and NumPy). A first forward pages the mapped weights
     in, so that later timings measure decoding."""
     model_dir = resolve_model_dir(name_or_path, models_dir)

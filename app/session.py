@@ -286,7 +286,7 @@ class Session:
             self.say("cache off: every forward recomputes the whole prefix (tree and beam need the cache)")
         elif name == "plain":
             self.say(f"plain {on_off(new)}: " + ("the models as gpt2.GPT2.from_pretrained gives them, NumPy's own @ "
-                                                 "(the same tokens, slower)" if new else "the fast models (speed/)"))
+                                                 "(logits within about 1e-5 of the fast ones, slower)" if new else "the fast models (speed/)"))
         else:
             self.say(f"{name} {on_off(new)}")
 
@@ -383,7 +383,7 @@ def command_table(s):
         "compare": (lambda v=None: s.set_flag("compare", v), "also run the oracle alone, report the speedup",
                     "/compare [on|off]", ""),
         "plain": (lambda v=None: s.set_flag("plain", v), "the models as gpt2.GPT2.from_pretrained gives them, NumPy's own "
-                  "@, nothing of speed/ (the same tokens, slower; for a debugger)", "/plain [on|off]", ""),
+                  "@, nothing of speed/ (logits within about 1e-5 of the fast ones, slower; for a debugger)", "/plain [on|off]", ""),
         "second_core": (s.set_second_core, "a small model's checks of several tokens half on a helper process: faster on "
                         "a quiet machine, slower beside other work (speed/second_core.py)", "/second_core [on|off]", ""),
         "ablation": (s.run_ablations, "run the ablation set on the last prompt, write a CSV (the rest of the line)",
