@@ -13,8 +13,7 @@ files. `x @ w + b` below is NumPy's matrix product on the arrays the model was
 given. Reading a checkpoint is weights/checkpoint.py's job (from_pretrained
 hands over to it), and making the products fast is speed/accelerate.py's: it
 gives the same class its weights in a blocked layout, where `x @ w` runs a
-faster product for a few rows. Both compute the same logits to about 1e-5 (sums in
-another order); build the params
+faster product for a few rows (the same logits to about 1e-5); build the params
 yourself in NumPy (see nest) and this file runs them as they are.
 
 Sources: Radford et al. 2019, "Language Models are Unsupervised Multitask
