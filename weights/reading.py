@@ -10,7 +10,7 @@ the limit is read, so a file that grows meanwhile is refused too.
 
 Every descriptor the project opens has one owner from the moment it exists:
 a file object, made by open() with an opener for the flags open() has no
-mode letter for (open_owned). Nothing closes a descriptor by hand, so a Ctrl-C
+mode letter for (open_owned). No file's descriptor is closed by hand, so a Ctrl-C
 at any moment is a KeyboardInterrupt and closes it once, never a second close
 (an OSError "Bad file descriptor", or another thread's file closed instead).
 
