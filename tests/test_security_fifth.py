@@ -234,6 +234,7 @@ INTERRUPTS = textwrap.dedent("""
     counts, armed, stop = collections.Counter(), [False], [False]
     def on_sigint(signum, frame):
         if armed[0]:
+            armed[0] = False  # one interrupt per operation: the counting after it is never cut
             raise KeyboardInterrupt
     signal.signal(signal.SIGINT, on_sigint)
     def killer():
@@ -398,6 +399,7 @@ TEARDOWN = textwrap.dedent("""
     counts, armed, ignored = collections.Counter(), [False], []
     def on_timer(signum, frame):
         if armed[0]:
+            armed[0] = False  # one interrupt per round: the counting after it is never cut
             raise KeyboardInterrupt
     signal.signal(signal.SIGALRM, on_timer)
     sys.unraisablehook = ignored.append  # C: no Python code of its own to interrupt
@@ -424,7 +426,7 @@ def test_6_interrupts_while_models_are_freed_are_raised_never_lost(tiny_dirs):
     r = subprocess.run([sys.executable, "-c", TEARDOWN, tiny_dirs["oracle"], "300"], capture_output=True, text=True,
                        timeout=600)
     counts = json.loads(r.stdout)
-    assert counts["interrupted"] == 300 and counts["exceptions ignored"] == 0 and r.stderr == "", (counts, r.stderr)
+    assert counts.get("interrupted") == 300 and counts["exceptions ignored"] == 0 and r.stderr == "", (counts, r.stderr)
 
 
 @pytest.mark.slow
