@@ -62,6 +62,8 @@ def greedy_generate_batch(model, batch_ids, n_new, stats=None, budget=None):
     prompt, each what speculative.greedy_generate(model, ids, n_new) gives."""
     stats = Stats() if stats is None else stats
     check_batch(batch_ids, n_new, model, budget=budget)
+    if n_new == 0:  # nothing to make: no prompt is run
+        return [[] for _ in batch_ids]
     tokens = [list(ids) for ids in batch_ids]
     cache = prompt_caches(model, batch_ids, stats, "oracle")
     for _ in range(n_new):
@@ -77,6 +79,8 @@ def speculative_generate_batch(draft, oracle, batch_ids, n_new, n_draft=4, stats
     what speculative.greedy_generate(oracle, ids, n_new) gives."""
     stats = Stats() if stats is None else stats
     check_batch(batch_ids, n_new, draft, oracle, budget=budget, n_draft=n_draft)
+    if n_new == 0:  # nothing to make: no prompt is run
+        return [[] for _ in batch_ids]
     tokens = [list(ids) for ids in batch_ids]
     ends = [len(ids) + n_new for ids in batch_ids]
     live = list(range(len(tokens)))  # the rows still decoding, in the caches' order
@@ -121,6 +125,8 @@ def speculative_sample_batch(draft, oracle, batch_ids, n_new, n_draft=4, rng=Non
     rng = np.random.default_rng() if rng is None else rng
     processor = as_processor(processor, **flags)
     check_batch(batch_ids, n_new, draft, oracle, budget=budget, n_draft=n_draft)
+    if n_new == 0:  # nothing to make: no prompt is run
+        return [[] for _ in batch_ids]
     tokens = [list(ids) for ids in batch_ids]
     ends = [len(ids) + n_new for ids in batch_ids]
     live = list(range(len(tokens)))

@@ -68,6 +68,16 @@ def printable(text, newlines=True, invisible=False, mark=None):
                    for c in text)
 
 
+SHOWN_VALUE = 40  # the most characters of a value a message quotes back (a setting, a command's word)
+
+
+def quoted(value):
+    """A value someone set, quoted in a message as Python would write it, cut to SHOWN_VALUE characters: an
+    environment variable or a session's word of 100 kB is not echoed whole."""
+    text = str(value)
+    return repr(text[:SHOWN_VALUE]) + ("..." if len(text) > SHOWN_VALUE else "")
+
+
 # ---------------------------------------------------------------------------
 # How a program ends: one line on stderr and an exit status
 # ---------------------------------------------------------------------------
@@ -155,6 +165,7 @@ def drop_stdout():
     except (OSError, ValueError):
         pass
     try:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        with open(os.devnull, "wb") as null:  # its descriptor closed once copied: nothing left open
+            os.dup2(null.fileno(), sys.stdout.fileno())
     except (OSError, ValueError, AttributeError):  # no real stdout (an embedding, a test's StringIO)
         pass

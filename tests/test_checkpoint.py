@@ -98,12 +98,12 @@ POINTS = ("checked",   # its first look found no sound copy; next: the lock (con
           "temp",      # the copy's temporary file made, empty
           "half",      # half of the tensors written to it
           "written",   # all written and flushed, not yet renamed into place
-          "renamed",   # renamed into place, not yet recorded (model.blocked.json)
+          "renamed",   # renamed into place, not yet recorded (model.blocked.json, weights/derived.py)
           "recorded")  # recorded: the copy is sound
 ZYGOTE = r"""
 import hashlib, os, signal, sys
 from workbench.speed import accelerate
-from weights import files
+from weights import derived, files
 signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the children
 stop = {"point": None, "mode": None}
 
@@ -126,7 +126,7 @@ def after(name, f):
 
 accelerate.converting_alone = before("checked", accelerate.converting_alone)
 accelerate.convert = before("convert", accelerate.convert)
-accelerate.write_record = after("recorded", accelerate.write_record)
+derived.bind = after("recorded", derived.bind)
 temp_file = files.temp_file
 files.temp_file = lambda path, *a: (temp_file(path, *a), point("temp") if path.endswith(accelerate.BLOCKED_FILE) else 0)[0]
 layouts, to_memory_layout = [], accelerate.to_memory_layout

@@ -31,6 +31,7 @@ import math
 import mmap
 import os
 import re
+import secrets
 
 import numpy as np
 from tqdm import tqdm
@@ -48,7 +49,10 @@ MAX_DIMS = 32  # NumPy 1's limit
 # Tensors a checkpoint may hold beyond GPT-2's weights: the attention-mask
 # buffers of old checkpoints, and the LM head, which must be wte (check_tied).
 HARMLESS_EXTRAS = re.compile(r"h\.\d+\.attn\.(masked_)?bias|lm_head\.weight")
-SAMPLES = 4  # values per tensor compared by a sampled check (check_tied, speed/accelerate.py's copy)
+SAMPLES, RUN = 64, 16  # values per tensor compared by a sampled check (check_tied, speed/accelerate.py's copy), in runs
+# The places a sampled check looks at, drawn afresh by each process: a file edited where one run does not look is
+# seen by another, and no edit can be placed where no run will ever look.
+PLACES = np.random.default_rng(secrets.randbits(128))
 WRITTEN_DTYPES = {"F32": np.float32, "F16": np.float16}  # what save_safetensors writes
 
 
@@ -263,7 +267,7 @@ def to_float32(a, dtype_name):
 
 
 def map_file(f, sampled=False):  # an open file -> read-only uint8 array over its pages
-    pages = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    pages = reading.map_read_only(f, f.name)  # a file cut short while mapped: one line, not a bus error
     # Weights streamed at every token: 2 MB pages, one TLB entry per 2 MB (Linux).
     # A file of which only a few values are read: no read-ahead, which around each
     # of them would read megabytes.
@@ -292,14 +296,21 @@ def load_safetensors(path):
     return {name: tensor_view(path, name, data, entry) for name, entry in tensors.items()}
 
 
-def sampled_values(m):  # -> a few values spread over m (an array, or anything indexed like one), its first and last included
+def sampled_values(m):  # -> SAMPLES values spread over m (an array, or anything indexed like one), and its first and last
     return np.asarray(m[sample_positions(m.shape)])
 
 
 @functools.lru_cache(maxsize=None)
-def sample_positions(shape):  # SAMPLES indices spread evenly over an array of this shape, in row-major order
+def sample_positions(shape):
+    """Indices of an array of this shape, in row-major order: its first and last values, and SAMPLES more in runs of
+    RUN consecutive values (a page of the file or two, read at once) at places drawn by this process (PLACES). The
+    same for every array of a shape within a process, so that a tensor and its copy are compared place for place."""
     size = math.prod(shape)
-    flat = np.unique(np.linspace(0, size - 1, SAMPLES).round().astype(np.int64)) if size else np.zeros(0, np.int64)
+    if size <= SAMPLES + 2:
+        flat = np.arange(size, dtype=np.int64)
+    else:
+        starts = PLACES.integers(0, size - RUN + 1, SAMPLES // RUN)
+        flat = np.unique(np.concatenate([[0, size - 1], (starts[:, None] + np.arange(RUN)).reshape(-1)]))
     return np.unravel_index(flat, shape)
 
 

@@ -337,53 +337,57 @@ CONTENT = {"config.json": ("GPT-2's config.json", check_config), "vocab.json": (
 def one_downloader(dest):
     """Hold dest.lock for the body: a second download of dest (process or thread) waits here for the first."""
     path = dest + ".lock"
-    fd = try_lock(path)
-    if fd is None:
+    lock = try_lock(path)
+    if lock is None:
         stale = f"; if none is running, delete {path}" if fcntl is None and msvcrt is None else ""
         print(printable(f"waiting for another download of {dest} to finish ({path} is held){stale}"), file=sys.stderr)
-        while (fd := try_lock(path)) is None:
+        while (lock := try_lock(path)) is None:
             time.sleep(LOCK_POLL)
     try:
         yield
     finally:
-        unlock(fd, path)
+        unlock(lock, path)
 
 
 def try_lock(path):
-    """A file descriptor holding the lock at path, or None while another downloader holds it.
-    A link or anything but a regular file at path is never opened through: DownloadError."""
+    """The open lock file at path, holding its lock, or None while another downloader holds it. The file
+    object owns its descriptor (reading.open_owned). A link or anything but a regular file at path is never
+    opened through: DownloadError."""
     if os.path.lexists(path) and not stat.S_ISREG(os.lstat(path).st_mode):
         raise DownloadError(f"{path} is {files.kind_of(os.lstat(path).st_mode)}, not a lock file: remove it, "
                             "then run the same command again")
     if fcntl is None and msvcrt is None:  # no OS lock here: creating the file is taking the lock
         try:
-            return os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | files.NOFOLLOW)
+            return reading.open_owned(path, "xb", files.NOFOLLOW, buffering=0)
         except FileExistsError:
             return None
     while True:
-        fd = os.open(path, os.O_CREAT | os.O_RDWR | files.NOFOLLOW)
-        if not stat.S_ISREG(os.fstat(fd).st_mode):  # planted between the look and the open
-            os.close(fd)
-            raise DownloadError(f"{path} is not a lock file: remove it, then run the same command again")
+        lock = reading.open_owned(path, "r+b", os.O_CREAT | files.NOFOLLOW, buffering=0)
         try:
-            if fcntl is not None:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            else:
-                msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-        except OSError:  # held by another downloader
-            os.close(fd)
-            return None
-        with contextlib.suppress(FileNotFoundError):
-            if os.stat(path).st_ino == os.fstat(fd).st_ino:
-                return fd
-        os.close(fd)  # the holder removed path as we opened it: what we locked guards nothing, try again
+            if not stat.S_ISREG(os.fstat(lock.fileno()).st_mode):  # planted between the look and the open
+                raise DownloadError(f"{path} is not a lock file: remove it, then run the same command again")
+            try:
+                if fcntl is not None:
+                    fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                else:
+                    msvcrt.locking(lock.fileno(), msvcrt.LK_NBLCK, 1)
+            except OSError:  # held by another downloader
+                lock.close()
+                return None
+            with contextlib.suppress(FileNotFoundError):
+                if os.stat(path).st_ino == os.fstat(lock.fileno()).st_ino:
+                    return lock
+        except BaseException:
+            lock.close()
+            raise
+        lock.close()  # the holder removed path as we opened it: what we locked guards nothing, try again
 
 
-def unlock(fd, path):
+def unlock(lock, path):
     # Removed while still held, so that whoever locks the old file next sees it is gone (try_lock).
     with contextlib.suppress(OSError):  # on Windows another waiter may have it open: it stays, harmless
         os.remove(path)
-    if fcntl is None and msvcrt is not None:
-        os.lseek(fd, 0, os.SEEK_SET)
-        msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
-    os.close(fd)  # releases an flock
+    with lock:  # closing it releases an flock
+        if fcntl is None and msvcrt is not None:
+            lock.seek(0)
+            msvcrt.locking(lock.fileno(), msvcrt.LK_UNLCK, 1)

@@ -48,7 +48,7 @@ import sys
 import time
 
 from errors import UserError, printable
-from weights.reading import kind_of
+from weights.reading import kind_of, open_owned
 
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # not on Windows: there links are checked with lstat first
 STALE_SECONDS = 24 * 3600  # where a process cannot be asked whether it lives (Windows), a day-old temporary is stale
@@ -182,7 +182,7 @@ def why_not_writable(path):
 
 
 def why_not_a_folder_to_write(path):
-    """Why results cannot be written into the directory path (made if missing); or None."""
+    """Why results cannot be written into the directory path (made if missing, with its parents); or None."""
     if not path:
         return "needs a directory name"
     if "\0" in path:
@@ -212,9 +212,12 @@ def why_not_ours_to_replace(path):
 
 
 def why_not_writable_in(folder, names):
-    """Why the files names cannot all be written into the directory folder (made if missing), said
-    before the work: the folder's problem, or the first name's; or None."""
+    """Why the files names cannot all be written into the directory folder (made if missing, in a parent that
+    exists: as with a file's name, a typo builds no tree of directories), said before the work: the folder's
+    problem, or the first name's; or None."""
     problem = why_not_a_folder_to_write(folder)
+    if problem is None and folder and not os.path.isdir(folder) and not os.path.isdir(os.path.dirname(os.path.abspath(folder))):
+        problem = f"{shown(folder)}: its parent directory does not exist"
     for name in names:
         problem = problem or why_not_ours_to_replace(os.path.join(folder, name)) or \
             why_too_long(os.path.join(os.path.abspath(folder), name))
@@ -222,9 +225,11 @@ def why_not_writable_in(folder, names):
 
 
 def open_new(name, mode="wb"):
-    """A new file at name, for this writer alone: never an existing file, never through a link."""
-    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW | getattr(os, "O_BINARY", 0), 0o666)
-    return os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8", "newline": ""}))
+    """A new file at name, for this writer alone: never an existing file, never through a link. The file
+    object owns its descriptor from the start (reading.open_owned)."""
+    exclusive = mode.replace("w", "x")  # O_CREAT | O_EXCL
+    return open_owned(name, exclusive, NOFOLLOW | getattr(os, "O_BINARY", 0),
+                      **({} if "b" in mode else {"encoding": "utf-8", "newline": ""}))
 
 
 def temp_name(folder):
@@ -316,8 +321,39 @@ def replacing(path, mode="wb", durable=False):
         raise naming(e, path) from None
 
 
+def create_private(path, data):
+    """A new file at path holding data (bytes), readable and writable by its owner alone (0600), flushed to disk
+    and linked into place whole: FileExistsError when anything is there already (another writer's, just made),
+    which stays as it is. For weights/derived.py's key. A failure is an OSError naming path."""
+    try:
+        remove_stale(os.path.dirname(path) or ".")
+        f, name = temp_file(path)
+        try:
+            with f:
+                if hasattr(os, "fchmod"):  # not Windows: no modes there
+                    os.fchmod(f.fileno(), 0o600)
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            try:
+                os.link(name, path)  # never replaces: a name already taken, even by a link, is FileExistsError
+            except FileExistsError:
+                raise
+            except OSError:  # a file system without hard links: replaced, unless something is there by now
+                if os.path.lexists(path):
+                    raise FileExistsError(errno.EEXIST, "File exists", path) from None
+                os.replace(name, path)
+        finally:
+            with contextlib.suppress(OSError):
+                os.remove(name)
+    except FileExistsError:
+        raise
+    except OSError as e:
+        raise naming(e, path) from None
+
+
 def write_together(folder, writers):
-    """Write a set of files into folder (made if missing): writers is {name: write(path)}, each
+    """Write a set of files into folder (made if missing, its parent not): writers is {name: write(path)}, each
     writing its file at the path it is given. Checked first (why_not_writable_in); each writer
     writes a temporary file of its own, and only when all have succeeded are they renamed into
     place; if a rename fails, the files already replaced get their old contents back. So folder
@@ -326,7 +362,8 @@ def write_together(folder, writers):
     problem = why_not_writable_in(folder, writers)
     if problem:
         raise WriteError(problem)
-    os.makedirs(folder, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(folder)  # in its parent, which why_not_writable_in found: never a tree of them
     remove_stale(folder)
     targets = {name: os.path.join(folder, name) for name in writers}
     temps, saved, replaced = {}, {}, []
@@ -336,11 +373,8 @@ def write_together(folder, writers):
                 f, temps[name] = temp_file(targets[name])
                 f.close()
                 write(temps[name])
-                fd = os.open(temps[name], os.O_RDONLY | NOFOLLOW)
-                try:
-                    keep_mode(fd, targets[name])
-                finally:
-                    os.close(fd)
+                with open_owned(temps[name], "rb", NOFOLLOW, buffering=0) as written:
+                    keep_mode(written.fileno(), targets[name])
             except OSError as e:  # a full disk: the file it was for, never the temporary one
                 raise naming(e, targets[name]) from None
             except UserError as e:  # a writer's own error (a page's) quoting the path it was given: the same
@@ -383,18 +417,20 @@ def open_for_appending(path, fresh):
     """A download's partial file, for adding to it (fresh: emptied first): a regular file or none, never a link."""
     if os.path.islink(path):  # where O_NOFOLLOW does not exist, ask first
         raise WriteError(f"{printable(path, newlines=False)} is a link, not a partial download: remove it")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | NOFOLLOW | getattr(os, "O_BINARY", 0) | (os.O_TRUNC if fresh else 0)
     try:
-        fd = os.open(path, flags, 0o666)
+        f = open_owned(path, "ab", NOFOLLOW | getattr(os, "O_BINARY", 0) | (os.O_TRUNC if fresh else 0))
     except OSError as e:
         if e.errno == errno.ELOOP:
             raise WriteError(f"{printable(path, newlines=False)} is a link, not a partial download: remove it") from None
         raise
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
-        os.close(fd)
-        raise WriteError(f"{printable(path, newlines=False)} is {kind_of(mode)}, not a partial download: remove it")
-    return os.fdopen(fd, "ab")
+    try:
+        mode = os.fstat(f.fileno()).st_mode
+        if not stat.S_ISREG(mode):
+            raise WriteError(f"{printable(path, newlines=False)} is {kind_of(mode)}, not a partial download: remove it")
+        return f
+    except BaseException:
+        f.close()
+        raise
 
 
 def size_of(path):

@@ -93,10 +93,15 @@ def validate_vocab(path, vocab):
 def validate_merges(path, text, vocab):
     """Check merges.txt against vocab.json: after an optional #version line, line r
     merges two tokens of smaller ids into the token whose id is 255 + r (ids are
-    merge ranks), and every token that is not a byte or <|endoftext|> is made so."""
+    merge ranks), and every token that is not a byte or <|endoftext|> is made so.
+    And every merged token's text comes back as that one token under GPT-2's own
+    pair-merge BPE (first_disagreement), so that tiktoken, which merges by the ranks
+    of vocab.json, and GPT-2's encoder.py, which merges the pairs of merges.txt,
+    split every text alike."""
     lines = text.split("\n")
     first = 1 if lines[0].startswith("#version") else 0
     rank = 256
+    merges = []  # (line number, left part, right part), in rank order from 256
     for number, line in enumerate(lines[first:], start=first + 1):
         if not line.strip():
             continue
@@ -109,10 +114,77 @@ def validate_merges(path, text, vocab):
                        f"vocab.json gives {pair[0] + pair[1]!r} id {merged}, not the merge's rank {rank}" if merged != rank else
                        "a part is not a token made before it")
             raise TokenizerError(f"{path}: line {number} ({line.strip()}) does not match vocab.json: {problem}")
+        merges.append((number, vocab[pair[0]], vocab[pair[1]]))
         rank += 1
     expected = rank + (ENDOFTEXT in vocab)  # the bytes, one token per merge, <|endoftext|>
     if len(vocab) != expected:
         raise TokenizerError(f"{path}: has {rank - 256} merges, so vocab.json should have {expected} tokens, not {len(vocab)}")
+    bad = first_disagreement([(left, right) for _, left, right in merges], len(vocab))
+    if bad is not None:
+        number, left, right = merges[bad]
+        token = {i: t for t, i in vocab.items()}
+        text = token[left] + token[right]
+        ranks = {(token[a], token[b]): r for r, (_, a, b) in enumerate(merges[:bad + 1])}
+        split = " + ".join(repr(piece) for piece in pair_merge_bpe(text, ranks))
+        raise TokenizerError(f"{path}: line {number} ({token[left]} {token[right]}) makes {text!r}, which GPT-2's "
+                             f"pair-merge BPE splits as {split}: tiktoken and GPT-2's encoder would split such text "
+                             "differently")
+
+
+def first_disagreement(merges, n_tokens):
+    """The index of the first merge (left id, right id), in rank order, whose token does not come back as itself
+    under GPT-2's pair-merge BPE (pair_merge_bpe); None when every one does.
+
+    Run on the token's text, pair-merge BPE makes the token (a, b) exactly when it reaches the pair [a, b],
+    that is when no merge of a piece of a with a piece of b comes first. The pieces that can stand at the
+    seam are a's right edge (a, then a's right part, its right part, ... down to a byte) and b's left edge,
+    each there from the rank that made it to the rank that merged it into the next: a merge (x, y) of two
+    of them happens when its rank falls while both are there (at y's own last rank too: the pass of that
+    rank goes left to right, and takes x y before y z). Checked in rank order, the tokens before are known
+    sound, so each merge walks the two edges once: a few steps, where running the algorithm on every
+    token's text would cost seconds for GPT-2's 50,000 merges."""
+    made, left, right = [-1] * n_tokens, [-1] * n_tokens, [-1] * n_tokens  # rank that made a token (-1: a byte), its parts
+    rank_of = {}  # x * n_tokens + y -> the rank of the merge (x, y)
+    for r, (a, b) in enumerate(merges, start=256):
+        x, y, until_x, until_y = a, b, r, r  # the pieces at the seam, and the rank until which each stays
+        while True:
+            since_x, since_y = made[x], made[y]
+            q = rank_of.get(x * n_tokens + y)
+            if q is not None and since_x < q < until_x and since_y < q <= until_y:
+                return r - 256
+            if since_x > since_y:  # the piece made later gives way first to the one it was made from
+                until_x, x = since_x, right[x]
+            elif since_y > since_x:
+                until_y, y = since_y, left[y]
+            elif since_x < 0:  # two bytes: the seam's first pair
+                break
+            else:  # the same token on both sides
+                until_x, x, until_y, y = since_x, right[x], since_y, left[y]
+        rank_of[a * n_tokens + b] = r
+        made[r], left[r], right[r] = r, a, b  # a merge's token id is its rank
+    return None
+
+
+def pair_merge_bpe(word, ranks):
+    """GPT-2's BPE as its encoder.py runs it: merge, everywhere and left to right, the adjacent pair ranked
+    first in merges.txt (ranks: {(left, right): rank}), until no pair of the word is listed. For messages; the
+    loader checks with first_disagreement."""
+    word = list(word)
+    while len(word) > 1:
+        pairs = [pair for pair in zip(word, word[1:]) if pair in ranks]
+        if not pairs:
+            break
+        first = min(pairs, key=ranks.get)
+        merged, i = [], 0
+        while i < len(word):
+            if i + 1 < len(word) and (word[i], word[i + 1]) == first:
+                merged.append(word[i] + word[i + 1])
+                i += 2
+            else:
+                merged.append(word[i])
+                i += 1
+        word = merged
+    return word
 
 
 def vocab_path(enc):  # the vocab.json an Encoding of load_tokenizer was made from

@@ -29,8 +29,7 @@ def run(settings, loaded, prompts, view):
     token_bytes = loaded.enc.decode_single_token_bytes
     for number, (prompt, tokens) in enumerate(zip(prompts, new), 1):
         text = b"".join(token_bytes(t) for t in tokens).decode("utf-8", errors="replace")
-        shown = prompt + text
-        view.text.write(f"=== {number} of {len(prompts)} ===\n{printable(shown) if view.text.isatty() else shown}\n")
+        view.text.write(display.listed(number, len(prompts), prompt + text))
     view.text.flush()
     if view.trace:
         print("\n".join(trace_lines(stats.trace, token_bytes)), file=view.info)

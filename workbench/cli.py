@@ -69,9 +69,9 @@ def parse_args(argv):
                                                  "bench --help.", 100))
     parser.add_argument("prompt", nargs="?", default="", help='the text to continue (default "": start from <|endoftext|>)')
     parser.add_argument("--prompts", metavar="FILE", default=None,
-                        help="a file of prompts, one a line (a line writes a newline as \\n), decoded together as one "
-                             "batch (batch.py); the continuations are printed in the file's order. Methods: "
-                             + ", ".join(m.name for m in methods.METHODS.values() if m.batched))
+                        help=f"a file of prompts ({runner.PROMPT_ESCAPES}), decoded together as one batch "
+                             "(batch.py); the continuations are printed in the file's order, each after a line naming "
+                             "it, indented. Methods: " + ", ".join(m.name for m in methods.METHODS.values() if m.batched))
     parser.add_argument("--draft", default="gpt2", help="draft model: a name or a checkpoint directory, as below (default: gpt2)")
     parser.add_argument("--oracle", default="gpt2-large",
                         help="oracle model: a name or a checkpoint directory, as below (default: gpt2-large)")
@@ -106,8 +106,8 @@ def parse_args(argv):
                         help="a session: type prompts, change settings with /commands (/help lists them)")
     parser.add_argument("--plain", action="store_true",
                         help="the models exactly as gpt2.GPT2.from_pretrained gives them, NumPy's own products, nothing of "
-                             "workbench/speed/ run: the same tokens (a float32 near-tie aside); python speculative.py "
-                             "always runs them")
+                             "workbench/speed/ run: logits within about 1e-5 of the fast path's (the same greedy text but at "
+                             "a near-tie; a seeded sample may differ); python speculative.py always runs them")
     parser.add_argument("--second-core", action="store_true",
                         help="a small model's checks of several tokens run half on a helper process "
                              "(workbench/speed/second_core.py): faster on a quiet machine, slower when other programs "

@@ -74,6 +74,17 @@ def stream(tokens, token_bytes, from_draft, color, out):
     return generated
 
 
+def listed(number, total, text):
+    """One entry of a listing of many texts (a batch's continuations, in order): a line naming it, then the
+    text, every line of it indented by two spaces, its control characters escaped, on any output. A naming
+    line starts at the first column and no line of text does, and no character of the text can start a new
+    line but the newline itself (the line and paragraph separators are escaped too): so no prompt, and no
+    generated text, can pass for the next entry's line, whatever reads it (a terminal, a file, a program
+    splitting lines)."""
+    shown = printable(text).replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    return f"=== {number} of {total} ===\n" + "".join(f"  {line}\n" for line in shown.split("\n"))
+
+
 def summary(method, stats, elapsed):
     """The statistics line: tokens/s; for a method of rounds, its rounds, tokens per round and acceptance (the
     mean accepted length, vLLM's name for tokens per round) and where the time went; else its forward passes."""

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from decoding import GenerationError
+from errors import quoted
 from workbench.program import UsageError
 
 
@@ -74,7 +75,7 @@ class Option:
                 inside = (value > self.low if self.low_open else value >= self.low) and value <= self.high
                 value = value if inside else None
         if value is None:
-            raise UsageError(f"{name or self.flag} must be {self.bounds()}, not {str(text)[:40]!r}")
+            raise UsageError(f"{name or self.flag} must be {self.bounds()}, not {quoted(text)}")
         return value
 
 

@@ -14,6 +14,7 @@ View asks for: the trace, the statistics line, the oracle alone beside it
 
 import filecmp
 import os
+import re
 import sys
 import time
 import weakref
@@ -25,7 +26,7 @@ from workbench import display, methods
 from workbench.program import UsageError
 from decoding import GenerationError, check_room
 from stats import Stats
-from errors import UserError, printable
+from errors import UserError, printable, quoted
 from gpt2 import GPT2
 from weights import reading
 from weights.models import resolve_model_dir, shown_dir
@@ -53,7 +54,7 @@ def shape(model):  # "8 layers of width 288", "1 layer of width 128"
 
 def load_model(name_or_path, models_dir=None, log=sys.stderr, plain=False):
     """(model, its directory): the fast model (speed/accelerate.py), or with plain=True the model exactly
-    as gpt2.GPT2.from_pretrained gives it, NumPy's own `@` (--plain: the same tokens, slower, and a
+    as gpt2.GPT2.from_pretrained gives it, NumPy's own `@` (--plain: logits within about 1e-5, slower, and a
     debugger's steps stay in the project's files and NumPy). A first forward pages the mapped weights
     in, so that later timings measure decoding."""
     model_dir = resolve_model_dir(name_or_path, models_dir)
@@ -121,13 +122,19 @@ def same_tokens(a, b):
             all(a.decode_single_token_bytes(i) == b.decode_single_token_bytes(i) for i in range(a.n_vocab)))
 
 
+PROMPT_ESCAPES = "one prompt a line; in a line, \\n is a newline and \\\\ a backslash (C:\\\\new for C:\\new)"
+
+
 def read_prompt_lines(path):
-    """The prompts of a file, one a line (speculative.py --prompts, bench.py ablation --prompts): a line may
-    write a newline as \\n; a final newline ends the last line; an empty file or an empty line is one line of error."""
+    """The prompts of a file, one a line (speculative.py --prompts, bench.py ablation --prompts), as PROMPT_ESCAPES
+    says: a line writes a newline as \\n and a backslash as \\\\ (any other backslash is itself); a final newline
+    ends the last line, and a UTF-8 byte-order mark at the start is not part of the first; an empty file or an
+    empty line is one line of error."""
     try:
         text = reading.read_text(path, "prompts")  # bounded, a regular file only: not /dev/zero, not a FIFO
     except UnicodeDecodeError as e:
         raise UserError(f"{printable(path)}: not UTF-8 text (byte {e.start}); save it as UTF-8") from None
+    text = text.removeprefix("\ufeff")  # the byte-order mark some editors write first (Notepad's "UTF-8 with BOM")
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")  # as open() reads lines: universal newlines
     if lines and lines[-1] == "":
         lines.pop()  # the newline that ends the last line
@@ -136,7 +143,12 @@ def read_prompt_lines(path):
     for number, line in enumerate(lines, 1):
         if not line.strip():
             raise UserError(f"{printable(path)}: line {number} is empty (one prompt a line)")
-    return [line.replace("\\n", "\n") for line in lines]
+    return [unescaped(line) for line in lines]
+
+
+def unescaped(line):
+    """A prompts file's line as the prompt it writes: \\n a newline, \\\\ one backslash, left to right."""
+    return re.sub(r"\\([\\n])", lambda m: "\n" if m.group(1) == "n" else "\\", line)
 
 
 @dataclass
@@ -233,7 +245,9 @@ class Recompute:
     def __init__(self, model):
         self.model = model
         self.name, self.vocab_size, self.n_positions = model.name, model.vocab_size, model.n_positions
-        self.ids = weakref.WeakKeyDictionary()  # {a KVCache handed to forward: the token ids it has been fed}
+        # {id of a KVCache handed to forward: (a weak reference to it, the token ids it has been fed)}. No
+        # WeakKeyDictionary: its callback is Python, run as a cache is freed, where a Ctrl-C would be lost.
+        self.ids = {}
 
     def forward(self, ids, kvcache=None, positions=None, mask=None, n_logits=None):
         if kvcache is None:
@@ -241,9 +255,11 @@ class Recompute:
         if positions is not None or mask is not None:
             raise GenerationError("without the KV cache only plain left-to-right decoding runs")
         ids = list(np.asarray(ids).reshape(-1))
-        prefix = self.ids.get(kvcache, [])[:kvcache.n_tokens()]  # truncate() shortened it: so is the prefix
+        self.ids = {key: (ref, fed) for key, (ref, fed) in self.ids.items() if ref() is not None}  # caches gone
+        ref, fed = self.ids.get(id(kvcache), (None, []))
+        prefix = fed[:kvcache.n_tokens()] if ref is not None and ref() is kvcache else []  # truncate() shortened it
         logits = self.model.forward(prefix + ids, n_logits=n_logits or len(ids))  # all of it, again
-        self.ids[kvcache] = prefix + ids
+        self.ids[id(kvcache)] = (weakref.ref(kvcache), prefix + ids)
         kvcache.commit(len(ids))
         return logits
 
@@ -280,6 +296,8 @@ def run(settings, loaded, prompt, view, rng=None, drafter=None):
     method = methods.variant(methods.get(settings.method), other_vocabulary=loaded.encs is not None)
     stats = Stats(trace=[] if (view.trace or view.html) and method.verifies else None)
     tokens = generator(settings, loaded.draft, loaded.oracle, loaded.ids, stats, rng, drafter, loaded.encs)
+    if view.compare:
+        same_as_checkpoint(loaded.oracle)  # the oracle timed alone is what --plain would load: proven before any output
     token_bytes = loaded.enc.decode_single_token_bytes
     if view.color and method.verifies:
         print(f"{display.GREEN}green{display.RESET}: proposed by the draft and accepted; plain: chosen by the oracle",
@@ -312,6 +330,14 @@ def run(settings, loaded, prompt, view, rng=None, drafter=None):
                 token_bytes=token_bytes))
             print(printable(f"wrote {view.html}: open it in a browser", newlines=False), file=view.info)
     return Result(generated, stats, elapsed)
+
+
+def same_as_checkpoint(model):
+    """--compare's oracle is its checkpoint's, every value (speed/accelerate.py's same_as_checkpoint): its fast copy,
+    bound to the checkpoint by a signed record, is checked against it in full once. A plain model is the checkpoint."""
+    if type(model) is not GPT2:
+        from workbench.speed.accelerate import same_as_checkpoint as check  # imported here: --plain imports no speed/
+        check(model)
 
 
 def describe_settings(settings):
@@ -350,8 +376,8 @@ def compare(settings, loaded, generated, elapsed):
     start = time.perf_counter()
     alone = list(generator(settings.but(method=baseline), None, loaded.oracle, loaded.oracle_ids, Stats()))
     alone_time = time.perf_counter() - start
-    line = (f"oracle alone ({baseline}{'' if baseline == 'greedy' else ', ' + str(settings.processor)}): {len(alone)} "
-            f"tokens in {alone_time:.2f} s, {len(alone) / max(alone_time, 1e-9):.1f} tokens/s")
+    ran = "greedy" if baseline == "greedy" else f"{baseline}: {settings.processor}, seed {settings.seed}"
+    line = f"oracle alone ({ran}): {len(alone)} tokens in {alone_time:.2f} s, {len(alone) / max(alone_time, 1e-9):.1f} tokens/s"
     if method.draft_writes:
         return line + (f"; {method.name} writes the draft's own text, not the oracle's: no speedup to compare "
                        f"({'the same' if alone == generated else 'another'} text)")

@@ -16,7 +16,7 @@ import sys
 
 import numpy as np
 
-from errors import UserError, error_line, printable
+from errors import UserError, error_line, printable, quoted
 from processors import PROCESSORS, Processor, parse_processor
 from weights import files
 from workbench import display, methods, runner, settings as common
@@ -88,6 +88,12 @@ class Session:
 
     def command(self, line):
         name, *values = line[1:].split() or [""]
+        if name in WHOLE_VALUE:  # a file or directory name: the rest of the line, spaces and all
+            rest = line[1:].split(None, 1)[1:]
+            values = [rest[0].strip()] if rest else []
+        if name in WHOLE_VALUE:  # a file or directory name: the rest of the line, spaces and all
+            rest = line[1:].split(None, 1)[1:]
+            values = [rest[0].strip()] if rest else []
         if name in ("quit", "exit"):
             return False
         if name not in self.commands:
@@ -199,7 +205,7 @@ class Session:
 
     def set_method(self, name):
         if name not in methods.METHODS and name != "target":
-            raise UsageError(f"unknown method {name!r}; the methods are: {', '.join([*methods.METHODS, 'target'])}")
+            raise UsageError(f"unknown method {quoted(name)}; the methods are: {', '.join([*methods.METHODS, 'target'])}")
         try:
             self.check_sampling(name, self.settings.processor)
         except UsageError as e:
@@ -310,7 +316,7 @@ class Session:
             self.say("cache off: every forward recomputes the whole prefix (tree and beam need the cache)")
         elif name == "plain":
             self.say(f"plain {on_off(new)}: " + ("the models as gpt2.GPT2.from_pretrained gives them, NumPy's own @ "
-                                                 "(the same tokens, slower)" if new else "the fast models (speed/)"))
+                                                 "(logits within about 1e-5 of the fast ones, slower)" if new else "the fast models (speed/)"))
         else:
             self.say(f"{name} {on_off(new)}")
 
@@ -371,8 +377,10 @@ def command_table(s):
                         "/speculative", "/speculative"),
         "target": (lambda: s.set_method("target"), "the oracle alone (greedy or sampling, by the processor)", "/target", "/target"),
         "draft_alone": (lambda: s.set_method("draft-alone"), "the draft model alone", "/draft_alone", "/drafter"),
-        "draft": (lambda name: s.set_model("draft", name), "the draft model: a name or a directory", "/draft NAME_OR_DIR", ""),
-        "oracle": (lambda name: s.set_model("oracle", name), "the oracle: a name or a directory", "/oracle NAME_OR_DIR", ""),
+        "draft": (lambda name: s.set_model("draft", name), "the draft model: a name or a directory (the rest of the line)",
+                  "/draft NAME_OR_DIR", ""),
+        "oracle": (lambda name: s.set_model("oracle", name), "the oracle: a name or a directory (the rest of the line)",
+                   "/oracle NAME_OR_DIR", ""),
         "length": setting(common.MAX_NEW_TOKENS, "/length"),
         "n_draft": setting(common.N_DRAFT, "/gamma"),
         "processor": (s.set_processor, "sampling: " + " | ".join(" ".join([k] + [v.upper() for v in values])
@@ -398,21 +406,25 @@ def command_table(s):
         "egag_ema": (lambda v=None: s.set_option(s.option("ema"), v), f"{SOURCE}'s name for /ema", "/egag_ema X", "/egag_ema"),
         "trace": (lambda v=None: s.set_flag("trace", v), "print every round", "/trace [on|off]", "/debug"),
         "debug": (lambda v=None: s.set_flag("trace", v), f"{SOURCE}'s name for /trace", "/debug [on|off]", "/debug"),
-        "html": (s.set_html, "write each generation's page to FILE", "/html FILE|off", ""),
+        "html": (s.set_html, "write each generation's page to FILE, the rest of the line (a file named off: ./off)",
+                 "/html FILE|off", ""),
         "cache": (lambda v=None: s.set_flag("cache", v), "the KV cache; off: every step recomputes the prefix",
                   "/cache [on|off]", "/cache"),
         "compare": (lambda v=None: s.set_flag("compare", v), "also run the oracle alone, report the speedup",
                     "/compare [on|off]", ""),
         "plain": (lambda v=None: s.set_flag("plain", v), "the models as gpt2.GPT2.from_pretrained gives them, NumPy's own "
-                  "products, nothing of workbench/speed/ (the same tokens; for a debugger)", "/plain [on|off]", ""),
+                  "products, nothing of workbench/speed/ (logits within about 1e-5 of the fast ones; for a debugger)",
+                  "/plain [on|off]", ""),
         "second_core": (s.set_second_core, "a small model's checks of several tokens half on a helper process: faster on "
                         "a quiet machine, slower beside other work (workbench/speed/second_core.py)", "/second_core [on|off]", ""),
-        "ablation": (s.run_ablations, "run the ablation set on the last prompt, write a CSV", "/ablation [FILE.csv]",
+        "ablation": (s.run_ablations, "run the ablation set on the last prompt, write a CSV (the rest of the line)",
+                     "/ablation [FILE.csv]",
                      "scripts/run_ablation.ps1"),
     })
     return table
 
 
+WHOLE_VALUE = {"html", "ablation", "draft", "oracle"}  # commands whose value is the rest of the line: a path may hold spaces
 SOURCE_NAMES = {"n_draft_min": "/egag_gamma_min", "n_draft_max": "/egag_gamma_max", "ngram_n": "(in /set_ngramstorage)",
                 "storage": "(in /set_ngramstorage)", "top_k_filler": "/top_k_filler",
                 "reset_in_between": "/reset_in_between"}  # the project documentation's names for the options
@@ -428,7 +440,7 @@ def flag(value, default):
     if value is None:
         return default
     if value.lower() not in ON_OFF:
-        raise UsageError(f"expected on or off, got {value!r}")
+        raise UsageError(f"expected on or off, got {quoted(value)}")
     return ON_OFF[value.lower()]
 
 

@@ -30,6 +30,7 @@ from weights import files
 from weights.models import DEFAULT_MODELS_DIR
 
 GREEDY_BASELINE, SAMPLING_BASELINE = "greedy", "sample"
+MAX_PROMPTS = 1000  # every method runs every prompt: a file of a million lines would run for weeks
 COLUMNS = ["method", "setting", "tokens", "seconds", "tokens_per_s", "acceptance", "tokens_per_pass", "speedup",
            "matches_greedy"]
 
@@ -96,7 +97,9 @@ def parse_args(argv):
     parser = program.Parser(prog="workbench.py bench ablation", description=__doc__.split("\n\n")[0],
                            epilog="Models are names or directories, as in speculative.py.")
     parser.add_argument("prompts", nargs="*", help="prompts to run (default: two short English prompts)")
-    parser.add_argument("--prompts", dest="prompts_file", metavar="FILE", help="a file of prompts, one per line")
+    parser.add_argument("--prompts", dest="prompts_file", metavar="FILE",
+                        help=f"a file of prompts ({runner.PROMPT_ESCAPES}); with the prompts given, {MAX_PROMPTS} at "
+                             "most")
     parser.add_argument("--draft", default="gpt2", help="draft model (default: gpt2)")
     parser.add_argument("--oracle", default="gpt2-large", help="oracle model (default: gpt2-large)")
     parser.add_argument("-n", "--max-new-tokens", type=argparse_type(MAX_NEW_TOKENS), default=64,
@@ -123,6 +126,10 @@ def parse_args(argv):
 def main(argv=None):
     args = parse_args(argv)
     prompts = list(args.prompts) + (runner.read_prompt_lines(args.prompts_file) if args.prompts_file is not None else [])
+    if len(prompts) > MAX_PROMPTS:  # before any model loads
+        given = f"--prompts {printable(args.prompts_file, newlines=False)}" if args.prompts_file else "the command line"
+        raise program.UsageError(f"{given}: {len(prompts)} prompts, more than the {MAX_PROMPTS} the ablations take "
+                                 "(each runs every method)")
     prompts = prompts or ["The meaning of life is", "Once upon a time, in a small village at the edge of the forest,"]
     names = {"draft": args.draft, "oracle": args.oracle}
     load = functools.lru_cache(maxsize=None)(lambda role: runner.load_model(names[role], args.models_dir))

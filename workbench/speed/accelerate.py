@@ -5,7 +5,8 @@ become blocked.Weight and blocked.Rows objects, whose `@` runs the blocked
 product (blocked.py), and every forward sets the BLAS's threads for its rows
 (threads.py). A small model's (under threads.SHARE_MIN_BYTES per token) become
 panels.Panels and panels.Table instead, copied from them at load (panels.py).
-Nothing else changes: the same forward, the same tokens.
+Nothing else changes: the same forward, its products summed in another order (logits within
+about 1e-5 of the plain model's: the same greedy tokens but at a near-tie).
 
     model = accelerate(GPT2.from_pretrained("gpt2"))   # a model in memory, converted in memory
     model = load_fast("gpt2")                          # what the programs do: the converted copy on disk
@@ -13,18 +14,18 @@ Nothing else changes: the same forward, the same tokens.
 Transposing and blocking gpt2-xl's 6 GB takes seconds, so load_fast keeps a
 converted copy beside the checkpoint, model.blocked.safetensors, written on
 first load from a load of the checkpoint in full (every value checked finite).
-It is a cache trusted no more than its source, and bound to both files' bytes:
-model.blocked.json records the identity of the checkpoint it was made from and
-its own once it was checked (identity: the inode and the change time, which
-every write, and every touch of the time, sets anew). At every load both are
-compared, then the shapes and a few values of every tensor (read_converted),
-and the copy is rebuilt when anything differs. Where it cannot be written (a
-read-only directory, a full disk), or where the system keeps no change time
-(Windows), the conversion is made in memory for that run.
+It is a cache trusted no more than its source: model.blocked.json, signed with
+the directory's key, records both files' identity and SHA-256
+(weights/derived.py), and at every load both must still be those files (the
+same identity, or, for a new one, the same SHA-256), the copy must have the
+checkpoint's tensors and shapes, and the same values at 64 places of every
+tensor, chosen afresh by each process. Anything else and the copy is rebuilt.
+--compare checks every value against the checkpoint (same_as_checkpoint).
+Where it cannot be written (a read-only directory, a full disk), or where the
+system keeps no change time (Windows), the conversion is made in memory.
 """
 
 import contextlib
-import json
 import os
 import sys
 
@@ -34,7 +35,7 @@ from errors import printable
 from gpt2 import GPT2, nest
 from workbench.speed.blocked import BLOCK, Rows, blocked_shape, to_blocks
 from workbench.speed import panels, second_core, threads
-from weights import checkpoint, files, models, reading
+from weights import checkpoint, derived, files, models, reading
 
 try:
     import fcntl  # POSIX: a lock held while a copy is made (converting_alone)
@@ -42,7 +43,8 @@ except ImportError:
     fcntl = None
 
 BLOCKED_FILE = "model.blocked.safetensors"
-RECORD_FILE = "model.blocked.json"  # the copy's identity once checked, and its checkpoint's (write_record)
+RECORD_FILE = "model.blocked.json"  # the copy's and its checkpoint's identity and SHA-256, signed (weights/derived.py)
+RECIPE = f"blocked layout, BLOCK {BLOCK}"  # what the record says made the copy: a copy of another layout is rebuilt
 CHANGE_TIME = os.name == "posix"  # st_ctime is the time of the last change (on Windows: the file's creation)
 
 
@@ -155,40 +157,25 @@ def converted_weights(model_dir, config):
 
     Transposing gpt2-xl's 6 GB takes seconds, so it is done once: the first
     load writes the converted copy beside the checkpoint, later loads check it
-    against the checkpoint (read_converted) and map it. A load that only reads
+    against the checkpoint (sound_copy) and map it. A load that only reads
     removes nothing (files.remove_stale is a writer's).
     """
     source, path = os.path.join(model_dir, "model.safetensors"), os.path.join(model_dir, BLOCKED_FILE)
     if not CHANGE_TIME:  # no identity to bind a copy to: converted at each load
         return as_matrices(in_memory(source, config), config)
-    # Taken before the checkpoint is opened: one replaced meanwhile is converted under the identity
-    # of the file it replaced, which then differs, and is converted again at the next load.
-    stamp = f"{identity(os.stat(source))}:block{BLOCK}"
     tensors = checkpoint.checkpoint_tensors(source, config, sampled=True)  # shapes checked before any is read
-    converted, _ = sound_copy(path, stamp, tensors)
+    converted, _ = sound_copy(path, source, tensors)
     if converted is None:
         with converting_alone(source):  # another load converting it now: its copy, once made, is used
-            converted, why_not = sound_copy(path, stamp, tensors)
+            converted, why_not = sound_copy(path, source, tensors)
             if converted is None:
-                converted = convert(path, stamp, source, config, why_not)
+                converted = convert(path, source, config, why_not)
     return as_matrices(converted, config)
 
 
 def as_matrices(converted, config):  # {key: a converted tensor} -> what the model holds (as_matrix)
     shapes = checkpoint.expected_shapes(config)  # checked against the checkpoint's by now
     return {key: as_matrix(key, t, shapes[key]) for key, t in converted.items()}
-
-
-def identity(st):
-    """Which file st is and its last change, "device:inode:size:mtime:ctime" (ns), as the kernel keeps them.
-
-    Why equal identities mean the same bytes (POSIX): the kernel sets a file's change time (ctime) to
-    the present at every change of its data or its metadata (a write, a truncate, chmod, utime: setting
-    the modification time back is itself a change), and no call sets it to a chosen value; a file put
-    in its place (cp, mv, tar, rsync, an editor's save) is another inode, made now. Not seen: a change
-    within the same tick of the kernel's clock as the identity recorded (milliseconds: only a program
-    racing this one), a clock set back or a disk edited beneath its file system (root's doing)."""
-    return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
 
 
 @contextlib.contextmanager
@@ -211,40 +198,51 @@ def converting_alone(source):
         yield
 
 
-def sound_copy(path, stamp, tensors):
-    """(the converted copy at path, mapped, None) if read_converted finds it faithful to the checkpoint's
-    tensors; else (None, why not), why not None where there is no copy. Returning drops any mapping of a
-    bad copy (Windows cannot replace a mapped file)."""
+def sound_copy(path, source, tensors):
+    """(the converted copy at path, mapped, None) if it is bound to the checkpoint at source (derived.bound: the
+    files recorded, by identity or SHA-256, under this directory's key) and faithful to its tensors; else (None,
+    why not), why not None where there is no copy. Returning drops any mapping of a bad copy (Windows cannot
+    replace a mapped file)."""
     if not os.path.isfile(path):
         return None, None
     try:
-        return read_converted(path, stamp, tensors), None
+        entries, _, data, st = checkpoint.open_safetensors_and_stat(path)  # what is mapped is what is checked
+        why_not = derived.bound(record_path(path), path, source, RECIPE, derived_stat=st)
+        if why_not:
+            raise checkpoint.CheckpointError(f"{path} {why_not}")
+        return faithful(path, entries, data, tensors), None
     except checkpoint.CheckpointError as e:
         return None, str(e)
 
 
-def convert(path, stamp, source, config, why_not=None):
+def convert(path, source, config, why_not=None):
     """The checkpoint's tensors in the fast layout: written to path, then mapped from
-    there once they read back as written, and recorded (write_record), as every later
+    there once they read back as written, and recorded (derived.bind), as every later
     load will map them; in memory, with a note, when path cannot be written or does
     not read back. why_not: why the copy there was not used, said once the checkpoint
     has passed its checks (a bad checkpoint is the load's one line, nothing before it)."""
+    try:
+        # Hashed before it is read: a checkpoint replaced meanwhile is recorded as the file it replaced, whose
+        # identity and SHA-256 the next load does not find, and is converted again then.
+        source_seen = derived.sha256_of(source)
+    except (OSError, reading.ReadError):
+        source_seen = None  # read next, that fails in one line
     tensors = checkpoint.checkpoint_tensors(source, config)  # read in full, every value checked: its errors are the load's
     if why_not:
         print(printable(f"note: {why_not}; rebuilding it"), file=sys.stderr)
     try:
-        problem = files.why_not_ours_to_replace(record_path(path))  # before the work, not after it
+        problem = files.why_not_ours_to_replace(record_path(path)) or derived.why_no_key(os.path.dirname(path))  # before the work
         if problem:
             raise files.WriteError(problem)
-        write_converted(path, stamp, tensors)
+        write_converted(path, source_seen, tensors)
         del tensors
         forget_pages(source)  # read once and unmapped now: its gigabytes need not stay in the page cache
-        entries, metadata, data, st = checkpoint.open_safetensors_and_stat(path)
-        converted = faithful(path, stamp, entries, metadata, data, checkpoint.checkpoint_tensors(source, config, sampled=True))
-        write_record(path, stamp, identity(st))
+        entries, _, data, _ = checkpoint.open_safetensors_and_stat(path)
+        converted = faithful(path, entries, data, checkpoint.checkpoint_tensors(source, config, sampled=True))
+        derived.bind(record_path(path), path, source, RECIPE, source_seen)
         return converted
     except OSError as e:  # a read-only directory, a full disk, a directory in the way; on Windows a copy mapped by another run
-        note = f"cannot write {path} ({files.words_of(e)})"
+        note = f"cannot write {e.filename or path} ({files.words_of(e)})"  # the file that failed: the copy or its record
     except files.WriteError as e:  # a link, a device or a FIFO at its name: never written through (weights/files.py)
         note = str(e)
     except checkpoint.CheckpointError as e:  # what was just written does not read back: a failing disk
@@ -258,55 +256,23 @@ def in_memory(source, config):
     return {key: to_memory_layout(key, t) for key, t in checkpoint.checkpoint_tensors(source, config).items()}
 
 
-def write_converted(path, stamp, tensors):  # the one place the converted copy is written
+def write_converted(path, source_seen, tensors):  # the one place the converted copy is written
     model = os.path.basename(os.path.dirname(os.path.abspath(path)))
+    made_from = {"recipe": RECIPE, **({"source_sha256": source_seen[0]} if source_seen else {})}
     checkpoint.save_safetensors(path, {key: memory_shape(key, t.shape) for key, t in tensors.items()},
-                     lambda key: to_memory_layout(key, tensors[key]), {"source": stamp},
-                     progress=f"one-time conversion of {model} to the fast layout")
+                                lambda key: to_memory_layout(key, tensors[key]), made_from,
+                                progress=f"one-time conversion of {model} to the fast layout")
 
 
 def record_path(path):
     return os.path.join(os.path.dirname(path), RECORD_FILE)
 
 
-def write_record(path, stamp, copy):
-    """Record that the copy at path, identity `copy`, was made from the checkpoint of identity stamp and checked.
-    Written after the copy is in place (its rename changes its identity), so a copy never has a record of its
-    own before it is whole; a copy without one is rebuilt."""
-    files.write_text(record_path(path), json.dumps({"source": stamp, "copy": copy}))
-
-
-def read_record(path):  # -> the record beside the copy at path, or None where there is none to read
-    try:
-        record = json.loads(reading.read_text(record_path(path), RECORD_FILE))
-    except (OSError, ValueError, RecursionError, reading.ReadError):  # missing, not JSON, a FIFO, too big
-        return None
-    return record if isinstance(record, dict) else None
-
-
-def read_converted(path, stamp, tensors):
-    """The tensors of the converted copy at path, mapped, if it is a faithful
-    conversion of `tensors` (the checkpoint's): made from the checkpoint of this
-    identity (stamp), unchanged since it was checked (its identity is the one its
-    record holds), the same tensors and shapes, and the same values at a few
-    places spread over every tensor. Else CheckpointError."""
-    entries, metadata, data, st = checkpoint.open_safetensors_and_stat(path)  # what is mapped is what is identified
-    if read_record(path) != {"source": stamp, "copy": identity(st)}:
-        if metadata.get("source") != stamp:
-            raise checkpoint.CheckpointError(f"{path} was made from a model.safetensors that has changed since "
-                                             "(or been copied, or touched)")
-        raise checkpoint.CheckpointError(f"{path} has changed since it was made and checked (or been copied, "
-                                         "or touched)")
-    return faithful(path, stamp, entries, metadata, data, tensors)
-
-
-def faithful(path, stamp, entries, metadata, data, tensors):
-    """The mapped tensors of a converted copy (entries, metadata, data) if they are a conversion of `tensors`
-    made from the checkpoint of identity stamp: the same tensors and shapes, and the same values at a few places
-    spread over every tensor, which a copy that is zero-filled, half-written or made from other weights does
-    not have. Else CheckpointError."""
-    if metadata.get("source") != stamp:  # another run's copy, of another checkpoint, replaced it meanwhile
-        raise checkpoint.CheckpointError(f"{path}: made from another version of model.safetensors")
+def faithful(path, entries, data, tensors):
+    """The mapped tensors of a converted copy (its header's entries, its data) if they are a conversion of
+    `tensors` (the checkpoint's): the same tensors and shapes, and the same values at checkpoint.SAMPLES places
+    of every tensor (spread over it, chosen afresh by each process), which a copy that is zero-filled,
+    half-written or made from other weights does not have. Else CheckpointError."""
     shapes = {key: memory_shape(key, t.shape) for key, t in tensors.items()}
     if {name: shape for name, (_, shape, _, _) in entries.items()} != shapes or any(e[0] != "F32" for e in entries.values()):
         raise checkpoint.CheckpointError(f"{path}: its tensors are not those of model.safetensors in the fast layout")
@@ -318,12 +284,27 @@ def faithful(path, stamp, entries, metadata, data, tensors):
     return converted
 
 
+def same_as_checkpoint(model):
+    """Raise CheckpointError unless every weight `model` computes with (a FastGPT2 from load_fast) holds exactly
+    the values of its checkpoint, read in full as --plain reads it: --compare's proof that the oracle it times
+    alone is the checkpoint's (a copy bound to its source can still have been forged by whoever holds the key).
+    Checked once per model."""
+    if not isinstance(model, FastGPT2) or model.directory is None or getattr(model, "checked_in_full", False):
+        return
+    source = os.path.join(model.directory, "model.safetensors")
+    for key, t in checkpoint.checkpoint_tensors(source, config_of(model)).items():
+        held = model.params
+        for part in key.removesuffix(".weight").split(".") if key in ("wte.weight", "wpe.weight") else key.split("."):
+            held = held[int(part)] if part.isdigit() else held[part]  # gpt2.nest's tree
+        if not np.array_equal(np.asarray(held, dtype=np.float32), t):
+            where = os.path.join(model.directory, BLOCKED_FILE)
+            raise checkpoint.CheckpointError(f"{where}: the fast model's {key} is not model.safetensors' (every value "
+                                             f"compared): remove {BLOCKED_FILE} and {RECORD_FILE}, and run again")
+    model.checked_in_full = True
+
+
 def forget_pages(path):
     """Tell the kernel a file will not be read again (Linux; elsewhere a no-op). Only advice: errors are ignored."""
     if hasattr(os, "posix_fadvise"):
-        with contextlib.suppress(OSError):
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            finally:
-                os.close(fd)
+        with contextlib.suppress(OSError), open(path, "rb", buffering=0) as f:
+            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)

@@ -58,7 +58,8 @@ import numpy as np
 if __name__ == "__main__":  # run as the helper process: its imports start at the project's root, not at speed/
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-from errors import UserError, printable  # noqa: E402
+from errors import UserError, printable, quoted  # noqa: E402
+from weights import reading  # noqa: E402
 from workbench.speed import panels, threads  # noqa: E402
 
 SECOND_CORE_SETTING = "SPECULATIVE_GPT2_SECOND_CORE"  # on: use the helper (off by default)
@@ -80,7 +81,8 @@ MULTIPLY, KEEP, FORGET, QUIT = range(1, 5)  # COMMAND's values
 _helper = None           # the running Helper, started on first use
 _broken = False          # True once a helper failed: one core from then on, said once
 _asked = None            # use() from a flag or the session: True or False; None: the environment says
-_forgotten = []          # keys of weights dropped since the last job: the helper drops its copies too
+_dropped = []            # weakrefs of weights dropped since the last job: the helper drops their copies too
+_key_of = {}             # each live weight's weakref -> its key, the helper's name for its copy
 _keys = itertools.count(1)
 _starting = threading.Lock()
 
@@ -108,8 +110,8 @@ def setting(name):
         return True
     if value.strip().lower() in OFF:
         return False
-    raise SettingError(f"{name}={printable(value, newlines=False)}: use 1, true, yes or on to turn it on; 0, false, "
-                       "no, off or empty to turn it off")
+    raise SettingError(f"{name}={quoted(value)}: use 1, true, yes or on to turn it on; 0, false, no, off or empty "
+                       "to turn it off")
 
 
 def asked():
@@ -170,7 +172,9 @@ class SplitPanels(panels.Panels):
     def __init__(self, layout, n_out):
         super().__init__(layout, n_out)
         self.key = next(_keys)  # the helper's name for its copy of panels[half:]
-        weakref.finalize(self, _forgotten.append, self.key)
+        # Told when it is dropped by list.append, which is C: no Python code runs as a model is freed, so a
+        # Ctrl-C then (a run's last moment) is raised where the program runs, never lost inside a finalizer.
+        _key_of[weakref.ref(self, _dropped.append)] = self.key
 
     def __rmatmul__(self, x):  # x [n_seq, n_in] @ W -> [n_seq, n_out]; a batch's [n_rows, n_seq, n_in] as its rows
         if x.ndim > 2:
@@ -190,20 +194,24 @@ class Helper:
     def start(cls):
         """The helper, starting (ready() says when it can take work); None, with a note, if it cannot start."""
         try:
-            fd = os.memfd_create("speculative-gpt2 mailbox")
-            try:
-                os.ftruncate(fd, mailbox_bytes())
-                box = mmap.mmap(fd, mailbox_bytes())
-                wake_r, wake_w = os.pipe()
+            with reading.interrupts_held():  # each descriptor below closed here or kept, never lost to a Ctrl-C
+                fd = os.memfd_create("speculative-gpt2 mailbox")
                 try:
-                    process = subprocess.Popen(
-                        [sys.executable, os.path.abspath(__file__), str(fd), str(wake_r), str(os.getpid())],
-                        pass_fds=(fd, wake_r), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                        stderr=subprocess.DEVNULL, env={**os.environ, **{name: "1" for name in BLAS_THREADS}})
+                    os.ftruncate(fd, mailbox_bytes())
+                    box = mmap.mmap(fd, mailbox_bytes())
+                    wake_r, wake_w = os.pipe()
+                    try:
+                        process = subprocess.Popen(
+                            [sys.executable, os.path.abspath(__file__), str(fd), str(wake_r), str(os.getpid())],
+                            pass_fds=(fd, wake_r), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env={**os.environ, **{name: "1" for name in BLAS_THREADS}})
+                    except BaseException:
+                        os.close(wake_w)
+                        raise
+                    finally:
+                        os.close(wake_r)
                 finally:
-                    os.close(wake_r)
-            finally:
-                os.close(fd)
+                    os.close(fd)
         except OSError as e:
             give_up(f"cannot start the second core's helper process ({e.strerror or e})")
             return None
@@ -266,8 +274,8 @@ class Helper:
 
     def forget_dropped(self):
         """The helper drops its copies of the weights this process has dropped since the last product."""
-        while _forgotten:
-            key = _forgotten.pop()
+        while _dropped:
+            key = _key_of.pop(_dropped.pop())
             if key in self.kept:
                 self.kept.discard(key)
                 self.wait(self.post(FORGET, key=key))
@@ -327,9 +335,9 @@ class Helper:
             self.header[COMMAND] = QUIT
             fence()
             self.header[JOB] = self.job + 1
-        if self.wake_w is not None:
-            os.close(self.wake_w)
-            self.wake_w = None
+        wake_w, self.wake_w = self.wake_w, None  # forgotten before it is closed: never closed twice
+        if wake_w is not None:
+            os.close(wake_w)
         try:
             self.process.wait(timeout=1)
         except subprocess.TimeoutExpired:
@@ -373,7 +381,8 @@ def forget_helper():
     wake pipe's end, or a sleeping helper would wait for a byte from it after the parent has gone."""
     global _helper, _starting
     if _helper is not None and _helper.wake_w is not None:
-        os.close(_helper.wake_w)
+        wake_w, _helper.wake_w = _helper.wake_w, None
+        os.close(wake_w)
     _helper, _starting = None, threading.Lock()
 
 

@@ -96,7 +96,8 @@ def test_help_says_what_plain_does():
                        timeout=60)
     text = " ".join(r.stdout.split())
     assert "--plain the models exactly as gpt2.GPT2.from_pretrained gives them, NumPy's own @" in text
-    assert "the same tokens, slower verification" in text
+    assert "logits within about 1e-5 of the fast path's (the same greedy text but at a near-tie; a seeded sample may " \
+           "differ), slower verification" in text
 
 
 def test_the_plain_loader_gives_the_models_as_from_pretrained_does(tiny_dirs):

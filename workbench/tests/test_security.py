@@ -873,26 +873,17 @@ def test_43_2_an_edited_fast_copy_whose_time_is_restored_is_rebuilt(tmp_path, ca
     accelerate.load_fast(model_dir)
     copy = os.path.join(model_dir, accelerate.BLOCKED_FILE)
     edit_keeping_the_time(copy, middle_of(copy, "wte.weight"), np.full(256, np.nan, np.float32).tobytes())
-    with monkeypatch.context() as m:  # the negative control: trusting the stamp and a few values, as before
-        m.setattr(accelerate, "read_record", lambda path: {"source": m_stamp(model_dir), "copy": m_copy(copy)})
+    with monkeypatch.context() as m:  # the negative control: the copy taken as it is, unbound and unsampled
+        m.setattr(accelerate.derived, "bound", lambda *args, **kwargs: None)
+        m.setattr(accelerate, "faithful", lambda path, entries, data, tensors: {
+            key: accelerate.checkpoint.raw_view(data, entries[key]) for key in tensors})
         assert not np.allclose(accelerate.load_fast(model_dir).forward([5, 0, 17]), expected, equal_nan=False)
     capfd.readouterr()
     np.testing.assert_allclose(accelerate.load_fast(model_dir).forward([5, 0, 17]), expected, rtol=1e-4, atol=1e-5)
     lines = capfd.readouterr().err.strip().splitlines()
-    assert lines == [f"note: {copy} has changed since it was made and checked (or been copied, or touched); "
-                     "rebuilding it"], lines
+    assert lines == [f"note: {copy} has changed since it was made and checked; rebuilding it"], lines
     accelerate.load_fast(model_dir)
     assert capfd.readouterr().err == ""  # rebuilt once, trusted since
-
-
-def m_stamp(model_dir):
-    from workbench.speed import accelerate
-    return f"{accelerate.identity(os.stat(os.path.join(model_dir, 'model.safetensors')))}:block{accelerate.BLOCK}"
-
-
-def m_copy(path):
-    from workbench.speed import accelerate
-    return accelerate.identity(os.stat(path))
 
 
 def test_43_2_an_edited_checkpoint_whose_time_is_restored_is_converted_again(tmp_path, capfd):
@@ -907,15 +898,19 @@ def test_43_2_an_edited_checkpoint_whose_time_is_restored_is_converted_again(tmp
     assert "was made from a model.safetensors that has changed since" in capfd.readouterr().err
 
 
-def test_43_2_a_copied_model_directory_is_converted_again_once(tmp_path, capfd):
+def test_43_2_a_copied_model_directory_is_hashed_again_once_not_converted(tmp_path, capfd):
     import shutil
     from workbench.speed import accelerate
     model_dir = make_model_dir(tmp_path / "m", seed=3, n_layer=2, tokenizer=False)
     expected = accelerate.load_fast(model_dir).forward([5, 0, 17])
     copied = shutil.copytree(model_dir, tmp_path / "copied", copy_function=shutil.copy2)  # cp -a: times kept
+    copy = os.path.join(copied, accelerate.BLOCKED_FILE)
+    inode = os.stat(copy).st_ino
     capfd.readouterr()
     np.testing.assert_array_equal(accelerate.load_fast(str(copied)).forward([5, 0, 17]), expected)
-    assert "rebuilding it" in capfd.readouterr().err
+    assert capfd.readouterr().err == "" and os.stat(copy).st_ino == inode  # new identities, the same SHA-256s: kept
+    record = accelerate.derived.read(os.path.join(copied, accelerate.RECORD_FILE))
+    assert record["derived"]["identity"] == accelerate.derived.identity(os.stat(copy))  # and recorded once
     np.testing.assert_array_equal(accelerate.load_fast(str(copied)).forward([5, 0, 17]), expected)
     assert capfd.readouterr().err == ""
 
