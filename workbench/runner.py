@@ -53,17 +53,18 @@ def shape(model):  # "8 layers of width 288", "1 layer of width 128"
 
 
 def load_model(name_or_path, models_dir=None, log=sys.stderr, plain=False):
-    """(model, its directory): the fast model (speed/accelerate.py), or with plain=True the model exactly
-    as gpt2.GPT2.from_pretrained gives it, NumPy's own `@` (--plain: logits within about 1e-5, slower, and a
-    debugger's steps stay in the project's files and NumPy). A first forward pages the mapped weights
-    in, so that later timings measure decoding."""
+    """(model, its directory): the model as this machine's plan runs it (workbench/speed/planned.py: each forward
+    the way measured fastest here for its rows, NumPy's own product unless another is faster), or with plain=True
+    the model exactly as gpt2.GPT2.from_pretrained gives it, NumPy's own `@` on the BLAS's own threads (--plain:
+    logits within about 1e-5, and a debugger's steps stay in the project's files and NumPy). A first forward
+    pages the mapped weights in, so that later timings measure decoding."""
     model_dir = resolve_model_dir(name_or_path, models_dir)
     start = time.perf_counter()
     if plain:
         model = GPT2.from_pretrained(model_dir)
     else:
-        from workbench.speed.accelerate import load_fast  # imported here: a --plain run imports nothing of speed/
-        model = load_fast(model_dir)
+        from workbench.speed.planned import load_planned  # imported here: a --plain run imports nothing of speed/
+        model = load_planned(model_dir)
     model.forward([0])
     where = "" if os.path.abspath(name_or_path) == os.path.abspath(model_dir) else f" from {shown_dir(model_dir)}"
     print(printable(f"loaded {name_or_path}{where} ({shape(model)}) in "
@@ -333,11 +334,13 @@ def run(settings, loaded, prompt, view, rng=None, drafter=None):
 
 
 def same_as_checkpoint(model):
-    """--compare's oracle is its checkpoint's, every value (speed/accelerate.py's same_as_checkpoint): its fast copy,
-    bound to the checkpoint by a signed record, is checked against it in full once. A plain model is the checkpoint."""
-    if type(model) is not GPT2:
+    """--compare's oracle is its checkpoint's, every value (speed/accelerate.py's same_as_checkpoint): the fast copy a
+    plan uses, bound to the checkpoint by a signed record, is checked against it in full once. A plain model is the
+    checkpoint."""
+    fast = getattr(model, "fast", None)
+    if fast is not None:
         from workbench.speed.accelerate import same_as_checkpoint as check  # imported here: --plain imports no speed/
-        check(model)
+        check(fast)
 
 
 def describe_settings(settings):

@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 
 import batch
-from app import display, runner, session
+from workbench import display, runner, session
 from conftest import ROOT, gpt2_pair_bpe, make_model_dir, write_bpe
 from errors import quoted
 from gpt2 import GPT2
-from speed import accelerate, second_core
+from workbench.speed import accelerate, second_core
 from weights import checkpoint, derived, files, reading, tokenizer
 
 IDS = [5, 0, 17]
@@ -325,7 +325,7 @@ def test_4_prompts_with_no_new_tokens_end_at_once(tiny_dirs, tmp_path, method):
 CUT_UNDER_A_RUN = textwrap.dedent("""
     import os, sys
     sys.path.insert(0, ROOT)
-    from speed import accelerate, threads
+    from workbench.speed import accelerate, threads
     if sys.argv[2] == "big":
         threads.SHARE_MIN_BYTES = 0  # a model as big as GPT-2's: every weight read from the mapped copy
     model = accelerate.load_fast(sys.argv[1])
@@ -394,7 +394,7 @@ TEARDOWN = textwrap.dedent("""
     import collections, json, signal, sys
     sys.path.insert(0, ROOT)
     from gpt2 import GPT2
-    from speed import accelerate
+    from workbench.speed import accelerate
     plain, wanted = GPT2.from_pretrained(sys.argv[1]), int(sys.argv[2])
     counts, armed, ignored = collections.Counter(), [False], []
     def on_timer(signum, frame):
@@ -482,7 +482,7 @@ def test_a_setting_of_any_length_is_echoed_cut(monkeypatch):
 
 
 def test_the_ablations_take_a_bounded_number_of_prompts(tmp_path):
-    from app import ablation
+    from workbench.bench import ablation
     path = tmp_path / "many.txt"
     path.write_text("a prompt\n" * (ablation.MAX_PROMPTS + 1))
     r = run("bench.py", "ablation", "--prompts", path, "--draft", "no-such-model", "--out", tmp_path / "a.csv")
