@@ -12,7 +12,7 @@ from batch import rollback_rows as project_rollback_rows
 from crossvocab import align_suffix as project_align_suffix
 
 from .models import crossvocab_pair, tiny_pair
-from .running import Exercise, attempt, count, fresh, integers, span, unchanged, wrong
+from .running import Exercise, attempt, fresh, span, wrong
 
 
 @contextlib.contextmanager
@@ -94,19 +94,7 @@ def expected_cut(cache_lengths, n_kept):
 
 
 def as_cut(call, got, n_rows):
-    """got as a list of ints, one per row, or a failure: an array, a number, floats, the wrong number of rows."""
-    if isinstance(got, np.ndarray):
-        raise wrong(f"{call} returned {got!r}, a NumPy array of {got.dtype}; the new lengths are a list of ints, one "
-                    "per row", "the type of what you return: `.tolist()` turns an array into a list of Python ints (an "
-                    "array's == compares entry by entry, so `cut == [3, 5]` is an array, not True or False)")
-    if not isinstance(got, (list, tuple)):
-        kind = type(got).__name__
-        raise wrong(f"{call} returned {got!r}, {'an' if kind[0] in 'aeiou' else 'a'} {kind}, not a list; "
-                    + ("a batch of one row still needs a list, of one length" if n_rows == 1 else
-                       f"a batch of {n_rows} rows needs a list of {n_rows} lengths"),
-                    "return a list with one int per row, even for a batch of one row (np.squeeze and [0] turn a "
-                    "one-row list into a number)")
-    got = integers(call, got, "a row's new length")
+    """got, a list of ints (the contract holds it to that), or a failure: not one length per row."""
     if len(got) != n_rows:
         raise wrong(f"{call} returned {len(got)} length{'s' if len(got) != 1 else ''}, {got}, for a batch of {n_rows} "
                     "rows", "one length per row, in the rows' order, every row's (a row with nothing to cut keeps its "
@@ -116,15 +104,7 @@ def as_cut(call, got, n_rows):
 
 def check_one_cut(f, what, cache_lengths, n_kept):
     call = f"cut_rows({cache_lengths}, {n_kept})"
-    given = (fresh(cache_lengths), fresh(n_kept))
-    got = attempt(call, f, *given)
-    if list(given[1]) != n_kept:
-        raise wrong(f"{call} changed its argument n_kept: {n_kept} became {given[1]}",
-                    "batch.rollback_rows cuts the draft's cache, then the oracle's, with one n_kept: written into, it "
-                    "would cut the oracle's cache to the draft's lengths (one short where every draft was kept). "
-                    "Build a new list and leave n_kept as it came")
-    unchanged(call, {"cache_lengths": (cache_lengths, given[0])})
-    got = as_cut(call, got, len(cache_lengths))
+    got = as_cut(call, attempt(call, f, fresh(cache_lengths), fresh(n_kept)), len(cache_lengths))
     expected = expected_cut(cache_lengths, n_kept)
     if got != expected:
         raise diagnose_cut(f"{call} ({what}) returned {got}, expected {expected}", cache_lengths, n_kept, expected, got)
@@ -391,27 +371,6 @@ def expected_alignment(drafted, text):
     return n, text[end:]
 
 
-def as_alignment(call, got):
-    """got as (n, rest): n an int, rest bytes; or a failure naming what came back instead."""
-    if not isinstance(got, (tuple, list)) or len(got) != 2:
-        raise wrong(f"{call} returned {got!r}; expected a pair (n, rest)",
-                    "return two things: how many drafts stay (an int), and the bytes past them")
-    n, rest = got
-    n = count(call + "[0]", n, "n, how many drafts stay,")
-    if isinstance(rest, str):
-        raise wrong(f"{call} returned ({n}, {rest!r}): rest is a str; it must be bytes",
-                    "the text is bytes and can end inside a UTF-8 character (b'caf\\xc3'), which no str can hold: "
-                    "compare and slice bytes, never decode them")
-    if isinstance(rest, list) and all(isinstance(x, int) for x in rest):
-        raise wrong(f"{call} returned ({n}, {rest!r}): rest is a list of ints; it must be bytes",
-                    "iterating over bytes gives ints (list(b'ab') is [97, 98]): slice the text, text[end:], to keep "
-                    "bytes")
-    if not isinstance(rest, bytes):
-        raise wrong(f"{call} returned ({n}, {rest!r}): rest is a {type(rest).__name__}; it must be bytes",
-                    "rest is a slice of the text, text[end:]: bytes")
-    return n, rest
-
-
 def identical_run(drafted, text):
     """What the loop with `is` for `==` gives: CPython shares the objects of one-byte strings only."""
     n, end = 0, 0
@@ -424,15 +383,31 @@ def identical_run(drafted, text):
 def check_one_alignment(f, what, drafted, text):
     call = f"align_suffix({show_tokens(drafted)}, {show_bytes(text)})"
     given = fresh_bytes(drafted)
-    got = attempt(call, f, given, text, hints=((UnicodeDecodeError, (
+    n, rest = attempt(call, f, given, text, hints=((UnicodeDecodeError, (
         "the drafts and the text are bytes and can end inside a UTF-8 character: compare and slice bytes, "
         "never decode them to str")),))
-    unchanged(call, {"drafted": (drafted, given)})
-    n, rest = as_alignment(call, got)
     expected = expected_alignment(drafted, text)
     if (n, rest) != expected:
         raise diagnose_alignment(f"{call} ({what}) returned ({n}, {show_bytes(rest)}), expected ({expected[0]}, "
                                  f"{show_bytes(expected[1])})", drafted, text, n, rest, expected)
+
+
+def short_of_the_end(drafted, text):
+    """What the loop that keeps a draft only when it ends before the text's end gives (< for <=)."""
+    n, end = 0, 0
+    while n < len(drafted) and end + len(drafted[n]) < len(text) and text[end:end + len(drafted[n])] == drafted[n]:
+        end += len(drafted[n])
+        n += 1
+    return n, text[end:]
+
+
+def by_characters(drafted, text):
+    """What the loop whose end moves by each draft's length in characters, not bytes, gives."""
+    n, end = 0, 0
+    while n < len(drafted) and text[end:end + len(drafted[n])] == drafted[n]:
+        end += len(drafted[n].decode("utf-8", errors="replace"))
+        n += 1
+    return n, text[end:]
 
 
 def every_match(drafted, text):
@@ -477,19 +452,28 @@ def diagnose_alignment(what, drafted, text, n, rest, expected):
                      "compare the bytes themselves, text[end:end + len(d)] == d: a draft whose length fits in the text "
                      "has not agreed yet (counting bytes or tokens is not comparing them)")
     if n < n_e:
-        if (n, rest) == identical_run(drafted, text):
-            return wrong(f"{what}: that is the run with `is` for `==`: draft {n} ({drafted[n]!r}) equals the text "
-                         "there, but is another object",
-                         "compare bytes with ==: `is` asks whether two objects are one, and CPython shares the objects "
-                         "of one-byte strings only, so `is` holds on one-byte tokens and fails on real ones")
         if n == 0 and rest == text:
             return wrong(f"{what}: the draft's list would still spell the text, but the {n_e} draft(s) it agreed on "
                          "are thrown away and encoded again: its cache is cut back before them, so it reads them "
                          "again, and encoded anew they may split otherwise",
                          "keep the longest run of drafts, from the first, whose bytes lie in the text")
-        if n == n_e - 1 and end == len(text):
-            return wrong(f"{what}: draft {n} ({drafted[n]!r}) ends exactly at the agreed text's end and stays: all "
-                         "its bytes are agreed", "a draft stays when it ends at the text's end or before (<=, not <)")
+        variants = [
+            (identical_run(drafted, text), f"that is the run with `is` for `==`: draft {n} ({drafted[n]!r}) equals "
+             "the text there, but is another object", "compare bytes with ==: `is` asks whether two objects are one, "
+             "and CPython shares the objects of one-byte strings only, so `is` holds on one-byte tokens and fails on "
+             "real ones"),
+            (short_of_the_end(drafted, text), f"that is the run that keeps a draft only when it ends before the agreed "
+             f"text's end: draft {n} ({drafted[n]!r}) ends exactly there, and all its bytes are agreed",
+             "a draft stays when it ends at the text's end or before (<=, not <)"),
+            (expected_alignment(drafted[:-1], text), "that is the run of every draft but the last: the loop stops one "
+             "draft short", "every draft can stay, the last included: the loop runs over all of drafted"),
+            (by_characters(drafted, text), "that is the run whose position in the text moves by each draft's length in "
+             "characters, not bytes: a character of UTF-8 is 1 to 4 bytes", "count bytes, len(d) of the draft's "
+             "bytes, as the text's slices do; never decode them"),
+        ]
+        matches = [(said, hint) for run, said, hint in variants if run == (n, rest)]
+        if matches:
+            return wrong(f"{what}: " + "; or ".join(said for said, _ in matches), "; or ".join(h for _, h in matches))
         return wrong(f"{what}: you stopped before draft {n} ({drafted[n]!r}), whose bytes are the text's at byte "
                      f"{len(b''.join(drafted[:n]))}", ALIGN_HINT)
     if rest == text and end > 0:
@@ -544,7 +528,7 @@ def aligning_with(f, calls):
     """A crossvocab.align_suffix that asks f, noting each call's (drafted, text, answer)."""
     def align_suffix(drafted, text):
         call = f"align_suffix({show_tokens(drafted)}, {show_bytes(text)})"
-        got = as_alignment(call, attempt(call, f, list(drafted), text))
+        got = attempt(call, f, list(drafted), text)
         calls.append((list(drafted), text, got))
         return got
     return align_suffix

@@ -20,6 +20,7 @@ class Exercise:
     function: str    # what you write there
     check: callable  # check(f) raises AssertionError (NotImplementedError, StillBuggy) if f is wrong
     reference: callable  # () -> the project's own function, which --reference checks instead
+    shipped: callable = None  # shipped(f) raises StillBuggy if f still does what the file was shipped with
 
 
 def project(module, name):
@@ -35,18 +36,34 @@ class StillBuggy(Exception):
     """Raised by a check when the answer does exactly what the bug the file was shipped with does."""
 
 
+class Endless(BaseException):
+    """Raised by an argument a call reads without end (not an Exception: an answer's `except Exception` lets it
+    through); attempt() turns it into a failure: the call did not finish, what it did, where to look."""
+
+    def __init__(self, what, hint):
+        super().__init__(what)
+        self.what, self.hint = what, hint
+
+
+class Wrong(AssertionError):
+    """A check's failure: what went wrong, then where to look. (An AssertionError an answer raises is a crash.)"""
+
+
 def wrong(what, hint):
     """A failure in two stages: what went wrong (observed vs expected), then where to look."""
-    return AssertionError(f"{what}\n  where to look: {hint}")
+    return Wrong(f"{what}\n  where to look: {hint}")
 
 
 def attempt(call_text, f, *args, hint=None, hints=()):
     """f(*args), with a crash turned into a one-paragraph failure naming the line of your file.
-    hints ((exception type, hint), ...) choose the hint by the exception's type; hint is the one otherwise."""
+    hints ((exception type, hint), ...) choose the hint by the exception's type; hint is the one otherwise.
+    f held to its exercise's contract (contract.Held) is told the call's text, for the contract's messages."""
     try:
-        return f(*args)
-    except NotImplementedError:
+        return f.call(call_text, *args) if hasattr(f, "call") else f(*args)
+    except (NotImplementedError, Wrong):
         raise
+    except Endless as e:
+        raise wrong(f"{call_text} did not finish: {e.what}", e.hint) from None
     except Exception as e:
         raise crash(call_text, e, next((h for kind, h in hints if isinstance(e, kind)), hint)) from None
 
@@ -124,19 +141,32 @@ def fresh(ids):
     return np.array(ids, dtype=np.int64).tolist()
 
 
-def unchanged(call, arguments):
-    """A failure if the function changed an argument it was given: {name: (before, after)}.
-    The caller still uses its lists and arrays after the call (speculative.py keeps drafted[:n] of its drafts)."""
-    for name, (before, after) in arguments.items():
-        if isinstance(before, np.ndarray):
-            same = isinstance(after, np.ndarray) and np.array_equal(after, before)
-            seen = lambda a: show(a) if isinstance(a, np.ndarray) and a.ndim == 1 else repr(a)  # noqa: E731
-        else:
-            same, seen = list(after) == list(before), repr
-        if not same:
-            raise wrong(f"{call} changed its argument {name}: {seen(before)} became {seen(after)}",
-                        f"the caller's {name} is the caller's: work on a copy (list(...), x.copy(), `x = x - m` "
-                        "instead of `x -= m`) or build a new value, and leave the argument as it came")
+def unchanged(call, name, before, after, why):
+    """The failure for a function that changed the argument `name` it was given (before: a deep copy of it, taken
+    before the call), naming the first place that changed; why: what the caller goes on doing with it."""
+    path, was, now = first_change(name, before, after)
+    seen = lambda a: show(a) if isinstance(a, np.ndarray) and a.ndim == 1 and a.size <= 12 else repr(a)  # noqa: E731
+    change = f"{seen(was)} became {seen(now)}" if path == name else f"{path} was {seen(was)}, and became {seen(now)}"
+    raise wrong(f"{call} changed its argument {name}: {change}",
+                f"the caller's {name} is the caller's ({why}): work on a copy (list(...), x.copy(), `x = x - m` instead "
+                "of `x -= m`) or build a new value, and leave the argument as it came")
+
+
+def first_change(path, before, after):
+    """(where, what it was, what it is) for the first place after differs from before, inside lists and tuples."""
+    if (isinstance(before, (list, tuple)) and isinstance(after, (list, tuple)) and len(before) == len(after)
+            and not isinstance(before, np.ndarray)):
+        for i, (b, a) in enumerate(zip(before, after)):
+            if isinstance(b, (list, tuple)) and not _equal(b, a):
+                return first_change(f"{path}[{i}]", b, a)
+    return path, before, after
+
+
+def _equal(a, b):
+    try:
+        return bool(a == b) if not isinstance(a, np.ndarray) else np.array_equal(a, b)
+    except (TypeError, ValueError):
+        return False
 
 
 def span(first, last):
