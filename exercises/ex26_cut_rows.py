@@ -12,6 +12,14 @@ cut_rows(cache_lengths, n_kept) gets each row's cache length and n_kept, both
 lists of ints in the rows' order, and returns each row's new cache length: a
 list of ints, one per row. Leave both arguments as they came.
 
+Held to (exercises/checks/contract.py), before the checker's own cases:
+  returns    a list of Python ints (the new lengths)
+  arguments  cache_lengths, n_kept come back unchanged
+  randomness none: the same arguments, the same answer
+  passes     not counted
+  boundaries an empty batch; one row; a cache that holds exactly n_kept; a
+             cache one short of n_kept
+
 Check: pytest exercises/ -k ex26
 """
 

@@ -258,7 +258,7 @@ def test_a_generator_that_extends_the_callers_prompt():
             ids.append(token)  # "tokens = ids" in the shipped file's first line, without its list(...)
             yield token
     fails("05", generate, r"changed its argument ids: \[3, 1, 4, 1, 5\] became \[3, 1, 4, 1, 5, \d+\]",
-          "the caller's prompt")
+          "the caller goes on with its prompt")
 
 
 # --- new answers for exercises 3 and 4 ----------------------------------------------------

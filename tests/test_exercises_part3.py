@@ -210,7 +210,7 @@ def test_the_learners_test_with_its_not_dropped():
 
 def test_alpha_as_a_dot_product():
     fails("13", lambda q, p: float(np.dot(p, q)), r"alpha\(\[0.2, 0.5, 0.3\], \[0.2, 0.5, 0.3\]\) returned 0.38, "
-          "expected 1.0: p = q: every draft is kept; sum p\(x\) q\(x\) is the chance that two independent draws")
+          r"expected 1.0: p = q: every draft is kept; sum p\(x\) q\(x\) is the chance that two independent draws")
 
 
 def test_alpha_without_the_half():

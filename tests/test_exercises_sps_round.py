@@ -147,7 +147,7 @@ def test_a_round_that_extends_the_callers_text():
         tokens += new  # "the round's text grows"
         return new
     fails("15", answer, r"sps_round\(draft, oracle, \[1, 4\], n_draft=2, rng=np.random.default_rng\(0\)\) changed its "
-          r"argument tokens: \[1, 4\] became \[1, 4, \d+", "the caller's text")
+          r"argument tokens: \[1, 4\] became \[1, 4, \d+", "the decoder goes on with its text")
 
 
 def test_a_round_drafted_by_inverse_cdf_in_numpy():

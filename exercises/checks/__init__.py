@@ -14,8 +14,10 @@ references, and the registry of those exercises at its end:
     part3_sampling.py     exercises 9, 11, 12, 13
     part3_sps_round.py    exercise 15
     part4_lookup_tree.py  exercises 16, 18
-    part6_real_text.py    exercises 22, 23, 24, 25
-    part7_batch_vocab.py  exercises 26, 27
+    part6_real_text.py    exercises 22, 23
+    part6_tree_lookup.py  exercises 24, 25
+    part7_batch.py        exercise 26
+    part7_vocab.py        exercise 27
 
 EXERCISES maps each hands-on exercise's number to its file, the function you
 write there, its check, and its reference: the project's own function (or a
@@ -30,14 +32,14 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # the project
 
 from . import (part1_greedy, part2_threshold, part3_sampling, part3_sps_round, part4_lookup_tree,  # noqa: E402
-               part6_real_text, part7_batch_vocab)
+               part6_real_text, part6_tree_lookup, part7_batch, part7_vocab)
 from . import contract, promises  # noqa: E402
 from .models import learned_pair, tiny_pair  # noqa: E402,F401  (for EXERCISES.md's snippets and ex05's script)
 from .part2_threshold import seed000_threshold  # noqa: E402,F401
 from .running import NotSolved, StillBuggy  # noqa: E402,F401
 
 PARTS = (part1_greedy, part2_threshold, part3_sampling, part3_sps_round, part4_lookup_tree, part6_real_text,
-         part7_batch_vocab)
+         part6_tree_lookup, part7_batch, part7_vocab)
 EXERCISES = {e.number: e for part in PARTS for e in part.EXERCISES}
 
 

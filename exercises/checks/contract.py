@@ -42,7 +42,7 @@ RAN = defaultdict(set)  # exercise number -> the rules held on its last check
 def kind_of(value):
     """What a value is, in a message: 'a float', 'a NumPy integer (np.int64)', 'a NumPy array of float64', ..."""
     if value is None:
-        return "None"
+        return "nothing"
     if isinstance(value, np.bool_):
         return "a NumPy bool"
     if isinstance(value, np.integer):
@@ -77,6 +77,8 @@ NUMPY_FLOAT = ("float(...) turns it into Python's float: a NumPy sum or entry is
                "it)")
 COUNT = ("the type of what you return: a count used as an index or a slice bound must be an int (`/` gives a float, "
          "`//` or a counter that goes up by 1 an int)")
+NONE = ("return a value on every path: a function that ends without a return statement (or a loop that never "
+        "sets its answer) returns None")
 ENTRY = ("the type of what you return: every entry must be a Python int (a NumPy array of floats, np.zeros or a `/` "
          "makes floats, and an array's entries are NumPy's; 2393.0 == 2393 is True, but a float is no list index "
          "and no token a model can read)")
@@ -90,13 +92,13 @@ class Kind:
     def check(self, call, value, args):
         problem = self.problem(value, args)
         if problem is not None:
-            raise wrong(f"{call} returned {shown(value)}, {problem[0]}", problem[1])
+            raise wrong(f"{call} returned {shown(value)}{': ' if value is None else ', '}{problem[0]}", problem[1])
 
 
 class Int(Kind):
     def __init__(self, what="a count", hint=COUNT):
         self.what, self.hint = what, hint
-        self.said = f"a Python int ({what})"
+        self.said = f"a Python int ({what.rstrip(',')})"
 
     def problem(self, value, args=None):
         if type(value) is int:
@@ -105,6 +107,8 @@ class Int(Kind):
             return f"{kind_of(value)}; {self.what} is a Python int", NUMPY_INT
         if isinstance(value, (float, np.floating)):
             return f"a float; {self.what} is an int", self.hint
+        if value is None:
+            return f"nothing; {self.what} is an int", NONE
         return f"{kind_of(value)}; {self.what} is an int", self.hint
 
 
@@ -118,6 +122,8 @@ class Float(Kind):
             return None
         if isinstance(value, np.floating):
             return f"{kind_of(value)}; {self.what} is a Python float", NUMPY_FLOAT
+        if value is None:
+            return f"nothing; {self.what} is a float", NONE
         if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
             return (f"{kind_of(value)}; {self.what} is a float",
                     "return a float on every path: 0.0 and 1.0, not 0 and 1 (or float(...))")
@@ -182,7 +188,7 @@ class Tuple(Kind):
             if isinstance(value, list) and len(value) == len(self.names):
                 return (f"a list; the text promises a tuple {pair}",
                         f"return {', '.join(self.names)}: a tuple, as the text says")
-            return f"{kind_of(value)}; expected a tuple {pair}", f"return {', '.join(self.names)} on every path"
+            return f"{kind_of(value)}; the text promises a tuple {pair}", f"return {', '.join(self.names)} on every path"
         for name, kind, entry in zip(self.names, self.kinds, value):
             problem = kind.problem(entry)
             if problem is not None:
@@ -193,11 +199,11 @@ class Tuple(Kind):
 class Dict(Kind):
     def __init__(self, values, what):
         self.values, self.what = values, what
-        self.said = f"a dict {what}"
+        self.said = f"a dict {what}, each {values.said}"
 
     def problem(self, value, args=None):
         if type(value) is not dict:
-            return f"{kind_of(value)}; expected a dict {self.what}", "return a dict, one entry per kind"
+            return f"{kind_of(value)}, not a dict; the text promises a dict {self.what}", "return a dict, one entry per kind"
         for key, entry in value.items():
             problem = self.values.problem(entry)
             if problem is not None:
@@ -276,6 +282,7 @@ class Contract:
     observe: callable = None   # (args, result) -> what a call did, when more than its result (ex04's caches)
     close: callable = None     # (a, b) -> whether two outcomes agree (default: the same, exactly)
     display: callable = None   # an outcome as a boundary's failure shows it (default: shown)
+    hints: tuple = ()          # ((exception type, where to look), ...) for a call of the stages that raises one
     verb: str = "returned"     # how a failure says what a call did ("left its caches at": what observe saw)
     notes: tuple = field(default=())  # more lines for the docstring's "Held to"
 
@@ -411,7 +418,7 @@ def hold(number, contract, held, reference):
 
 def run(contract, held, text, args, hint=None):
     """What one call did: its result, or what contract.observe makes of it (a generator is run to its end)."""
-    result = attempt(text, held, *args, hint=hint)
+    result = attempt(text, held, *args, hint=hint, hints=contract.hints)
     try:
         return outcome(contract, args, result)
     except (NotImplementedError, Wrong):
@@ -477,5 +484,5 @@ def hold_boundaries(number, contract, held, reference):
         closer = b.explain(got, expected, held) if b.explain else None
         display = contract.display or shown
         what = f"{b.call} {contract.verb} {display(got)}, expected {display(expected)}: {b.what}"
-        raise wrong(f"{what}; {closer[0]}" if closer and closer[0] else what, closer[1] if closer else b.hint)
+        raise wrong(f"{what}; {closer[0]}" if closer and closer[0] else what, closer[1] if closer and closer[1] else b.hint)
     RAN[number].add("boundaries")

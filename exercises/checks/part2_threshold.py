@@ -58,6 +58,12 @@ def explain_drafting(args, got, expected, f=None):
                 "of guesses (k_limit is what threshold.py's n_draft and n_new leave)")
     guesses, cumulative = greedy_chain(draft, list(context), max(len(expected), len(got), 1) + 1)
     chain = f"the draft's greedy guesses {guesses} have cumulative probabilities {show(cumulative)}"
+    before = [1.0] + cumulative  # the cumulative probability each guess is tested with
+    above = next((n for n in range(min(k_limit, len(cumulative)) + 1) if n == k_limit or not before[n] > threshold),
+                 None)
+    if got == guesses[:above] and above != len(expected):
+        return (f"that is drafting while the cumulative probability is ABOVE the threshold (`>`); {chain}, and "
+                f"threshold.py goes on while it is at least the threshold", "`>=`, not `>`: the text says \"at least\"")
     if got != guesses[:len(got)]:
         return chain, "each guess is the draft's argmax after the text and all the earlier guesses"
     if len(got) == len(expected) - 1:

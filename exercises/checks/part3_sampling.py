@@ -70,8 +70,10 @@ def explain_probabilities(args, got, expected, f=None):
     floors = [t for t in (10.0 ** e for e in range(-1, -45, -1)) if t > temperature and np.allclose(
         got, reference(x, t, top_k), atol=1e-5, rtol=0)]
     if floors and not np.allclose(reference(x, min(floors), top_k), expected, atol=1e-5, rtol=0):
-        return (f"that is the answer at temperature {min(floors):g}, not {temperature:g}: the temperature is floored, "
-                "and every temperature below the floor gives the floor's distribution",
+        at = (f"temperature {max(floors):g}" if len(floors) == 1 else
+              f"any temperature from {min(floors):g} to {max(floors):g}")
+        return (f"that is the answer at {at}, not at {temperature:g}: the temperature is floored, and every "
+                "temperature below the floor gives the floor's distribution",
                 "divide by the temperature itself: a floor such as max(temperature, 1e-3) changes every temperature "
                 "below it; only below the smallest float32, about 1.4e-45, is there nothing left to divide by")
     if abs(float(got.sum()) - 1) > 1e-4:

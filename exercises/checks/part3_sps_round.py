@@ -111,7 +111,32 @@ def explain_constant_round(tokens, top, got, expected):
                and all(simulate(t, u, how) == simulate(t, u) for t, u in before)]
     if matches:
         return "; or ".join(what for what, _ in matches), "; or ".join(hint for _, hint in matches)
-    return None
+    return story(tokens, top), None
+
+
+def story(tokens, top):
+    """What Algorithm 2 does in the round of certain_pair() from tokens with every draw the same, step by step."""
+    from sps import residual
+    draft, target = certain_pair()
+    r = TOP if top else 0.0
+    drafted = simulate(list(tokens), top, "no bonus")[:0] or []
+    for _ in range(2):
+        drafted.append(int(np.flatnonzero(softmax(draft.forward(list(tokens) + drafted)[-1]))[-1 if top else 0]))
+    q = softmax(target.forward(list(tokens) + drafted)[len(tokens) - 1:])
+    p = [softmax(draft.forward(list(tokens) + drafted[:t])[-1]) for t in range(2)]
+    steps = []
+    for t, x in enumerate(drafted):
+        ratio = min(1.0, float(q[t][x] / p[t][x]))
+        if not r < ratio:
+            z = int(np.flatnonzero(residual(q[t], p[t]))[-1 if top else 0])
+            steps.append(f"draft {t + 1}, {x}, is rejected (min(1, q/p) = {ratio:.3g}, not above r), and the residual "
+                         f"gives {z}")
+            break
+        steps.append(f"draft {t + 1}, {x}, is kept (min(1, q/p) = {ratio:.3g} > r)")
+    else:
+        steps.append(f"the bonus from q after both drafts is {int(np.flatnonzero(q[2])[-1 if top else 0])}")
+    return f"with every draw at r = {r!r} (each token drawn is the {'last' if top else 'first'} of nonzero " \
+           f"probability), " + "; ".join(steps)
 
 
 # ---------------------------------------------------------------------------

@@ -15,7 +15,10 @@ from .part3_sampling import explain_alpha, explain_keep, explain_probabilities, 
 from .part2_threshold import explain_drafting, explain_seed, explain_threshold
 from .part3_sps_round import CONSTANT_ROUNDS, certain_pair, explain_constant_round
 from .part4_lookup_tree import explain_lookup, explain_mask, mask_rows, same_mask
-from .part6_real_text import GuardedTokens
+from .part6_real_text import explain_draft_length, explain_kinds
+from .part6_tree_lookup import GuardedTokens, explain_replay, explain_tree_path
+from .part7_batch import explain_cut
+from .part7_vocab import explain_alignment
 
 ID, IDS = Int("a token id"), List(Int("a token id"), "the token ids")
 
@@ -346,7 +349,7 @@ def kinds_case(what, n_new, n_draft, hint):
         draft, oracle, _ = learned_pair()
         return draft, oracle, [(kind, list(ids)) for kind, ids in held_out_prompts()], n_new, n_draft
     text = f"acceptance_by_kind(draft, oracle, <the first prompt of each kind>, n_new={n_new}, n_draft={n_draft})"
-    return Boundary(what, text, args, hint)
+    return Boundary(what, text, args, hint, lambda got, expected, f: explain_kinds(args(), got, expected))
 
 
 def kinds_probe():
@@ -359,29 +362,29 @@ def same_rates(a, b):
 
 
 def best_boundaries():
-    name = "best_draft_length"
+    case = cases("best_draft_length", explain_draft_length)
     flat, step = {k: 10.0 for k in range(1, 8)}, {1: 10.0, 2: 10.0, 3: 20.0, 4: 20.0}
-    return [boundary(name, "alpha = 1: every draft kept, and (1 - alpha^(n_draft+1)) / (1 - alpha) is 0 / 0",
-                     (1.0, 0.1, step), "alpha = 1 needs its own tokens per round, n_draft + 1: decoding.py's "
-                                       "expected_tokens_per_round has both cases"),
-            boundary(name, "alpha = 0: no draft is ever kept", (0.0, 0.1, flat), "score every n_draft as for any alpha"),
-            boundary(name, "a curve of two points: n_draft = 1 is the only choice", (0.8, 0.1, {1: 10.0, 2: 12.0}),
-                     "n_draft runs from 1 to max(T) - 1, inclusive"),
-            boundary(name, "every score equal (alpha = 0, c = 0, a flat curve): the smallest n_draft", (0.0, 0.0, flat),
-                     "on a tie, the smallest n_draft"),
-            boundary(name, "drafting and checking both free (c = 0, a flat curve): the longest n_draft", (0.9, 0.0, flat),
-                     "n_draft runs up to max(T) - 1 inclusive")]
+    return [case("a curve of two points: n_draft = 1 is the only choice", (0.8, 0.1, {1: 10.0, 2: 12.0}),
+                 "n_draft runs from 1 to max(T) - 1, inclusive"),
+            case("every score equal (alpha = 0, c = 0, a flat curve): the smallest n_draft", (0.0, 0.0, flat),
+                 "on a tie, the smallest n_draft"),
+            case("drafting and checking both free (c = 0, a flat curve): the longest n_draft", (0.9, 0.0, flat),
+                 "n_draft runs up to max(T) - 1 inclusive"),
+            case("alpha = 0: no draft is ever kept", (0.0, 0.1, flat), "score every n_draft as for any alpha"),
+            case("alpha = 1: every draft kept, and (1 - alpha^(n_draft+1)) / (1 - alpha) is 0 / 0", (1.0, 0.1, step),
+                 "alpha = 1 needs its own tokens per round, n_draft + 1: decoding.py's expected_tokens_per_round has "
+                 "both cases")]
 
 
 def path_boundaries():
-    name = "accepted_path"
-    return [boundary(name, "an empty tree", ([], [], [3]), "with no node, the path is empty"),
+    name, explain = "accepted_path", explain_tree_path
+    return [boundary(name, "an empty tree", ([], [], [3]), "with no node, the path is empty", explain),
             boundary(name, "no child of the root has the oracle's choice: nothing kept", ([-1, -1], [5, 6], [7, 0, 0]),
-                     "a node is kept only when its token is the oracle's choice after its parent"),
+                     "a node is kept only when its token is the oracle's choice after its parent", explain),
             boundary(name, "a line kept to its leaf", ([-1, 0, 1], [5, 6, 7], [5, 6, 7, 8]),
-                     "keep stepping down while a child of the last node has the oracle's choice"),
+                     "keep stepping down while a child of the last node has the oracle's choice", explain),
             boundary(name, "the oracle's choice after the root is a grandchild's token", ([-1, 0], [5, 6], [6, 0, 0]),
-                     "the path starts at a child of the root: parents[j] == -1")]
+                     "the path starts at a child of the root: parents[j] == -1", explain)]
 
 
 HAND_MADE = [1, 2, 3, 4, 5, 6, 1, 2, 3, 9, 5, 6, 7, 8, 2, 3]
@@ -389,7 +392,8 @@ HAND_MADE = [1, 2, 3, 4, 5, 6, 1, 2, 3, 9, 5, 6, 7, 8, 2, 3]
 
 def guarded(name, what, args, hint):
     """A boundary of replay_lookup whose text gives up when read without end (an endless replay)."""
-    return Boundary(what, plain(name, args), lambda: (GuardedTokens(args[0]), *args[1:]), hint)
+    return Boundary(what, plain(name, args), lambda: (GuardedTokens(args[0]), *args[1:]), hint,
+                    lambda got, expected, f: explain_replay(args, got, expected))
 
 
 def replay_probe():
@@ -412,24 +416,24 @@ def replay_boundaries():
 # --- part 7 -----------------------------------------------------------------------------------------------
 
 def cut_boundaries():
-    name = "cut_rows"
-    row = "row b keeps min(cache_lengths[b], n_kept[b]) positions"
-    return [boundary(name, "an empty batch", ([], []), "one length per row, and there are none"),
-            boundary(name, "one row", ([37], [35]), "a batch of one row still needs a list, of one length"),
-            boundary(name, "rows whose caches hold exactly n_kept: nothing to cut", ([120, 340], [120, 340]),
-                     "cut to a length, not by a count from the end: `x[:-0]` is `x[:0]`"),
-            boundary(name, "a draft's cache one short of its n_kept (its last draft never fed)", ([415, 304], [416, 301]),
-                     f"{row}: a cut only shortens (BatchKVCache.truncate refuses to lengthen a row)")]
+    case = cases("cut_rows", explain_cut)
+    return [case("an empty batch", ([], []), "one length per row, and there are none"),
+            case("one row", ([37], [35]), "a batch of one row still needs a list, of one length"),
+            case("a row whose cache holds exactly n_kept: nothing to cut there", ([120, 345], [120, 340]),
+                 "cut to a length, not by a count from the end: `x[:-0]` is `x[:0]`"),
+            case("a draft's cache one short of its n_kept (its last draft never fed)", ([415, 304], [416, 301]),
+                 "row b keeps min(cache_lengths[b], n_kept[b]) positions: a cut only shortens (BatchKVCache.truncate "
+                 "refuses to lengthen a row)")]
 
 
 def align_boundaries():
-    name = "align_suffix"
-    return [boundary(name, "no drafts (the draft's window was full)", ([], b"the"), "with no drafts, rest is the text"),
-            boundary(name, "an empty agreed text", ([b"the", b" cat"], b""), "no draft fits in an empty text"),
-            boundary(name, "a text that ends exactly where a draft ends: that draft stays", ([b"the", b" cat"], b"the cat"),
-                     "a draft stays when it ends at the text's end or before (<=, not <)"),
-            boundary(name, "a text that ends inside a UTF-8 character", ([b"caf", b"\xc3\xa9"], b"caf\xc3"),
-                     "compare and slice bytes: the agreed part of the draft the text ends inside goes into rest")]
+    case = cases("align_suffix", explain_alignment)
+    return [case("no drafts (the draft's window was full)", ([], b"the"), "with no drafts, rest is the text"),
+            case("an empty agreed text", ([b"the", b" cat"], b""), "no draft fits in an empty text"),
+            case("a text that ends exactly where a draft ends: that draft stays", ([b"the", b" cat"], b"the cat"),
+                 "a draft stays when it ends at the text's end or before (<=, not <)"),
+            case("a text that ends inside a UTF-8 character", ([b"caf", b"\xc3\xa9"], b"caf\xc3"),
+                 "compare and slice bytes: the agreed part of the draft the text ends inside goes into rest")]
 
 
 # --- the contracts ------------------------------------------------------------------------------------------
@@ -446,7 +450,7 @@ CONTRACTS = {
                    verb="left its caches at",
                    notes=(("caches", "changed by truncate only: each holds min(its length, n_kept) positions after"),)),
     "05": Contract(("draft", "oracle", "ids", "n_new", "n_draft"), Yields(Int("a token id"), "n_new of them"),
-                   {"ids": "the caller's prompt"},
+                   {"ids": "the caller goes on with its prompt"},
                    lambda: [("speculative_generate(draft, oracle, [3, 1, 4, 1, 5], n_new=12, n_draft=3)",
                              lambda: spied(tiny_pair, [3, 1, 4, 1, 5], 12, 3)[0])],
                    generate_boundaries, "a run of one token; a prompt of one token; n_draft = 1; the end of the context",
@@ -494,10 +498,10 @@ CONTRACTS = {
                    lambda: probe("alpha", np.array([0.2, 0.3, 0.5], np.float32), np.array([0.5, 0.3, 0.2], np.float32)),
                    alpha_boundaries, "p = q; disjoint p and q; p(x) = q(x) = 0 after top-k; exact ones",
                    close=near(1e-6)),
-    "15": Contract(("draft", "oracle", "tokens", "n_draft", "rng"), IDS, {"tokens": "the caller's text"}, sps_probes,
-                   sps_boundaries, "rounds with generators whose every draw is the same (r = 0.0, r just below 1) on "
-                   "models with exact zero and one probabilities: a rejection, a round that keeps every draft, a draft "
-                   "the target never emits at r = 0.0", rng="rng",
+    "15": Contract(("draft", "oracle", "tokens", "n_draft", "rng"), IDS, {"tokens": "the decoder goes on with its text"}, sps_probes,
+                   sps_boundaries, "rounds with generators whose every draw is the same, on models with exact zero "
+                   "and one probabilities: both drafts kept (r just below 1), a first draft the target never emits "
+                   "(r = 0.0), a draft model equal to the target (p = q)", rng="rng",
                    passes="ONE oracle (target) pass a round, and one draft pass per draft: n_draft",
                    models=("draft", "oracle"), counted=one_target_pass),
     "16": Contract(("tokens", "k", "max_tail"), IDS, {"tokens": "the decoder's text: a lookup only reads it"},
@@ -516,23 +520,33 @@ CONTRACTS = {
                    "alone", close=same_mask, display=mask_rows),
     "22": Contract(("draft", "oracle", "prompts", "n_new", "n_draft"), Dict(Float("a kind's acceptance"),
                                                                              "{kind: acceptance}, one entry per kind"),
-                   {"prompts": "the caller's prompts"},
+                   {"prompts": "the caller goes on with its prompts"},
                    kinds_probe,
                    lambda: [kinds_case("one draft a round", 6, 1, "pass the draft length on: n_draft=n_draft"),
                             kinds_case("the shortest run that drafts: 2 new tokens, one round of one draft, then the "
                                        "oracle's last token", 2, 4, "a kind's acceptance is stats.accepted over "
                                        "stats.drafted, added up over its prompts")],
-                   "one draft a round; 2 new tokens", close=same_rates),
-    "23": Contract(("alpha", "c", "T"), Int("a draft length"), {"T": "the caller's measured curve"},
+                   "one draft a round; 2 new tokens", close=same_rates, hints=(
+                       (ZeroDivisionError, "speculative_generate is a generator: it decodes, and fills its Stats, only "
+                                           "as you iterate over it (list(...) or a for loop); until then stats.drafted "
+                                           "is 0"),)),
+    "23": Contract(("alpha", "c", "T"), Int("a draft length"), {"T": "the caller goes on with its measured curve"},
                    lambda: probe("best_draft_length", 0.8, 0.1, {1: 10.0, 2: 12.0, 3: 13.0}), best_boundaries,
-                   "alpha = 1 and 0; a curve of two points; a tie; c = 0 with a flat curve"),
+                   "a curve of two points; a tie; c = 0 with a flat curve; alpha = 0 and 1", hints=(
+                       (ZeroDivisionError, "with alpha = 1 every draft is kept: a round yields n_draft + 1 tokens, and "
+                                           "the formula's (1 - alpha^(n_draft+1)) / (1 - alpha) is 0 / 0 there"),
+                       (KeyError, "n_draft runs from 1 to max(T) - 1: the check of n_draft drafts reads n_draft + 1 "
+                                  "tokens, and T[n_draft + 1] must be measured"))),
     "24": Contract(("parents", "tokens", "choice"), List(Int("a node index"), "the node indices"),
-                   {"parents": "the round's tree", "tokens": "the round's drafts", "choice": "the oracle's choices"},
+                   {"parents": "the trace shows the round's tree", "tokens": "the trace shows the round's drafts",
+                    "choice": "the trace shows the oracle's choices"},
                    lambda: probe("accepted_path", [-1, -1, 0], [11, 12, 13], [12, 0, 0, 0]), path_boundaries,
-                   "an empty tree; nothing kept; a line kept to its leaf; a choice that only a grandchild has"),
+                   "an empty tree; nothing kept; a line kept to its leaf; a choice that only a grandchild has", hints=(
+                       (IndexError, "choice has one entry more than there are nodes: choice[0] after the root, "
+                                    "choice[i + 1] after node i"),)),
     "25": Contract(("tokens", "n_prompt", "n_draft", "max_tail"),
                    Tuple(("drafted", "accepted", "rounds"), (Int(), Int(), Int()), "three counts"),
-                   {"tokens": "the oracle's text"}, replay_probe,
+                   {"tokens": "the caller replays other settings on the same text"}, replay_probe,
                    replay_boundaries, "nothing to replay; one token left; n_draft = 1; max_tail = 1; a text that never "
                    "repeats itself"),
     "26": Contract(("cache_lengths", "n_kept"), List(Int("a row's new length"), "the new lengths", hint=(
@@ -543,11 +557,15 @@ CONTRACTS = {
                               "into, it would cut the oracle's cache to the draft's lengths (one short where every "
                               "draft was kept)"},
                    lambda: probe("cut_rows", [416, 305, 292], [416, 301, 290]), cut_boundaries,
-                   "an empty batch; one row; caches that hold exactly n_kept; a cache one short of n_kept"),
+                   "an empty batch; one row; a cache that holds exactly n_kept; a cache one short of n_kept", hints=(
+                       (ValueError, "one length per row, from its own cache_lengths[b] and n_kept[b]: a batch can have "
+                                    "no rows, and min() or max() over them all has nothing to take"),)),
     "27": Contract(("drafted", "text"), Tuple(("n", "rest"), (Int("n, how many drafts stay,"), Bytes("rest")),
                                               "n, an int, and rest, bytes"),
                    {"drafted": "crossvocab.py goes on with the drafts it keeps"},
                    lambda: probe("align_suffix", [b"the", b" cat", b"s"], b"the ca"), align_boundaries,
                    "no drafts; an empty text; a text that ends exactly at a draft's end; a text that ends inside a "
-                   "UTF-8 character"),
+                   "UTF-8 character", hints=(
+                       (UnicodeDecodeError, "the drafts and the text are bytes and can end inside a UTF-8 character: "
+                                            "compare and slice bytes, never decode them to str"),)),
 }

@@ -145,7 +145,9 @@ def unchanged(call, name, before, after, why):
     """The failure for a function that changed the argument `name` it was given (before: a deep copy of it, taken
     before the call), naming the first place that changed; why: what the caller goes on doing with it."""
     path, was, now = first_change(name, before, after)
-    seen = lambda a: show(a) if isinstance(a, np.ndarray) and a.ndim == 1 and a.size <= 12 else repr(a)  # noqa: E731
+    def seen(a):
+        text = show(a) if isinstance(a, np.ndarray) and a.ndim == 1 and a.size <= 12 else repr(a)
+        return text if len(text) <= 160 else f"{text[:76]} ... {text[-76:]}"
     change = f"{seen(was)} became {seen(now)}" if path == name else f"{path} was {seen(was)}, and became {seen(now)}"
     raise wrong(f"{call} changed its argument {name}: {change}",
                 f"the caller's {name} is the caller's ({why}): work on a copy (list(...), x.copy(), `x = x - m` instead "
@@ -153,12 +155,12 @@ def unchanged(call, name, before, after, why):
 
 
 def first_change(path, before, after):
-    """(where, what it was, what it is) for the first place after differs from before, inside lists and tuples."""
-    if (isinstance(before, (list, tuple)) and isinstance(after, (list, tuple)) and len(before) == len(after)
-            and not isinstance(before, np.ndarray)):
-        for i, (b, a) in enumerate(zip(before, after)):
-            if isinstance(b, (list, tuple)) and not _equal(b, a):
-                return first_change(f"{path}[{i}]", b, a)
+    """(where, what it was, what it is) for the first place after differs from before: inside a list or tuple of
+    lists or tuples whose length stayed, the first entry that changed."""
+    if isinstance(before, (list, tuple)) and isinstance(after, (list, tuple)) and len(before) == len(after):
+        i = next((i for i, (b, a) in enumerate(zip(before, after)) if not _equal(b, a)), None)
+        if i is not None and isinstance(before[i], (list, tuple)) and isinstance(after[i], (list, tuple)):
+            return first_change(f"{path}[{i}]", before[i], after[i])
     return path, before, after
 
 
