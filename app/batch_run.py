@@ -7,6 +7,7 @@ the statistics to stderr; --trace prints each round's rows: what each drafted an
 """
 
 import time
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -55,7 +56,9 @@ def run(settings, loaded, prompts, view):
 
 
 def trace_lines(trace, token_bytes):
-    """--trace for a batch: per round, k and per row still in the batch its drafts, how many it kept, its new tokens."""
+    """--trace for a batch: per round, k and per row still in the batch its drafts, how many it kept, its new tokens;
+    with --method sps, each row's test of each draft as the single-prompt trace shows it (p(x), q(x), min(1, q/p),
+    r, the decision, then the residual's draw or the bonus: display.sps_lines)."""
     def show(tokens):
         return " ".join(display.token_text(token_bytes, t) for t in tokens)
 
@@ -67,5 +70,8 @@ def trace_lines(trace, token_bytes):
                      + ", ".join(f"{row['row']}: {row['kept']}/{len(row['drafted'])}" for row in d.rows))
         for row in d.rows:
             lines.append(f"  row {row['row']:<3} drafted {show(row['drafted']) or '(none)'}")
+            if row.get("sps") is not None:  # the row's step 3, as one prompt's sps trace shows it
+                tested = SimpleNamespace(drafted=row["drafted"], details=row["sps"])
+                lines += ["        " + line for line in display.sps_lines(tested, show)[1:]]
             lines.append(f"          new     {show(row['new'])}")
     return lines

@@ -241,8 +241,9 @@ def staged_reasons(r, show):
 
 
 def node_name(i, r, show):
-    """Node i of a tree round as the trace names it: its number (level order, from 1) and its token; -1 is the text."""
-    return "the text" if i == -1 else f"node {i + 1} {show([r.drafted[i]])}"
+    """Node i of a tree round as the trace names it: its index (level order, from 0, as tree.py's parents and
+    exercises 18 and 24 count) and its token; -1 is the text."""
+    return "the text" if i == -1 else f"node {i} {show([r.drafted[i]])}"
 
 
 def tree_reasons(r, show):
@@ -326,7 +327,8 @@ def tree_lines(r, show, p_is="the draft's probability of the node's token after 
     parent, or its parent was never reached."""
     tree = tree_of(r)
     parents, path, probs = tree.parents, set(tree.path), tree.probs
-    lines = [f"  tree     {len(r.drafted)} nodes, numbered in level order; * = on the accepted path; p = {p_is}"]
+    lines = [f"  tree     {len(r.drafted)} nodes, numbered in level order from 0; * = on the accepted path; "
+             f"p = {p_is}"]
 
     def walk(parent, depth):
         reached = parent == -1 or parent in path
@@ -337,7 +339,7 @@ def tree_lines(r, show, p_is="the draft's probability of the node's token after 
                        f"lost: after its parent the oracle chose {show([chosen])}" if reached else
                        "lost: its parent was not kept")
                 lines.append(f"  {'  ' * depth}{'*' if i in path else '-'} {show([r.drafted[i]])} p {probs[i]:.2f}   "
-                             f"({why})   = node {i + 1}")
+                             f"({why})   = node {i}")
                 walk(i, depth + 1)
 
     walk(-1, 1)
@@ -353,7 +355,7 @@ def sampled_tree_lines(r, show):
     d = r.details  # a tree_sampling.SampledTreeDetails
     parents, path = d.parents, set(d.path)
     tested = {child: (i, c) for v in d.visits for i, (child, c) in enumerate(zip(v["children"], v["checks"]))}
-    lines = [f"  tree     {len(r.drafted)} nodes drawn {d.siblings} from the draft, numbered in level order; "
+    lines = [f"  tree     {len(r.drafted)} nodes drawn {d.siblings} from the draft, numbered in level order from 0; "
              "* = kept; p = the draft's probability of the node's token after its parent"]
 
     def label(i):
@@ -378,7 +380,7 @@ def sampled_tree_lines(r, show):
         for i, p in enumerate(parents):
             if p == parent:
                 lines.append(f"  {'  ' * depth}{'*' if i in path else '-'} {show([r.drafted[i]])} p {d.probs[i]:.2g}   "
-                             f"({label(i)})   = node {i + 1}")
+                             f"({label(i)})   = node {i}")
                 walk(i, depth + 1)
 
     walk(-1, 1)

@@ -200,3 +200,26 @@ def test_the_docstrings_step_lines_hold():
     assert [step for _, step in cited] == ["1", "2", "3", "4", "5"]
     for n, step in cited:
         assert source[n - 1].strip().startswith(f"# {step}."), f"batch.py:{n} is not step {step}: {source[n - 1]!r}"
+
+
+def test_the_batch_sps_trace_names_each_rows_test_as_one_prompts_does(small):
+    # --prompts FILE --method sps --trace: each row's drafts with p(x), q(x), min(1, q/p), r and the decision, then
+    # the residual's draw or the bonus, as the single-prompt trace (display.sps_lines); tracing draws nothing.
+    from app import batch_run
+    draft, oracle = small
+    rows, traced = [[1, 4], [2], [3, 0, 5]], Stats(trace=[])
+    got = batch.speculative_sample_batch(draft, oracle, rows, 8, n_draft=3, rng=np.random.default_rng(3), stats=traced)
+    assert got == batch.speculative_sample_batch(draft, oracle, rows, 8, n_draft=3, rng=np.random.default_rng(3))
+    for r in traced.trace:
+        for row in r.details.rows:
+            d = row["sps"]
+            tested = min(row["kept"] + 1, len(row["drafted"]))  # a rejection ends the row's tests
+            assert [step["token"] for step in d.steps] == row["drafted"][:tested]
+            assert [step["accepted"] for step in d.steps] == [t < row["kept"] for t in range(tested)]
+            assert all(step["accepted"] == (step["r"] < step["accept_prob"]) for step in d.steps)
+            assert (d.resampled is None) == (row["kept"] == len(row["drafted"]))
+            assert (d.resampled or d.bonus)["token"] == row["new"][-1]
+    text = "\n".join(batch_run.trace_lines(traced.trace, lambda t: bytes([65 + t % 26])))
+    for said in ("p(x)", "q(x)", "min(1, q/p)", " r ", "-> accept", "-> REJECT", "from (q - p)+ renormalised",
+                 "sampled from q"):
+        assert said in text, said

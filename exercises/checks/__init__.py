@@ -8,7 +8,10 @@ One module per part of EXERCISES.md, each with its exercises' checks and
 references, and the registry of those exercises at its end:
 
     running.py            a check's failures: not solved yet, wrong (what, then where to look), a crash
-    models.py             the tiny random pairs and the learned pair the checks run on
+    contract.py           the one contract every exercise is held to, before its own cases: what it returns,
+                          the arguments it leaves as they came, its randomness, its passes, its boundaries
+    promises.py           each exercise's terms of that contract (its file's docstring says them: "Held to")
+    models.py             the tiny random pairs, the learned pair and the table models the checks run on
     part1_greedy.py       exercises 3, 4, 5
     part2_threshold.py    exercises 6, 7, 8
     part3_sampling.py     exercises 9, 11, 12, 13

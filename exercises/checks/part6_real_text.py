@@ -9,7 +9,7 @@ import numpy as np
 from decoding import Stats
 
 from .models import held_out_prompts, learned_pair
-from .running import Endless, Exercise, attempt, fresh, show, wrong
+from .running import Exercise, attempt, show, wrong
 
 
 # --- exercise 22: acceptance by kind of text -----------------------------------

@@ -2,8 +2,6 @@
 lookup's acceptance, replayed from the text). The references (at the end, and exercise 25's replay beside its
 check): read them after the exercises."""
 
-import numpy as np  # noqa: F401
-
 from decoding import Stats
 
 from .models import held_out_prompts, learned_pair

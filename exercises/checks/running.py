@@ -89,52 +89,6 @@ def in_your_file(e):
     return f" (exercises/{os.path.basename(f.filename)}, line {f.lineno}: `{f.line}`)"
 
 
-def number(call, value):
-    """value as a float, or a failure saying what came back instead."""
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise wrong(f"{call} returned {value!r}, not a number", "what the function returns on every path") from None
-
-
-def is_int(value):
-    """An exact integer: Python's int or NumPy's (an index from np.argmax is one), never a float (even 2.0) or a bool."""
-    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
-
-
-COUNT_HINT = ("the type of what you return: a count used as an index or a slice bound must be an int "
-              "(`/` gives a float, `//` or a counter that goes up by 1 an int)")
-
-
-def not_an_int(call, value, what, shown=None, hint=COUNT_HINT):
-    """The failure for a value that should be an int and is not: a float, a bool, or anything else."""
-    kind = "a float" if isinstance(value, (float, np.floating)) else f"a {type(value).__name__}"
-    return wrong(f"{call} returned {shown or repr(value)}, {kind}; {what} is an int", hint)
-
-
-def count(call, value, what="a count"):
-    """value as an int, or a failure: a float (even 2.0), a bool or anything else is not a count."""
-    if is_int(value):
-        return int(value)
-    raise not_an_int(call, value, what)
-
-
-def integers(call, values, what="a token id"):
-    """values (a list, tuple or 1-D array) as a list of ints, or a failure naming the first that is not one:
-    token ids, node indices and counts are ints, and a float among them (2393.0) or a bool is wrong."""
-    try:
-        items = list(values)
-    except TypeError:
-        raise wrong(f"{call} returned {values!r}, not a list", "return a list of ints") from None
-    for i, value in enumerate(items):
-        if not is_int(value):
-            raise not_an_int(call, value, what, f"{values!r}, whose entry {i} is {value!r}",
-                             "the type of what you return: every entry must be an int (a NumPy array of floats, "
-                             "np.zeros or a `/` makes floats; 2393.0 == 2393 is True, but a float is no list index "
-                             "and no token a model can read)")
-    return [int(v) for v in items]
-
-
 def fresh(ids):
     """The same ids as new int objects, as a decoder makes them (np.argmax(...).tolist(), int(np.argmax(...))):
     equal ids written in one function's code are one shared object, and would hide an `is` for `==`."""
