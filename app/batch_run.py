@@ -3,7 +3,8 @@
     python speculative.py --prompts prompts.txt --draft demo-draft --oracle demo-oracle [--method greedy|sps] [--trace]
 
 One prompt a line. The continuations go to stdout in the file's order, each after a line naming it;
-the statistics to stderr; --trace prints each round's rows: what each drafted and kept.
+the statistics to stderr; --trace prints each round's rows: what each drafted and kept (sps: each test, as the
+single-prompt trace shows it).
 """
 
 import time
