@@ -16,8 +16,7 @@ Held to (exercises/checks/contract.py), before the checker's own cases:
   passes     not counted
   boundaries caches that hold exactly n_kept; a cache shorter than n_kept;
              n_kept = 0; no cache at all
-  caches     changed by truncate only: each holds min(its length, n_kept)
-             positions after
+  caches     each holds min(its length, n_kept) positions after the call
 
 Check: pytest exercises/ -k ex04
 """

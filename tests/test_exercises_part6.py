@@ -334,7 +334,7 @@ def test_acceptance_by_kind_in_numpy_floats():
 def test_acceptance_by_kind_as_pairs():
     def answer(draft, oracle, prompts, n_new, n_draft):
         return list(acceptance_by_kind()(draft, oracle, prompts, n_new, n_draft).items())
-    fails("22", answer, r"returned \[\('prose', .*\)\], a list; expected a dict \{kind: acceptance\}",
+    fails("22", answer, r"returned \[\('prose', .*\)\], a list, not a dict; the text promises a dict \{kind: acceptance\}",
           "return a dict, one entry per kind")
 
 
@@ -351,7 +351,7 @@ def test_best_draft_length_that_pads_the_callers_curve():
         T[max(T) + 1] = 2 * T[max(T)]  # "one more point, so that n_draft = max(T) - 1 has its T[n_draft + 1]"
         return best_draft_length(last=lambda T: max(T) - 2)(alpha, c, T)
     fails("23", answer, r"best_draft_length\(0.8, 0.1, \{1: 10.0, 2: 12.0, 3: 13.0\}\) changed its argument T: "
-          r"\{1: 10.0, 2: 12.0, 3: 13.0\} became \{1: 10.0, 2: 12.0, 3: 13.0, 4: 26.0\}", "the caller's measured curve")
+          r"\{1: 10.0, 2: 12.0, 3: 13.0\} became \{1: 10.0, 2: 12.0, 3: 13.0, 4: 26.0\}", "the caller goes on with its measured curve")
 
 
 def test_best_draft_length_by_numpy_argmax():
@@ -400,7 +400,7 @@ def test_lookup_replay_with_a_sentinel_appended_to_the_text():
         drafted, accepted, rounds = replay_lookup()(tokens[:-1], n_prompt, n_draft, max_tail)
         return drafted, accepted, rounds
     fails("25", answer, r"changed its argument tokens: \[1, 2, 3, .*, 2, 3\] became \[1, 2, 3, .*, 2, 3, -1\]",
-          "the oracle's text")
+          "the caller replays other settings on the same text")
 
 
 def test_lookup_replay_in_numpy_counts():

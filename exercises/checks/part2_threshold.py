@@ -1,6 +1,8 @@
 """Part 2, threshold drafting (seed 000): exercise 6 (drafting while confident), 7 (the threshold update)
 and 8 (seed 000's index)."""
 
+import copy
+
 import numpy as np
 
 from decoding import Stats
@@ -98,7 +100,7 @@ def check_next_threshold(f):
     results = []
     for args, expected in cases:
         call = f"next_threshold{args}"
-        results.append((args, expected, attempt(call, f, *args)))
+        results.append((args, expected, attempt(call, f, *copy.deepcopy(args))))
     failures = [(args, expected, got) for args, expected, got in results if abs(got - expected) > 1e-6]
     if not failures:
         return
@@ -172,7 +174,7 @@ def check_seed_threshold(f):
     results = []
     for args, expected in SEED_CASES:
         call = f"update_threshold{args}"
-        got = attempt(call, f, *args, hints=(
+        got = attempt(call, f, *copy.deepcopy(args), hints=(
             (IndexError, "drafted_probs has n_draft entries, and the seed's n_accepted counts the oracle's own token "
                          "too: after a round in which every draft was accepted it is n_draft + 1"),))
         results.append((args, expected, got))
@@ -227,7 +229,7 @@ def explain_seed(args, got, expected, f=None):
 def shipped_seed_threshold(f):
     """StillBuggy if f is seed 000's update as shipped: it gives what the seed's line gives on every case."""
     for args, _ in SEED_CASES:
-        if abs(attempt(f"update_threshold{args}", f, *args) - seed000_threshold(*args)) > 1e-9:
+        if abs(attempt(f"update_threshold{args}", f, *copy.deepcopy(args)) - seed000_threshold(*args)) > 1e-9:
             return
     raise StillBuggy(wrong("update_threshold(0.4, [0.9, 0.6, 0.3], 3, 3, 0.1), a round in which 2 of 3 drafts were "
                            "accepted, returns 0.35; moving toward the last accepted draft, as its comment says, gives 0.5",

@@ -185,7 +185,7 @@ def explain_keep(args, got, expected, f=None):
                         for r in [0.0, *((np.arange(20) + 0.5) / 20)]] if f is not None else [])
     with np.errstate(all="ignore"):
         try:
-            answers = [bool(got)] + [bool(f(*point)) for point in points[1:]]
+            answers = [bool(got)] + [bool(f(q.copy(), p.copy(), x, r)) for q, p, x, r in points[1:]]
         except Exception:  # the answer fails elsewhere too: judge it on this point alone
             points, answers = points[:1], [bool(got)]
         matches = [(what, hint) for test, what, hint in KEEP_TESTS
@@ -215,7 +215,8 @@ def kept_shares(f):
         for x in np.flatnonzero(p):
             call = f"keep_draft(q={show(q)}, p={show(p)}, x={x}, r)"
             with np.errstate(all="ignore"):
-                kept.append(float(np.mean([bool(attempt(f"{call} with r = {r:.4f}", f, q, p, int(x), float(r), hint=(
+                kept.append(float(np.mean([bool(attempt(f"{call} with r = {r:.4f}", f, q.copy(), p.copy(), int(x),
+                                                        float(r), hint=(
                     f"q(x) = 0 here: a token the target never emits, which the test must never keep (min(1, 0 / "
                     f"p(x)) = 0)" if q[x] == 0 else None))) for r in grid])))
         seen.append((p, q, np.flatnonzero(p), kept))

@@ -1,5 +1,7 @@
 """Part 4, drafts that are not a line (seed 004): exercise 16 (prompt lookup) and 18 (the tree attention mask)."""
 
+import copy
+
 import numpy as np
 
 from gpt2 import MASKED
@@ -121,7 +123,7 @@ def check_tree_mask(f):
     from tree import tree_mask
     for tree, new, n_text, n_fed in cases:
         call = f"tree_mask(<{len(tree)} nodes>, new={new}, n_text={n_text}, n_fed={n_fed})"
-        got = attempt(call, f, list(tree), list(new), n_text, n_fed)
+        got = attempt(call, f, copy.deepcopy(tree), list(new), n_text, n_fed)  # Node is mutable: a copy of its own
         expected = tree_mask(tree, new, n_text, n_fed)
         if not same_mask(got, expected):
             what, hint = explain_mask((tree, new, n_text, n_fed), got, expected)

@@ -5,14 +5,18 @@ file's docstring says the same under "Held to" (Contract.describe writes it; tes
 CONTRACTS maps an exercise's number to its contract. The boundaries are inputs only: what the answer must give
 there is what the reference gives (`pytest exercises/ --reference` checks the project's own functions)."""
 
+import copy
+
 import numpy as np
+
+from tree import Node
 
 from .contract import (Array32, Bool, Boundary, Bytes, Contract, Dict, Float, Int, List, Nothing, Tuple, Yields,
                        shown)
 from .models import TableModel, constant_rng, held_out_prompts, learned_pair, sampling_pair, short_pair, tiny_pair
 from .part1_greedy import FakeCache, explain_generator, explain_prefix, explain_rollback, generated, spied
-from .part3_sampling import explain_alpha, explain_keep, explain_probabilities, explain_residual
 from .part2_threshold import explain_drafting, explain_seed, explain_threshold
+from .part3_sampling import explain_alpha, explain_keep, explain_probabilities, explain_residual
 from .part3_sps_round import CONSTANT_ROUNDS, certain_pair, explain_constant_round
 from .part4_lookup_tree import explain_lookup, explain_mask, mask_rows, same_mask
 from .part6_real_text import explain_draft_length, explain_kinds
@@ -39,7 +43,6 @@ def boundary(name, what, args, hint, explain=None):
 
 
 def _copy(args):
-    import copy
     return copy.deepcopy(args)
 
 
@@ -326,14 +329,14 @@ def lookup_boundaries():
 
 
 def mask_boundaries():
-    from tree import Node
     line = [Node(21, -1, 1), Node(22, 0, 2), Node(23, 1, 3)]
     tree = [Node(11, -1, 1), Node(12, -1, 1), Node(13, 0, 2), Node(14, 0, 2), Node(15, 1, 2), Node(16, 2, 3)]
 
     def case(what, nodes, new, n_text, n_fed, hint):
         text = f"tree_mask(<{len(nodes)} nodes>, new={new}, n_text={n_text}, n_fed={n_fed})"
-        return Boundary(what, text, lambda: (list(nodes), list(new), n_text, n_fed), hint, lambda got, expected, f: (
-            explain_mask((nodes, new, n_text, n_fed), got, expected) if got.shape == expected.shape else None))
+        return Boundary(what, text, lambda: (copy.deepcopy(nodes), list(new), n_text, n_fed), hint,
+                        lambda got, expected, f: (explain_mask((nodes, new, n_text, n_fed), got, expected)
+                                                  if got.shape == expected.shape else None))
     width = "one row per new node, one column per position: the text, the nodes fed before, then the new ones"
     return [case("no node to feed (new = [])", tree, [], 4, 2, width),
             case("one node after a text of one token (the root alone)", line[:1], [0], 1, 0, width),
@@ -448,7 +451,7 @@ CONTRACTS = {
                    rollback_boundaries, "caches that hold exactly n_kept; a cache shorter than n_kept; n_kept = 0; "
                    "no cache at all", observe=lambda args, result: [c.n_tokens() for c in args[1:]],
                    verb="left its caches at",
-                   notes=(("caches", "changed by truncate only: each holds min(its length, n_kept) positions after"),)),
+                   notes=(("caches", "each holds min(its length, n_kept) positions after the call"),)),
     "05": Contract(("draft", "oracle", "ids", "n_new", "n_draft"), Yields(Int("a token id"), "n_new of them"),
                    {"ids": "the caller goes on with its prompt"},
                    lambda: [("speculative_generate(draft, oracle, [3, 1, 4, 1, 5], n_new=12, n_draft=3)",
@@ -514,8 +517,8 @@ CONTRACTS = {
                            "one row per new node; one column per position its keys can come from: the n_text tokens of "
                            "the text, the n_fed nodes already in the cache, then the new nodes"),
                    {"nodes": "tree.py goes on with its tree", "new": "tree.py goes on with the nodes it feeds"},
-                   lambda: [("tree_mask(<2 nodes>, new=[0, 1], n_text=3, n_fed=0)", lambda: (
-                       [__import__("tree").Node(11, -1, 1), __import__("tree").Node(12, 0, 2)], [0, 1], 3, 0))],
+                   lambda: [("tree_mask(<2 nodes>, new=[0, 1], n_text=3, n_fed=0)",
+                             lambda: ([Node(11, -1, 1), Node(12, 0, 2)], [0, 1], 3, 0))],
                    mask_boundaries, "no node to feed (new = []); one node after a one-token text; a line; the last node "
                    "alone", close=same_mask, display=mask_rows),
     "22": Contract(("draft", "oracle", "prompts", "n_new", "n_draft"), Dict(Float("a kind's acceptance"),
