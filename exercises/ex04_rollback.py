@@ -15,7 +15,7 @@ Held to (exercises/checks/contract.py), before the checker's own cases:
   randomness none: the same arguments, the same answer
   passes     not counted
   boundaries caches that hold exactly n_kept; a cache shorter than n_kept;
-             n_kept = 0; no cache at all
+             n_kept = 0; no cache at all; a shorter cache, then a longer one
   caches     each holds min(its length, n_kept) positions after the call
 
 Check: pytest exercises/ -k ex04

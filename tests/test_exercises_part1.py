@@ -124,7 +124,8 @@ def test_rollback_that_empties_a_long_cache():
         for cache in caches:
             if cache.n_tokens() > n_kept:
                 cache.truncate(0)
-    fails("04", answer, r"left 0, 8; expected 9, 8: cache 1 was cut too short. It had 10 positions and must keep 9")
+    fails("04", answer, r"left its caches at \[8, 0\], expected \[8, 9\]: .*; cache 2 was cut too short. It had 10 "
+          "positions and must keep 9")
 
 
 def test_rollback_of_a_list_of_caches():
@@ -314,3 +315,13 @@ def test_rollback_that_skips_n_kept_0():
                 cache.truncate(min(cache.n_tokens(), n_kept))
     fails("04", answer, r"rollback\(0, <cache of 5>\) left its caches at \[5\], expected \[0\]: n_kept = 0: the cache "
           "keeps nothing; cache 1 still holds 5 position", "at most n_kept positions")
+
+
+def test_rollback_of_the_others_to_the_first_caches_length():
+    def answer(n_kept, *caches):
+        if caches:
+            caches[0].truncate(min(caches[0].n_tokens(), n_kept))
+            for cache in caches[1:]:  # "the caches must agree": every other cut to the first's length
+                cache.truncate(min(cache.n_tokens(), caches[0].n_tokens()))
+    fails("04", answer, r"rollback\(9, <cache of 8>, <cache of 10>\) left its caches at \[8, 8\], expected \[8, 9\]: .*; "
+          "cache 2 was cut too short", "how many positions truncate")

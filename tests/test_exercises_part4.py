@@ -228,3 +228,16 @@ def test_tree_mask_that_hides_the_nodes_fed_before():
         return mask
     fails("18", answer, r"tree_mask\(<6 nodes>, new=\[5\], n_text=3, n_fed=5\) returned 000MMMMM0, expected 0000M0MM0: .*; "
           r"row 0 \(node 5, child of node 2, depth 3\) hides column 3; column 3 is node 0, its ancestor")
+
+
+def test_lookup_of_another_occurrence_than_the_latest():
+    def answer(tokens, k, max_tail=3):
+        for n in range(min(max_tail, len(tokens) - 1), 0, -1):
+            starts = [s for s in range(len(tokens) - n) if tokens[s:s + n] == tokens[-n:]]
+            if starts:  # the middle one: "neither too old nor too recent"
+                s = starts[len(starts) // 2]
+                return tokens[s + n:s + n + k]
+        return []
+    fails("16", answer, r"lookup\(\[1, 2, 7, 1, 2, 8, 1, 2, 9, 1, 2\], k=2, max_tail=2\) returned \[8, 1\], expected \[9, 1\]: "
+          r"the last 2 token\(s\) \[1, 2\] occur earlier at position\(s\) \[0, 3, 6\]; you took the one at 3, not the "
+          "latest, at 6", "the latest")

@@ -36,7 +36,8 @@ def check_lookup(f):
              ([11, 2, 5, 6, 2, 8, 1, 2], 2, 2),
              # real-size ids (GPT-2's): " Python" is 11361, <|endoftext|> 50256
              ([2393, 50256, 7, 8, 50256, 9, 393, 50256], 2, 2), ([11361, 318, 257, 3303, 13, 11361, 318], 3, 3),
-             ([7, 7, 7, 7], 2, 3)]  # the earlier occurrence of [7, 7, 7] overlaps the tail
+             ([7, 7, 7, 7], 2, 3),  # the earlier occurrence of [7, 7, 7] overlaps the tail
+             ([1, 2, 7, 1, 2, 8, 1, 2, 9, 1, 2], 2, 2)]  # three earlier occurrences, each followed otherwise
     reference = reference_lookup()
     for tokens, k, max_tail in cases:
         call = f"lookup({tokens}, k={k}, max_tail={max_tail})"
@@ -84,6 +85,10 @@ def explain_lookup(args, got, expected, f=None):
         return (f"{found}; this lookup takes the LATEST of them (the most recent evidence), you took the first, "
                 "scanning left to right (as transformers' PromptLookupCandidateGenerator does)",
                 "the direction of the search")
+    other = next((s for s in starts[:-1] if got == tokens[s + n:s + n + k]), None)
+    if other is not None and got != expected:
+        return (f"{found}; you took the one at {other}, not the latest, at {starts[-1]} (the most recent evidence)",
+                "which of the earlier occurrences the search keeps: the latest")
     overlapping = [s for s in starts if s + n > len(tokens) - n]
     if overlapping and not any(got == tokens[s + n:s + n + k] for s in starts):
         return (f"{found}; the one at {overlapping[-1]} overlaps the tail itself, and is an earlier occurrence all "

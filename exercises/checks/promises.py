@@ -86,7 +86,9 @@ def rollback_boundaries():
             rollback_case(0, (5,), "n_kept = 0: the cache keeps nothing", "truncate(n) keeps the first n positions: "
                           "n_kept = 0 keeps none"),
             rollback_case(5, (), "no cache at all", "rollback(n_kept, *caches) cuts every cache passed, and there may "
-                          "be none")]
+                          "be none"),
+            rollback_case(9, (8, 10), "the draft's cache shorter than n_kept, the oracle's longer", "each cache is "
+                          "cut to n_kept on its own, not to another cache's length")]
 
 
 def generate_case(what, pair, ids, n_new, n_draft, hint):
@@ -449,7 +451,7 @@ CONTRACTS = {
     "04": Contract(("n_kept", "*caches"), Nothing(), {"n_kept": "every cache is cut to it"},
                    lambda: [("rollback(7, <cache of 10>, <cache of 9>)", lambda: (7, FakeCache(10), FakeCache(9)))],
                    rollback_boundaries, "caches that hold exactly n_kept; a cache shorter than n_kept; n_kept = 0; "
-                   "no cache at all", observe=lambda args, result: [c.n_tokens() for c in args[1:]],
+                   "no cache at all; a shorter cache, then a longer one", observe=lambda args, result: [c.n_tokens() for c in args[1:]],
                    verb="left its caches at",
                    notes=(("caches", "each holds min(its length, n_kept) positions after the call"),)),
     "05": Contract(("draft", "oracle", "ids", "n_new", "n_draft"), Yields(Int("a token id"), "n_new of them"),
