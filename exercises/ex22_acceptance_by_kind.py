@@ -9,9 +9,10 @@ repeat (text that repeats its prompt). Then measure it.
 acceptance_by_kind(draft, oracle, prompts, n_new, n_draft) runs greedy
 speculative decoding (speculative.speculative_generate, with a decoding.Stats)
 on each (kind, prompt_ids) of prompts, n_new new tokens each and n_draft
-drafts a round (speculative_generate's n_draft), and returns {kind: acceptance}, where a kind's acceptance is ALL its accepted
-drafts over ALL its drafted tokens, pooled over its prompts (not the mean of
-each prompt's rate, nor of each round's).
+drafts a round (speculative_generate's n_draft), and returns
+{kind: acceptance}, where a kind's acceptance is ALL its accepted drafts over
+ALL its drafted tokens, pooled over its prompts (not the mean of each prompt's
+rate, nor of each round's).
 
 Held to (exercises/checks/contract.py), before the checker's own cases:
   returns    a dict {kind: acceptance}, one entry per kind, each a Python

@@ -325,3 +325,12 @@ def test_rollback_of_the_others_to_the_first_caches_length():
                 cache.truncate(min(cache.n_tokens(), caches[0].n_tokens()))
     fails("04", answer, r"rollback\(9, <cache of 8>, <cache of 10>\) left its caches at \[8, 8\], expected \[8, 9\]: .*; "
           "cache 2 was cut too short", "how many positions truncate")
+
+
+def test_rollback_of_the_longest_cache_only():
+    def answer(n_kept, *caches):
+        if caches:  # "only the oracle's cache runs ahead": the longest one alone is cut
+            longest = max(caches, key=lambda cache: cache.n_tokens())
+            longest.truncate(min(longest.n_tokens(), n_kept))
+    fails("04", answer, r"rollback\(8, caches of 10, 12 positions\) left 10, 8; expected 8, 8: cache 1 still holds 2 "
+          r"position\(s\) past the first 8", "every cache passed in must end up holding at most n_kept positions")

@@ -297,3 +297,15 @@ def test_seed_000s_update_with_an_empty_prefix_of_0():
     fails("08", answer, r"update_threshold\(0.4, \[0.9, 0.6\], 1, 2, 0.1\) returned 0.2, expected 0.7: .*; no draft was "
           r"accepted \(n_accepted = 1, the oracle's token alone\), so the accepted prefix is empty and its probability "
           "is 1.0", "there is no last accepted draft")
+
+
+def test_next_threshold_that_needs_a_draft_to_lower_it():
+    def answer(threshold, cumulative, n_accepted, boost):
+        if cumulative and n_accepted == len(cumulative):  # "every draft accepted" read as "there were drafts"
+            threshold -= boost
+        else:
+            threshold = (threshold + (cumulative[n_accepted - 1] if n_accepted else 1.0)) / 2
+        return min(max(threshold, 0.05), 0.95)
+    # (the diagnosis that recognises seed 000's update must not index the empty list itself)
+    fails("07", answer, r"next_threshold\(0.4, \[\], 0, 0.1\) returned 0.7, expected 0.3: a round of no drafts \(an "
+          r"empty cumulative\): none was rejected", "when every draft was accepted, lower the threshold by boost")

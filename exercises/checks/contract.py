@@ -481,7 +481,10 @@ def hold_boundaries(number, contract, held, reference):
         got = run(contract, held, b.call, b.args(), b.hint)
         if contract.agree(got, expected):
             continue
-        closer = b.explain(got, expected, held) if b.explain else None
+        try:
+            closer = b.explain(got, expected, held) if b.explain else None
+        except Exception:  # an answer odd enough to trip the diagnosis still gets the boundary's own message
+            closer = None
         display = contract.display or shown
         what = f"{b.call} {contract.verb} {display(got)}, expected {display(expected)}: {b.what}"
         raise wrong(f"{what}; {closer[0]}" if closer and closer[0] else what, closer[1] if closer and closer[1] else b.hint)

@@ -72,7 +72,8 @@ class FakeCache(KVCache):
 
 def check_rollback(f):
     for lengths, n_kept, expected in [((10, 8), 9, [9, 8]), ((12, 12), 12, [12, 12]), ((5,), 0, [0]),
-                                      ((20, 17, 3), 17, [17, 17, 3]), ((7, 9), 7, [7, 7])]:
+                                      ((20, 17, 3), 17, [17, 17, 3]), ((7, 9), 7, [7, 7]),
+                                      ((10, 12), 8, [8, 8])]:  # both caches longer than n_kept
         caches = [FakeCache(n) for n in lengths]
         call = f"rollback({n_kept}, caches of {', '.join(map(str, lengths))} positions)"
         attempt(call, f, n_kept, *caches,

@@ -126,7 +126,8 @@ def explain_threshold(args, got, expected, f=None):
         (digits is not None, f"that is the threshold rounded to {digits} decimal{'s' if digits != 1 else ''}",
          "return the threshold as computed: it is compared with products of the draft's probabilities, which are "
          "not rounded"),
-        (abs(got - seed000_threshold(threshold, cumulative, n_accepted, len(cumulative), boost)) < 1e-9,
+        (bool(cumulative) and abs(got - seed000_threshold(threshold, cumulative, n_accepted, len(cumulative), boost))
+         < 1e-9,
          "that is seed 000's update, copied as it is; but the seed's n_accepted also counts the oracle's own token, "
          "one more than this function's", "exercise 8, which is about this very line: what the seed's n_accepted "
                                           "counts"),
