@@ -46,7 +46,7 @@ from kvcache import KVCache
 from stats import Stats
 from processors import as_processor
 from speculative import accept
-from sps import accept_or_resample, sample
+from sps import accept_or_resample, explain_round, sample
 
 
 @dataclass
@@ -54,7 +54,7 @@ class BatchRound:
     """A batch's round for --trace: each row still in the batch, what it drafted and kept."""
     n_draft: int  # the draft length asked for
     k: int        # drafted this round by every row: n_draft, or fewer where a row had fewer tokens left
-    rows: list    # per row still in the batch: {"row": its number in the batch (from 1), "drafted", "kept", "new"}
+    rows: list    # per row in the batch: {"row": its number (from 1), "drafted", "kept", "new"[, "sps": sps.SpsDetails]}
 
 
 def greedy_generate_batch(model, batch_ids, n_new, stats=None, budget=None):
@@ -146,13 +146,16 @@ def speculative_sample_batch(draft, oracle, batch_ids, n_new, n_draft=4, rng=Non
         q = processor(feed_batch(oracle, oracle_cache, [row + d for row, d in zip(rows, drafted)], stats, "oracle",
                                  n_logits=k + 1))  # [n_rows, k + 1, V]
         # Steps 3 and 4, row by row: keep each draft with probability min(1, q/p), or end at a residual draw.
-        kept = []
+        kept, explained = [], []
         for row, d, row_p, row_q in zip(rows, drafted, p, q):
-            new_tokens, _ = accept_or_resample(row_q, row_p, d, rng)
+            new_tokens, rs = accept_or_resample(row_q, row_p, d, rng)
             row += new_tokens
             kept.append(len(new_tokens) - 1)
+            if stats.trace is not None:  # what the row's step 3 saw, for --trace (it draws nothing)
+                explained.append(explain_round(row_q, row_p, d, rs, new_tokens, n_draft))
         rollback_rows([len(row) - 1 for row in rows], draft_cache, oracle_cache)
-        add_batch_round(stats, live, rows, drafted, kept, BatchRound(n_draft, k, row_records(live, rows, drafted, kept)))
+        add_batch_round(stats, live, rows, drafted, kept,
+                        BatchRound(n_draft, k, row_records(live, rows, drafted, kept, explained)))
         live = leave(live, tokens, ends, draft_cache, oracle_cache)
     return [row[len(ids):] for row, ids in zip(tokens, batch_ids)]
 
@@ -215,10 +218,14 @@ def add_batch_round(stats, live, rows, drafted, kept, details):
         stats.count_positions(len(d), n)
 
 
-def row_records(live, rows, drafted, kept):
-    """BatchRound.rows: per row still in the batch, its number, its drafts, how many it kept, its new tokens."""
-    return [{"row": b + 1, "drafted": d, "kept": n, "new": row[-(n + 1):]}
-            for b, row, d, n in zip(live, rows, drafted, kept)]
+def row_records(live, rows, drafted, kept, explained=None):
+    """BatchRound.rows: per row still in the batch, its number, its drafts, how many it kept, its new tokens (and,
+    explained given, what each row's step 3 saw: sps.SpsDetails)."""
+    records = [{"row": b + 1, "drafted": d, "kept": n, "new": row[-(n + 1):]}
+               for b, row, d, n in zip(live, rows, drafted, kept)]
+    for record, details in zip(records, explained or []):
+        record["sps"] = details
+    return records
 
 
 # ---------------------------------------------------------------------------

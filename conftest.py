@@ -72,12 +72,13 @@ def tree_state(root):
 
 
 # Whole programs run as processes of their own, sweeps of hostile input, the benchmarks and the exercises'
-# checkers against their wrong answers take most of the suite's time: the README's command, python -m pytest -q,
-# leaves them to python -m pytest -q -m slow (CI runs both). Tests marked @pytest.mark.slow where they are
-# defined go there too.
+# checkers against their wrong answers (test_exercises.py and test_exercises_*.py) take most of the suite's time:
+# the README's command, python -m pytest -q, leaves them to python -m pytest -q -m slow (CI runs both). Tests
+# marked @pytest.mark.slow where they are defined go there too.
 SLOW_FILES = {"test_cli.py", "test_security.py", "test_fuzz.py", "test_bench.py", "test_ablation.py",
               "test_session.py", "test_plain.py", "test_page_drawings.py", "test_report.py", "test_download.py",
               "test_chinese.py", "test_exercises.py"}
+SLOW_PREFIXES = ("test_exercises_",)
 # ... but for the tests a document asks a reader to run with a -k: EXERCISES.md's exercise 2.
 QUICK_IN_SLOW_FILES = {"test_cli.py": ("vocabularies", "tokenizer_files")}
 
@@ -94,7 +95,8 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     for item in items:
         name = item.path.name
-        if name in SLOW_FILES and not any(k in item.name for k in QUICK_IN_SLOW_FILES.get(name, ())):
+        if ((name in SLOW_FILES or name.startswith(SLOW_PREFIXES))
+                and not any(k in item.name for k in QUICK_IN_SLOW_FILES.get(name, ()))):
             item.add_marker(pytest.mark.slow)
 
 

@@ -10,6 +10,13 @@ disagreement.
     accepted_prefix_length([5, 7, 9], [5, 7, 9, 4]) == 3   (all accepted: no IndexError!)
     accepted_prefix_length([], [3]) == 0
 
+Held to (exercises/checks/contract.py), before the checker's own cases:
+  returns    a Python int (n, the number of drafts accepted)
+  arguments  drafted, oracle_choice come back unchanged
+  randomness none: the same arguments, the same answer
+  passes     not counted
+  boundaries an empty drafted; every draft accepted; token id 0
+
 Check: pytest exercises/ -k ex03
 """
 

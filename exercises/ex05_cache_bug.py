@@ -10,6 +10,17 @@ which compares it with plain greedy decoding on tiny random models and prints
 where they part. Find the bug (one line is missing), fix it here, and check:
 
     pytest exercises/ -k ex05
+
+Held to (exercises/checks/contract.py), before the checker's own cases:
+  returns    yields the new token ids one by one, each a Python int (n_new
+             of them)
+  arguments  ids comes back unchanged
+  randomness none: the same arguments, the same answer
+  passes     against speculative.py's own run: the oracle's passes that
+             check drafts, and the tokens each model reads a second time
+             (the newest token included)
+  boundaries a run of one token; a prompt of one token; n_draft = 1; the end
+             of the context
 """
 
 import os

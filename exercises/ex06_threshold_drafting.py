@@ -17,6 +17,16 @@ tokens and the earlier guesses. No KV cache is needed:
 The checker runs threshold.py on tiny models and asks your function for the
 drafts of every round: they must be exactly threshold.py's.
 
+Held to (exercises/checks/contract.py), before the checker's own cases:
+  returns    a list of Python ints (the guesses)
+  arguments  tokens comes back unchanged
+  randomness none: the same arguments, the same answer
+  passes     one draft forward per guess, and none for a guess it does not
+             make
+  boundaries threshold 1.0 (with an unsure draft, and with one certain of
+             every guess); a cumulative probability exactly equal to the
+             threshold; k_limit = 0; threshold 0
+
 Check: pytest exercises/ -k ex06
 """
 

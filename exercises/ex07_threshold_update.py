@@ -13,6 +13,14 @@ threshold adapts to how the oracle judged the guesses:
 cumulative[i] is the draft's probability of drafted[:i + 1]; there are
 len(cumulative) drafts, of which the first n_accepted were accepted. Return a float.
 
+Held to (exercises/checks/contract.py), before the checker's own cases:
+  returns    a Python float (the threshold)
+  arguments  cumulative comes back unchanged
+  randomness none: the same arguments, the same answer
+  passes     not counted
+  boundaries nothing accepted; every draft accepted; no drafts at all; the
+             clamps 0.05 and 0.95
+
 Check: pytest exercises/ -k ex07
 """
 

@@ -20,6 +20,14 @@ drafted_probs[n_accepted - 1] belongs to. Does the code do what its comment
 says? Make it do what the comment says (threshold.py's choice), keeping the
 seed's n_accepted and this function's arguments.
 
+Held to (exercises/checks/contract.py), before the checker's own cases:
+  returns    a Python float (the threshold)
+  arguments  drafted_probs comes back unchanged
+  randomness none: the same arguments, the same answer
+  passes     not counted
+  boundaries no draft accepted (n_accepted = 1); every draft accepted
+             (n_accepted = n_draft + 1); n_draft = 1
+
 Check: pytest exercises/ -k ex08
 """
 

@@ -11,6 +11,14 @@ probabilities(logits, temperature=1.0, top_k=None) -> float32 probabilities [V]:
 
 logits is a float32 array [V]; keep everything float32.
 
+Held to (exercises/checks/contract.py), before the checker's own cases:
+  returns    a float32 array [V]: one probability per token
+  arguments  logits comes back unchanged
+  randomness none: the same arguments, the same answer
+  passes     not counted
+  boundaries temperature 0 on a tie; temperatures down to the smallest
+             float32 (1.4e-45) and below it (1e-50); top_k = 1, = V and > V
+
 Check: pytest exercises/ -k ex09
 """
 

@@ -9,6 +9,13 @@ In exact arithmetic a rejection means q != p, so the residual has mass. In
 float32 it can still be all zeros (q <= p everywhere after rounding). Never
 return NaN: return q itself in that case (why q? see EXERCISES.md).
 
+Held to (exercises/checks/contract.py), before the checker's own cases:
+  returns    a float32 array as long as q
+  arguments  q, p come back unchanged
+  randomness none: the same arguments, the same answer
+  passes     not counted
+  boundaries q = p; q and p certain of different tokens; zero probabilities
+
 Check: pytest exercises/ -k ex11
 """
 

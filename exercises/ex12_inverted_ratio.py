@@ -10,8 +10,17 @@ the draft's probability p and the target's q, as Chen et al. do, and reasons:
 keep_draft below is that test, as written. q and p are the target's and the
 draft's distributions (float32 arrays; the project's functions take the target
 first), x the draft token (drawn from p, so p[x] > 0), and r a uniform draw in
-[0, 1). It returns True to keep x.
+[0, 1), which can be exactly 0.0. It returns True to keep x.
 Fix it, so that one SpS step emits exactly the target's distribution q.
+
+Held to (exercises/checks/contract.py), before the checker's own cases:
+  returns    True or False (a bool; NumPy's np.bool_, which comparing
+             float32 numbers gives, is one too)
+  arguments  q, p come back unchanged
+  randomness none: the same arguments, the same answer
+  passes     not counted
+  boundaries r = 0.0 with q(x) = 0; r just below 1; exact zero and one
+             probabilities
 
 Check: pytest exercises/ -k ex12
 """

@@ -14,13 +14,29 @@ Sample at temperature 1, with no top-k. What you may use:
     rng.random()            # r ~ U[0, 1)
     residual(q, p)          # (q - p)+ renormalised: exercise 11
 
-The checker runs your round 300 times (n_draft = 2) on two tiny models over a
-vocabulary of 6 tokens and compares how often drafts are kept with alpha, and
-how often all n_draft are kept (also with n_draft = 1 and 3) with its exact probability;
-then it checks the bonus tokens of 2,000 rounds (n_draft = 1, then n_draft = 2 with a draft
-close to the target) against q after their drafts; then it runs your rounds
-500 times until 3 tokens are out, and compares those with the target's exact
-distribution (chi-square tests).
+A round is ONE pass of the oracle over the text and all n_draft drafts, and
+one pass of the draft per draft; the rng is its only randomness. The checker
+first runs rounds whose every draw is the same (r = 0.0, or r just below 1) on
+models of exact zero and one probabilities, step by step. Then, on two tiny
+models over a vocabulary of 6 tokens, it runs your round 300 times
+(n_draft = 2) and compares how often drafts are kept with alpha, and how often
+all n_draft are kept (also with n_draft = 1 and 3) with its exact probability;
+it checks the bonus tokens of 2,000 rounds (n_draft = 1, then n_draft = 2 with
+a draft close to the target) against q after their drafts; it compares the
+outputs of 3,000 rounds over a vocabulary of 3 with Algorithm 2's, enumerated
+exactly; last, it runs your rounds 500 times until 3 tokens are out, and
+compares those with the target's exact distribution (chi-square tests).
+
+Held to (exercises/checks/contract.py), before the checker's own cases:
+  returns    a list of Python ints (the token ids)
+  arguments  tokens comes back unchanged
+  randomness only the rng given: the same seed, the same answer
+  passes     ONE oracle (target) pass a round, and one draft pass per draft:
+             n_draft
+  boundaries rounds with generators whose every draw is the same, on models
+             with exact zero and one probabilities: both drafts kept (r just
+             below 1), a first draft the target never emits (r = 0.0), a
+             draft model equal to the target (p = q)
 
 Check: pytest exercises/ -k ex15
 """

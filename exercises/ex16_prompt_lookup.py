@@ -9,6 +9,15 @@ the tail itself. The first n that matches wins. Nothing matches: [].
     lookup([1, 2, 3, 9, 1, 2, 3], 2) == [9, 1]
     lookup([5, 6, 7, 5, 6, 8, 5, 6], 3, max_tail=2) == [8, 5, 6]
 
+Held to (exercises/checks/contract.py), before the checker's own cases:
+  returns    a list of Python ints (the token ids)
+  arguments  tokens comes back unchanged
+  randomness none: the same arguments, the same answer
+  passes     not counted
+  boundaries an empty text; one token; k = 0; a continuation cut by the end
+             of the text; an overlapping match; max_tail longer than the
+             text
+
 Check: pytest exercises/ -k ex16
 """
 

@@ -13,6 +13,14 @@ fed before. Entry [row, col] is 0 where node new[row] may attend and
 gpt2.MASKED where it may not. A node sees the text, its ancestors and itself:
 never a sibling, a cousin or a descendant.
 
+Held to (exercises/checks/contract.py), before the checker's own cases:
+  returns    a float32 array [len(new), n_text + n_fed + len(new)]
+  arguments  nodes, new come back unchanged
+  randomness none: the same arguments, the same answer
+  passes     not counted
+  boundaries no node to feed (new = []); one node after a one-token text; a
+             line; the last node alone
+
 Check: pytest exercises/ -k ex18
 """
 

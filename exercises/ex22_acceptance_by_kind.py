@@ -6,16 +6,25 @@ benchmark's four kinds (app/suite.py): prose (continue a paragraph), code
 (continue an example), lists (more items of a list or rows of a table) and
 repeat (text that repeats its prompt). Then measure it.
 
-acceptance_by_kind(draft, oracle, prompts, n_new, k) runs greedy speculative
-decoding (speculative.speculative_generate, with a decoding.Stats) on each
-(kind, prompt_ids) of prompts, n_new new tokens each and k drafts a round,
-and returns {kind: acceptance}, where a kind's acceptance is ALL its accepted
-drafts over ALL its drafted tokens, pooled over its prompts (not the mean of
-each prompt's rate, nor of each round's).
+acceptance_by_kind(draft, oracle, prompts, n_new, n_draft) runs greedy
+speculative decoding (speculative.speculative_generate, with a decoding.Stats)
+on each (kind, prompt_ids) of prompts, n_new new tokens each and n_draft
+drafts a round (speculative_generate's n_draft), and returns
+{kind: acceptance}, where a kind's acceptance is ALL its accepted drafts over
+ALL its drafted tokens, pooled over its prompts (not the mean of each prompt's
+rate, nor of each round's).
+
+Held to (exercises/checks/contract.py), before the checker's own cases:
+  returns    a dict {kind: acceptance}, one entry per kind, each a Python
+             float (a kind's acceptance)
+  arguments  prompts comes back unchanged
+  randomness none: the same arguments, the same answer
+  passes     not counted
+  boundaries one draft a round; 2 new tokens
 
 Check: pytest exercises/ -k ex22
 """
 
 
-def acceptance_by_kind(draft, oracle, prompts, n_new, k):
+def acceptance_by_kind(draft, oracle, prompts, n_new, n_draft):
     raise NotImplementedError("exercise 22: write acceptance_by_kind")

@@ -10,6 +10,14 @@ A round of n_draft drafts keeps, on average, (1 - alpha^(n_draft+1)) / (1 - alph
 passes. best_draft_length(alpha, c, T) returns the n_draft in 1 .. max(T) - 1 with
 the most tokens per unit of cost (the smallest such n_draft on a tie).
 
+Held to (exercises/checks/contract.py), before the checker's own cases:
+  returns    a Python int (a draft length)
+  arguments  T comes back unchanged
+  randomness none: the same arguments, the same answer
+  passes     not counted
+  boundaries a curve of two points; a tie; c = 0 with a flat curve; alpha =
+             0 and 1
+
 Check: pytest exercises/ -k ex23
 """
 

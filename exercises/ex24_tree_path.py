@@ -7,6 +7,14 @@ node i. accepted_path(parents, tokens, choice) returns the indices of the nodes
 the round keeps, root first: from the root, step to the child whose token is
 the oracle's choice there, as long as there is one.
 
+Held to (exercises/checks/contract.py), before the checker's own cases:
+  returns    a list of Python ints (the node indices)
+  arguments  parents, tokens, choice come back unchanged
+  randomness none: the same arguments, the same answer
+  passes     not counted
+  boundaries an empty tree; nothing kept; a line kept to its leaf; a choice
+             that only a grandchild has
+
 Check: pytest exercises/ -k ex24
 """
 

@@ -12,6 +12,14 @@ proposed this round, in order; text the bytes the round agreed on. Return
 are a prefix of text (an int), and rest, the bytes of text past them. The text
 can end inside a draft token, and begin or end inside a UTF-8 character.
 
+Held to (exercises/checks/contract.py), before the checker's own cases:
+  returns    a tuple (n, rest): n, an int, and rest, bytes
+  arguments  drafted comes back unchanged
+  randomness none: the same arguments, the same answer
+  passes     not counted
+  boundaries no drafts; an empty text; a text that ends exactly at a draft's
+             end; a text that ends inside a UTF-8 character
+
 Check: pytest exercises/ -k ex27
 """
 

@@ -202,3 +202,21 @@ def test_the_docstrings_steps_are_the_codes_comments_in_order():
     assert [n for n, _ in steps] == ["1", "2", "3", "4", "5"]
     comments = re.findall(r"^ *# (\d)\. ", inspect.getsource(batch.speculative_generate_batch), re.M)
     assert comments == ["1", "2", "3", "4", "5"]
+
+
+def test_a_traced_batch_keeps_each_rows_sps_test(small):
+    # A traced batch keeps each row's step 3 as one prompt's SpS round does (sps.SpsDetails: each draft's p(x),
+    # q(x), min(1, q/p), r and the decision, then the residual's draw or the bonus); tracing draws nothing.
+    draft, oracle = small
+    rows, traced = [[1, 4], [2], [3, 0, 5]], Stats(trace=[])
+    got = batch.speculative_sample_batch(draft, oracle, rows, 8, n_draft=3, rng=np.random.default_rng(3), stats=traced)
+    assert got == batch.speculative_sample_batch(draft, oracle, rows, 8, n_draft=3, rng=np.random.default_rng(3))
+    for r in traced.trace:
+        for row in r.details.rows:
+            d = row["sps"]
+            tested = min(row["kept"] + 1, len(row["drafted"]))  # a rejection ends the row's tests
+            assert [step["token"] for step in d.steps] == row["drafted"][:tested]
+            assert [step["accepted"] for step in d.steps] == [t < row["kept"] for t in range(tested)]
+            assert all(step["accepted"] == (step["r"] < step["accept_prob"]) for step in d.steps)
+            assert (d.resampled is None) == (row["kept"] == len(row["drafted"]))
+            assert (d.resampled or d.bonus)["token"] == row["new"][-1]

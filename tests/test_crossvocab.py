@@ -18,7 +18,7 @@ import pytest
 import tiktoken
 
 import crossvocab
-from checks.part7_batch_vocab import crossvocab_prompts as prompts  # the checker's prompts, on any oracle
+from checks.part7_vocab import crossvocab_prompts as prompts  # the checker's prompts, on any oracle
 from fixtures import make_model_dir, write_bpe
 from crossvocab import (align_suffix, check_crossvocab_args, crossvocab_generate, crossvocab_sample, encode_bytes,
                         intersection_proposal, shared_tokens, spell, token_id)

@@ -9,6 +9,9 @@
    `<!-- reading order -->` and `<!-- /reading order -->` (demo.py: its "Next" lines) names the
    steps of ORDER, each first named in that order, and no document offers another (the one that
    discovered part 1 before reading speculative.py is gone from docs/TEACHING.md too).
+3. Every document that gives it names one module to read after each part of the exercises, the same
+   in all (READ_NEXT): in its reading order, in EXERCISES.md's "Part N done?" lines (both editions),
+   and in docs/TEACHING.md's homework.
 
 Each check is a plain function; the last tests feed it a made-up reference or a swapped order and
 show it notices.
@@ -159,6 +162,46 @@ def test_the_readme_stays_short():
     assert os.path.getsize(os.path.join(ROOT, "README.md")) < 12 * 1024
 
 
+# --- 3. one module to read after each part ---------------------------------------------------------------
+
+READ_NEXT = {"1": ["speculative.py"], "2": ["threshold.py"], "3": ["sps.py"], "4": ["ngram.py", "tree.py"],
+             "5": ["PERFORMANCE.md"], "6": ["app/suite.py"], "7": ["batch.py", "crossvocab.py"]}
+PART = re.compile(r"\bpart (\d)\b|第 (\d) 部分")
+FILE = re.compile(r"[\w/-]+\.(py|md)")
+
+
+def read_next(text, ends=r"[;；)]|\.\s"):
+    """{part: the file names in backticks after each "part N" (第 N 部分) of text, up to the next part or the end
+    of its clause}."""
+    marks = list(PART.finditer(text))
+    found = {}
+    for m, after in zip(marks, marks[1:] + [None]):
+        segment = text[m.end():after.start() if after else len(text)]
+        segment = segment[:next((e.start() for e in re.finditer(ends, segment)), len(segment))]
+        found[m.group(1) or m.group(2)] = [c for c in INLINE_CODE.findall(segment) if FILE.fullmatch(c)]
+    return found
+
+
+@pytest.mark.parametrize("name", ["README.md", "README.zh-CN.md", "READING.md", "EXERCISES.md", "EXERCISES.zh-CN.md",
+                                  "docs/TEACHING.md"])
+def test_every_document_names_one_module_to_read_after_each_part(name):
+    assert read_next(passage(name)) == READ_NEXT
+
+
+@pytest.mark.parametrize("name", ["EXERCISES.md", "EXERCISES.zh-CN.md"])
+def test_each_parts_last_line_names_the_same_module(name):
+    done = re.findall(r"^\*\*(?:Part (\d) done\?|第 (\d) 部分做完了？)\*\*(.*?)(?:\n\n|\Z)", read(name), re.M | re.S)
+    named = {a or b: [c for c in INLINE_CODE.findall(text) if FILE.fullmatch(c)] for a, b, text in done}
+    assert sorted(named) == sorted(READ_NEXT)
+    for part, files in READ_NEXT.items():
+        assert named[part][:len(files)] == files, (part, named[part])
+
+
+def test_the_teachers_homework_runs_through_part_7():
+    homework = re.search(r"^Homework, in the path's order:(.*?)\n\n", read("docs/TEACHING.md"), re.M | re.S).group(1)
+    assert read_next(homework, ends=";") == {part: files for part, files in READ_NEXT.items() if part >= "4"}
+
+
 # --- each check bites ---------------------------------------------------------------------------
 
 def test_a_made_up_section_or_anchor_is_caught():
@@ -183,3 +226,9 @@ def test_a_swapped_or_missing_step_is_caught():
     assert check_order(good.replace("walkthrough.ipynb", "the notebook"), "X.md") == \
         ["X.md's reading order does not name walkthrough.ipynb"]
     assert check_order(None, "X.md") == ["X.md has no single <!-- reading order --> passage"]
+
+
+def test_a_part_without_its_module_is_caught():
+    good = passage("EXERCISES.md")
+    assert read_next(good) == READ_NEXT
+    assert read_next(good.replace("after part 6\n`app/suite.py`", "after part 6 nothing"))["6"] == []

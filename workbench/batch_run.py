@@ -3,16 +3,19 @@
     python workbench.py --prompts prompts.txt --draft demo-draft --oracle demo-oracle [--method greedy|sps] [--trace]
 
 One prompt a line. The continuations go to stdout in the file's order, each after a line naming it;
-the statistics to stderr; --trace prints each round's rows: what each drafted and kept.
+the statistics to stderr; --trace prints each round's rows: what each drafted and kept (sps: each test, as the
+single-prompt trace shows it).
 """
 
 import time
+from types import SimpleNamespace
 
 import numpy as np
 
 from errors import printable
 from stats import Stats
 from workbench import display, methods, runner
+from workbench.methods.sampling import sps_lines
 
 
 def run(settings, loaded, prompts, view):
@@ -39,7 +42,9 @@ def run(settings, loaded, prompts, view):
 
 
 def trace_lines(trace, token_bytes):
-    """--trace for a batch: per round, k and per row still in the batch its drafts, how many it kept, its new tokens."""
+    """--trace for a batch: per round, k and per row still in the batch its drafts, how many it kept, its new tokens;
+    with --method sps, each row's test of each draft as the single-prompt trace shows it (p(x), q(x), min(1, q/p),
+    r, the decision, then the residual's draw or the bonus: the sampling family's sps_lines)."""
     def show(tokens):
         return " ".join(display.token_text(token_bytes, t) for t in tokens)
 
@@ -51,5 +56,8 @@ def trace_lines(trace, token_bytes):
                      + ", ".join(f"{row['row']}: {row['kept']}/{len(row['drafted'])}" for row in d.rows))
         for row in d.rows:
             lines.append(f"  row {row['row']:<3} drafted {show(row['drafted']) or '(none)'}")
+            if row.get("sps") is not None:  # the row's step 3, as one prompt's sps trace shows it
+                tested = SimpleNamespace(drafted=row["drafted"], details=row["sps"])
+                lines += ["        " + line for line in sps_lines(tested, show)[1:]]
             lines.append(f"          new     {show(row['new'])}")
     return lines

@@ -8,13 +8,19 @@ One module per part of EXERCISES.md, each with its exercises' checks and
 references, and the registry of those exercises at its end:
 
     running.py            a check's failures: not solved yet, wrong (what, then where to look), a crash
-    models.py             the tiny random pairs and the learned pair the checks run on
+    contract.py           the one contract every exercise is held to, before its own cases: what it returns,
+                          the arguments it leaves as they came, its randomness, its passes, its boundaries
+    promises.py           each exercise's terms of that contract (its file's docstring says them: "Held to")
+    models.py             the tiny random pairs, the learned pair and the table models the checks run on
     part1_greedy.py       exercises 3, 4, 5
     part2_threshold.py    exercises 6, 7, 8
-    part3_sampling.py     exercises 9, 11, 12, 13, 15
+    part3_sampling.py     exercises 9, 11, 12, 13
+    part3_sps_round.py    exercise 15
     part4_lookup_tree.py  exercises 16, 18
-    part6_real_text.py    exercises 22, 23, 24, 25
-    part7_batch_vocab.py  exercises 26, 27
+    part6_real_text.py    exercises 22, 23
+    part6_tree_lookup.py  exercises 24, 25
+    part7_batch.py        exercise 26
+    part7_vocab.py        exercise 27
 
 EXERCISES maps each hands-on exercise's number to its file, the function you
 write there, its check, and its reference: the project's own function (or a
@@ -28,21 +34,30 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # the project
 
-from . import (part1_greedy, part2_threshold, part3_sampling, part4_lookup_tree, part6_real_text,  # noqa: E402
-               part7_batch_vocab)
+from . import (part1_greedy, part2_threshold, part3_sampling, part3_sps_round, part4_lookup_tree,  # noqa: E402
+               part6_real_text, part6_tree_lookup, part7_batch, part7_vocab)
+from . import contract, promises  # noqa: E402
 from .models import learned_pair, tiny_pair  # noqa: E402,F401  (for EXERCISES.md's snippets and ex05's script)
 from .part2_threshold import seed000_threshold  # noqa: E402,F401
 from .running import NotSolved, StillBuggy  # noqa: E402,F401
 
-PARTS = (part1_greedy, part2_threshold, part3_sampling, part4_lookup_tree, part6_real_text, part7_batch_vocab)
+PARTS = (part1_greedy, part2_threshold, part3_sampling, part3_sps_round, part4_lookup_tree, part6_real_text,
+         part6_tree_lookup, part7_batch, part7_vocab)
 EXERCISES = {e.number: e for part in PARTS for e in part.EXERCISES}
 
 
 def check(number, f):
-    """Run exercise `number`'s check on f; AssertionError (NotSolved for an untouched exercise) if it fails."""
-    exercise = EXERCISES[number]
+    """Run exercise `number`'s check on f; AssertionError (NotSolved for an untouched exercise) if it fails.
+    First the file as shipped (a bug hunt's bug still there is "not solved yet"), then the contract's stages
+    (promises.py: randomness, boundaries), then the exercise's own cases; f is held to the contract at every call."""
+    exercise, terms = EXERCISES[number], promises.CONTRACTS[number]
+    contract.RAN[number].clear()
+    held = contract.Held(number, terms, f, exercise.function)
     try:
-        exercise.check(f)
+        if exercise.shipped is not None:
+            exercise.shipped(held)
+        contract.hold(number, terms, held, exercise.reference())
+        exercise.check(held)
     except NotImplementedError:
         raise NotSolved(not_solved(exercise)) from None
     except StillBuggy as e:

@@ -44,6 +44,16 @@ def noisy_copy(source_dir, draft_dir, noise, seed):
     return draft_dir
 
 
+@functools.lru_cache(maxsize=1)
+def short_pair():
+    """A tiny pair whose context window is 24 positions: a run can end exactly at the end of the context."""
+    base = models_dir()
+    config = {"n_layer": 2, "n_head": 4, "n_embd": 32, "n_positions": 24, "vocab_size": 64}
+    oracle_dir = checkpoint.random_checkpoint(os.path.join(base, "short-oracle"), config, seed=5, scale=0.3)
+    draft_dir = noisy_copy(oracle_dir, os.path.join(base, "short-draft"), 0.02, seed=3)
+    return gpt2.GPT2.from_pretrained(draft_dir), gpt2.GPT2.from_pretrained(oracle_dir)
+
+
 SAMPLING_V = 6  # small enough to enumerate every 3-token continuation (6^3 of them), as tests/test_sps.py does
 
 
@@ -54,6 +64,52 @@ def sampling_pair():
     return tuple(gpt2.GPT2.from_pretrained(checkpoint.random_checkpoint(
         os.path.join(models_dir(), name), {**config, "n_layer": n_layer}, seed=seed, scale=0.5))
         for name, seed, n_layer in (("p", 21, 1), ("q", 22, 2)))
+
+
+@functools.lru_cache(maxsize=1)
+def three_pair():
+    """A draft p and a target q over a vocabulary of 3: a round's whole output distribution is enumerable."""
+    config = {"n_head": 2, "n_embd": 16, "n_positions": 16, "vocab_size": 3}
+    return tuple(gpt2.GPT2.from_pretrained(checkpoint.random_checkpoint(
+        os.path.join(models_dir(), name), {**config, "n_layer": n_layer}, seed=seed, scale=0.6))
+        for name, seed, n_layer in (("p3", 31, 1), ("q3", 32, 2)))
+
+
+class TableModel:
+    """A model whose next-token distribution is a function of the text, dist(tokens) -> float32 probabilities [V],
+    exact zeros and ones included (a GPT-2 has neither). forward() takes a KVCache as gpt2.GPT2.forward does."""
+
+    def __init__(self, vocab_size, dist, name="a table model", n_positions=1024):
+        self.vocab_size, self.dist, self.name, self.n_positions = vocab_size, dist, name, n_positions
+        self.texts = {}  # id(cache) -> the tokens fed into it, position by position
+
+    def forward(self, ids, kvcache=None, n_logits=None, **_):  # -> [n_logits, vocab_size]
+        ids = [int(t) for t in np.asarray(ids).reshape(-1)]
+        held = [] if kvcache is None else self.texts.get(id(kvcache), [])[:kvcache.n_tokens()]
+        context = held + ids
+        if kvcache is not None:
+            self.texts[id(kvcache)] = context
+            kvcache.commit(len(ids))
+        rows = [logits_of(self.dist(context[:len(held) + i + 1])) for i in range(len(ids))]
+        return np.array(rows[-(n_logits or len(rows)):], np.float32)
+
+
+def logits_of(probs):
+    """Logits whose softmax is probs, a zero probability exactly zero (exp(-1e30 - max) is 0 in float32)."""
+    probs = np.asarray(probs, np.float32)
+    return np.where(probs > 0, np.log(np.where(probs > 0, probs, 1)), np.float32(-1e30)).astype(np.float32)
+
+
+def constant_rng(top=False):
+    """A NumPy Generator whose every draw is the same: r = 0.0 exactly, or (top) the largest double below 1. Its
+    PCG64 sits at a fixed point of its step (state = state * multiplier + increment), so its output never changes;
+    an output of 1024, not 0, gives r = 0.0 and keeps rng.integers from rejecting every draw."""
+    multiplier, modulus = 0x2360ED051FC65DA44385DF649FCCF645, 2 ** 128
+    state = 2 ** 64 - 1 if top else 1024  # PCG64's output is state's two halves xor-ed: the low half here
+    bit_generator = np.random.PCG64(0)
+    bit_generator.state = {"bit_generator": "PCG64", "state": {"state": state, "inc": state * (1 - multiplier) % modulus},
+                           "has_uint32": 0, "uinteger": 0}
+    return np.random.Generator(bit_generator)
 
 
 @functools.lru_cache(maxsize=1)

@@ -9,9 +9,9 @@ import numpy as np
 
 from kvcache import KVCache
 
+from .contract import RAN
 from .models import tiny_pair
-from .running import (Exercise, StillBuggy, attempt, count, crashed, fresh, in_your_file, project, span,
-                      unchanged, wrong)
+from .running import Exercise, StillBuggy, Wrong, attempt, crashed, fresh, in_your_file, project, span, wrong
 
 
 def identical_prefix(drafted, oracle_choice):
@@ -30,31 +30,32 @@ def check_accepted_prefix_length(f):
              ([50256, 13], [50256, 0, 13], 1)]
     for drafted, oracle_choice, expected in cases:
         call = f"accepted_prefix_length({drafted}, {oracle_choice})"
-        all_match = expected == len(drafted)
         given = (fresh(drafted), fresh(oracle_choice))
         got = attempt(call, f, *given,
                       hint="when every draft matches, all len(drafted) of them are accepted: the count stops at the "
-                           "end of drafted" if all_match else None)
-        # speculative.py goes on with drafted[:n] and oracle_choice[n]: a sentinel left in them is drafted text
-        unchanged(call, {"drafted": (drafted, given[0]), "oracle_choice": (oracle_choice, given[1])})
-        if got == expected:
-            count(call, got)
-            continue
-        if got == identical_prefix(*given) and max(drafted + oracle_choice) > 256:
-            hint = ("compare ids with ==, not `is`: `is` asks whether two ints are the same object, and CPython "
+                           "end of drafted" if expected == len(drafted) else None)
+        if got != expected:
+            what, hint = explain_prefix(given, got, expected)
+            raise wrong(f"{call} returned {got!r}, expected {expected}" + (f": {what}" if what else ""), hint)
+
+
+def explain_prefix(args, got, expected, f=None):
+    """(what more to say, where to look) for accepted_prefix_length(*args) = got, where it should be expected."""
+    drafted, oracle_choice = args
+    all_match = expected == len(drafted)
+    if got == identical_prefix(fresh(drafted), fresh(oracle_choice)) and max(drafted + oracle_choice) > 256:
+        return "", ("compare ids with ==, not `is`: `is` asks whether two ints are the same object, and CPython "
                     "shares the objects of -5..256 only, so `is` holds on small ids and fails on real ones")
-        elif got == expected + 1 and not all_match or got == len(drafted) + 1:
-            hint = ("n counts the accepted drafts only; the oracle's own token comes after them (seed 000's "
-                    "n_accepted = idx + 1 counts it too: exercise 8)")
-        elif all_match and expected > 0:
-            hint = "when every draft matches the oracle, all of them are accepted: count up to len(drafted)"
-        elif 0 in drafted:
-            hint = "token id 0 is a token like any other (a test such as `if drafted[n]` treats it as missing)"
-        elif got is not None and got > expected:
-            hint = "stop at the first disagreement: a later draft that happens to match is not kept"
-        else:
-            hint = "count the drafts from the first for as long as drafted[i] == oracle_choice[i]"
-        raise wrong(f"{call} returned {got!r}, expected {expected}", hint)
+    if got == expected + 1 and not all_match or got == len(drafted) + 1:
+        return ("that counts the oracle's own token too", "n counts the accepted drafts only; the oracle's own token "
+                "comes after them (seed 000's n_accepted = idx + 1 counts it too: exercise 8)")
+    if all_match and expected > 0:
+        return "", "when every draft matches the oracle, all of them are accepted: count up to len(drafted)"
+    if 0 in drafted:
+        return "", "token id 0 is a token like any other (a test such as `if drafted[n]` treats it as missing)"
+    if got > expected:
+        return "", "stop at the first disagreement: a later draft that happens to match is not kept"
+    return "", "count the drafts from the first for as long as drafted[i] == oracle_choice[i]"
 
 
 # ---------------------------------------------------------------------------
@@ -70,27 +71,36 @@ class FakeCache(KVCache):
 
 
 def check_rollback(f):
-    for lengths, n_kept, expected in [((10, 8), 9, (9, 8)), ((12, 12), 12, (12, 12)), ((5,), 0, (0,)),
-                                      ((20, 17, 3), 17, (17, 17, 3)), ((7, 9), 7, (7, 7))]:
+    for lengths, n_kept, expected in [((10, 8), 9, [9, 8]), ((12, 12), 12, [12, 12]), ((5,), 0, [0]),
+                                      ((20, 17, 3), 17, [17, 17, 3]), ((7, 9), 7, [7, 7]),
+                                      ((10, 12), 8, [8, 8])]:  # both caches longer than n_kept
         caches = [FakeCache(n) for n in lengths]
         call = f"rollback({n_kept}, caches of {', '.join(map(str, lengths))} positions)"
         attempt(call, f, n_kept, *caches,
                 hint="a cache shorter than n_kept must be left as it is: the draft's cache is one short when it never "
                      "fed its own last guess, and KVCache.truncate(n) refuses to lengthen")
-        got = tuple(c.n_tokens() for c in caches)
-        if got == expected:
-            continue
-        i = next(i for i, (g, e) in enumerate(zip(got, expected)) if g != e)
-        what = f"{call} left {', '.join(map(str, got))}; expected {', '.join(map(str, expected))}"
-        if got[i] < expected[i]:
-            raise wrong(f"{what}: cache {i + 1} was cut too short. It had {lengths[i]} positions and must keep "
-                        f"{expected[i]}; {span(got[i], expected[i] - 1)} "
-                        f"{'belongs' if got[i] == expected[i] - 1 else 'belong'} to tokens that stay in the text, "
-                        "and their keys and values are gone",
-                        "how many positions truncate(n) keeps, and how many tokens n_kept counts")
-        raise wrong(f"{what}: cache {i + 1} still holds {got[i] - expected[i]} position(s) past the first {expected[i]}: "
-                    "keys and values of drafts the oracle rejected",
-                    "every cache passed in must end up holding at most n_kept positions")
+        got = [c.n_tokens() for c in caches]
+        if got != expected:
+            what, hint = explain_rollback((n_kept, *lengths), got, expected)
+            raise wrong(f"{call} left {', '.join(map(str, got))}; expected {', '.join(map(str, expected))}: {what}",
+                        hint)
+
+
+def explain_rollback(args, got, expected, f=None):
+    """(what went wrong, where to look) for caches of args[1:] positions left at got by rollback(args[0], ...)."""
+    lengths = args[1:]
+    i = next(i for i, (g, e) in enumerate(zip(got, expected)) if g != e)
+    if got[i] > lengths[i]:
+        return (f"cache {i + 1} had {lengths[i]} positions and was lengthened to {got[i]}: positions whose keys and "
+                "values were never computed", "a cut only shortens: KVCache.truncate(n) refuses to lengthen, and "
+                "truncate is the one way to cut a cache")
+    if got[i] < expected[i]:
+        return (f"cache {i + 1} was cut too short. It had {lengths[i]} positions and must keep {expected[i]}; "
+                f"{span(got[i], expected[i] - 1)} {'belongs' if got[i] == expected[i] - 1 else 'belong'} to tokens that "
+                "stay in the text, and their keys and values are gone",
+                "how many positions truncate(n) keeps, and how many tokens n_kept counts")
+    return (f"cache {i + 1} still holds {got[i] - expected[i]} position(s) past the first {expected[i]}: keys and "
+            "values of drafts the oracle rejected", "every cache passed in must end up holding at most n_kept positions")
 
 
 # ---------------------------------------------------------------------------
@@ -170,15 +180,20 @@ class Cost:
     accepted: int
     oracle_rereads: int
     draft_rereads: int
+    draft_newest_rereads: int  # of draft_rereads, those of the newest token (read, cut off, read again)
+    most_drafted: int          # the most drafts one round checked
 
 
-def rereads(calls):
-    """How many times the calls fed a token of the text at a position where they had fed that same token before."""
+def rereads(calls, newest=False):
+    """How many times the calls fed a token of the text at a position where they had fed that same token before:
+    the newest token too (a catch-up that feeds it, then cuts it off again, makes the next round read it twice).
+    newest: count only the rereads of the text's newest token."""
     seen, again = {}, 0
     for c in calls:
         start = c.held or 0
         for position, token in enumerate(c.fed, start):
-            if position < len(c.text) - 1 and token == c.text[position] and token in seen.get(position, ()):
+            if (position < len(c.text) and token == c.text[position] and token in seen.get(position, ())
+                    and (not newest or position == len(c.text) - 1)):
                 again += 1
             seen.setdefault(position, set()).add(token)
     return again
@@ -189,7 +204,8 @@ def cost(draft_calls, oracle_calls, end_text):
     after = [c.text for c in rounds[1:]] + [end_text]
     drafted = sum(len(c.reading()) - len(c.text) for c in rounds)
     accepted = sum(len(next_text) - len(c.text) - 1 for c, next_text in zip(rounds, after))
-    return Cost(len(rounds), drafted, accepted, rereads(oracle_calls), rereads(draft_calls))
+    return Cost(len(rounds), drafted, accepted, rereads(oracle_calls), rereads(draft_calls),
+                rereads(draft_calls, newest=True), max((len(c.reading()) - len(c.text) for c in rounds), default=0))
 
 
 @functools.lru_cache(maxsize=None)
@@ -204,22 +220,24 @@ def reference_cost(ids, n_new, n_draft):
     return cost(draft_spy.calls, oracle_spy.calls, text)
 
 
-def check_speculative_generate(f):
+def check_speculative_generate(f, seeds=range(3), n_drafts=(2, 4, 7)):
     from speculative import greedy_generate
     draft, oracle = tiny_pair()
     n_new = 30
-    for seed in range(3):
+    for seed in seeds:
         ids = np.random.default_rng(seed).integers(0, oracle.vocab_size, 5).tolist()
         expected = list(greedy_generate(oracle, ids, n_new))
-        for n_draft in (2, 4, 7):
+        for n_draft in n_drafts:
             text = list(ids)
             draft_spy, spy = Spy(draft, text), Spy(oracle, text)
             got, error = [], None
+            call = f"speculative_generate(draft, oracle, {ids}, n_new={n_new}, n_draft={n_draft})"
             try:
-                for token in itertools.islice(f(draft_spy, spy, ids, n_new, n_draft), n_new + n_draft + 2):
+                for token in itertools.islice(attempt(call, f, draft_spy, spy, list(ids), n_new, n_draft),
+                                              n_new + n_draft + 2):
                     got.append(int(token))
                     text.append(int(token))
-            except NotImplementedError:
+            except (NotImplementedError, Wrong):
                 raise
             except Exception as e:
                 error = e
@@ -229,9 +247,20 @@ def check_speculative_generate(f):
             check_speed(ids, n_new, n_draft, draft_spy.calls, spy.calls, text)
 
 
+def shipped_generator(f):
+    """StillBuggy if f is still the file as shipped: its first case fails as the shipped file does."""
+    try:
+        check_speculative_generate(f, seeds=(0,), n_drafts=(2,))
+    except StillBuggy:
+        raise
+    except Wrong:
+        pass
+
+
 def check_speed(ids, n_new, n_draft, draft_calls, oracle_calls, text):
     """The tokens are right: now what they cost. A bug in the draft's cache, or a round that does more work than
     it needs, leaves the text as it is and only costs time, measured here against speculative.py's own run."""
+    RAN["05"].add("passes")
     mine, ref = cost(draft_calls, oracle_calls, text), reference_cost(tuple(ids), n_new, n_draft)
     setting = f"with n_draft={n_draft}, {n_new} new tokens after the prompt {ids}: your tokens are right, but"
     price = (f"The oracle checked drafts in {mine.oracle_passes} passes and kept {mine.accepted} of your "
@@ -254,21 +283,30 @@ def check_speed(ids, n_new, n_draft, draft_calls, oracle_calls, text):
                     "draft when all were accepted (the draft never read its own last guess)")
         raise wrong(f"{setting} the draft's cache is wrong: when its forward {r} began (the text then {len(c.text)} "
                     f"tokens long), {seen}. So the draft guessed from a text that is not there.\n{price}", hint)
+    if mine.most_drafted != ref.most_drafted:
+        raise wrong(f"{setting} your rounds drafted up to {mine.most_drafted} tokens each; with n_draft = {n_draft} a "
+                    f"round drafts up to {ref.most_drafted}.\n{price}", "step 1: a round drafts k = min(n_draft, tokens "
+                    "left - 1) tokens, n_draft the argument (the checker calls with 2, 4 and 7)")
+    if mine.oracle_passes > ref.oracle_passes and mine.accepted < ref.accepted:
+        raise wrong(f"{setting} the oracle kept {mine.accepted} of your {mine.drafted} drafts, where a right round "
+                    f"keeps {ref.accepted} of the same draft's {ref.drafted}: it checked drafts in "
+                    f"{mine.oracle_passes} passes where {ref.oracle_passes} suffice",
+                    "step 3: a draft equal to the oracle's choice must be kept (compare ids with ==: `is` asks "
+                    "whether two objects are one, and the oracle's choices are NumPy ints)")
     if mine.oracle_rereads > ref.oracle_rereads:
         raise wrong(f"{setting} the oracle read {mine.oracle_rereads} tokens of the text again, though it had read "
                     "them before: its cache already holds all the text but the newest token",
                     "step 4: cut the oracle's cache back to the kept tokens (truncate), instead of starting a new one "
                     "and feeding it the whole text")
     if mine.oracle_passes > ref.oracle_passes:
-        if mine.accepted < ref.accepted:
-            raise wrong(f"{setting} the oracle kept {mine.accepted} of your {mine.drafted} drafts, where a right round "
-                        f"keeps {ref.accepted} of the same draft's {ref.drafted}: it checked drafts in "
-                        f"{mine.oracle_passes} passes where {ref.oracle_passes} suffice",
-                        "step 3: a draft equal to the oracle's choice must be kept (compare ids with ==: `is` asks "
-                        "whether two objects are one, and the oracle's choices are NumPy ints)")
         raise wrong(f"{setting} the oracle checked drafts in {mine.oracle_passes} passes for {n_new} tokens, where "
                     f"one a round ({ref.oracle_passes}) suffices",
                     "step 2: ONE oracle forward over the last token and all k drafts")
+    if mine.draft_newest_rereads > ref.draft_newest_rereads:
+        raise wrong(f"{setting} the draft read the newest token a second time {mine.draft_newest_rereads} times: fed "
+                    "once (by a catch-up that goes past n_kept), cut off again, and read again by the next round",
+                    "step 4's catch-up feeds the draft the kept tokens its cache lacks, tokens[n_tokens():n_kept]: "
+                    "never the newest, which the next round reads first")
     if mine.draft_rereads > ref.draft_rereads:
         raise wrong(f"{setting} the draft read {mine.draft_rereads} tokens of the text again, though it had read "
                     "them before: its cache already holds them",
@@ -285,7 +323,19 @@ def diagnose_generator(ids, n_new, n_draft, expected, got, first, error, calls):
         what = f"{setting}: got {len(got)} tokens (or more), {len(got) - n_new} more than asked; the first {n_new} are right"
     else:
         what = f"{setting}: got only {len(got)} tokens, all right, then the generator stopped"
+    rounds = [c for c in calls if c.held is not None]
+    never_truncated = all(b.held == a.held + len(a.fed) for a, b in zip(rounds, rounds[1:]))
+    bad = next((c for c in rounds if cache_problem(c)), None)
+    if bad is not None and cache_problem(bad) == "long" and never_truncated:
+        # the file as shipped: say what goes wrong, not why
+        raise StillBuggy(wrong(what, "run `python exercises/ex05_cache_bug.py`, then compare what each model's "
+                                     "cache holds after step 4 with the text").args[0])
+    said, hint = explain_generator(ids, n_new, got, error, calls)
+    return wrong(f"{what}\n{said}" if said else what, hint)
 
+
+def explain_generator(ids, n_new, got, error, calls):
+    """(what each cache held, where to look) for a generator whose tokens or run went wrong (calls: the oracle's)."""
     rounds = [c for c in calls if c.held is not None]
     bad = next(((r, c) for r, c in enumerate(rounds) if cache_problem(c)), None)
     if bad is not None:
@@ -293,31 +343,43 @@ def diagnose_generator(ids, n_new, n_draft, expected, got, first, error, calls):
         n = len(c.text)
         seen = (f"when the oracle's forward began (its call {r + 1}, the text then {n} tokens long), its cache held "
                 f"{c.held} positions; it should hold {n - 1}, every token but the newest, which that forward feeds")
-        never_truncated = all(b.held == a.held + len(a.fed) for a, b in zip(rounds, rounds[1:]))
         if cache_problem(c) == "long":
-            if never_truncated:  # the file as shipped: say what goes wrong, not why
-                raise StillBuggy(wrong(what, "run `python exercises/ex05_cache_bug.py`, then compare what each model's "
-                                             "cache holds after step 4 with the text").args[0])
-            return wrong(f"{what}\n{seen}. The {c.held - (n - 1)} extra position(s) hold keys and values of drafts the "
-                         "oracle rejected: the next tokens attend to text that is not there, at shifted positions",
-                         "step 4 of the round: what each cache must hold once the round's tokens are known")
-        missing = c.text[c.held:n - 1]
-        return wrong(f"{what}\n{seen}. The oracle never reads token(s) {missing} at {span(c.held, n - 2)}: its "
-                     f"cache was cut {n - 1 - c.held} position(s) too short",
-                     "step 4: which positions of the oracle's cache belong to tokens that stay in the text")
+            return (f"{seen}. The {c.held - (n - 1)} extra position(s) hold keys and values of drafts the oracle "
+                    "rejected: the next tokens attend to text that is not there, at shifted positions",
+                    "step 4 of the round: what each cache must hold once the round's tokens are known")
+        return (f"{seen}. The oracle never reads token(s) {c.text[c.held:n - 1]} at {span(c.held, n - 2)}: its cache "
+                f"was cut {n - 1 - c.held} position(s) too short",
+                "step 4: which positions of the oracle's cache belong to tokens that stay in the text")
     if error is not None:
-        return wrong(what, "KVCache.truncate(n) only shortens a cache: n must be at most n_tokens()"
-                     if isinstance(error, ValueError) and "truncate" in str(error) else
-                     "the line named above" if in_your_file(error) else "the traceback of your generator")
-    if first is None and len(got) > n_new and rounds:
+        return "", ("KVCache.truncate(n) only shortens a cache: n must be at most n_tokens()"
+                    if isinstance(error, ValueError) and "truncate" in str(error) else
+                    "the line named above" if in_your_file(error) else "the traceback of your generator")
+    if len(got) > n_new and rounds:
         last = rounds[-1]
         made = len(last.text) - len(ids)
-        return wrong(f"{what}\nthe last round began with {made} of {n_new} tokens made, so it could add "
-                     f"{n_new - made}; it drafted {len(last.fed) - 1}, and a round adds up to n_draft + 1 tokens "
-                     "(the drafts it keeps, then the oracle's own)",
-                     "step 1: how many tokens a round may draft when few are left")
-    return wrong(f"{what}\nthe oracle's cache held the right number of positions in every round",
-                 "step 3: which tokens the round keeps (the agreeing drafts, then the oracle's choice after them)")
+        return (f"the last round began with {made} of {n_new} tokens made, so it could add {n_new - made}; it drafted "
+                f"{len(last.fed) - 1}, and a round adds up to n_draft + 1 tokens (the drafts it keeps, then the "
+                "oracle's own)", "step 1: how many tokens a round may draft when few are left")
+    return ("the oracle's cache held the right number of positions in every round",
+            "step 3: which tokens the round keeps (the agreeing drafts, then the oracle's choice after them)")
+
+
+def spied(pair, ids, n_new, n_draft):
+    """(args, what the run did: its calls) for a boundary of exercise 5: the models as Spies of one shared text,
+    which generated() below extends with each token the answer yields."""
+    text = list(ids)
+    draft, oracle = pair()
+    spies = Spy(draft, text), Spy(oracle, text)
+    return (*spies, list(ids), n_new, n_draft), spies
+
+
+def generated(args, result):
+    """Exercise 5's outcome: the tokens the generator yields (a few past n_new at most), each added to the spies' text."""
+    text, tokens = args[0].text, []
+    for token in itertools.islice(result, args[3] + args[4] + 2):
+        tokens.append(token)
+        text.append(int(token))
+    return tokens
 
 
 def reference_speculative_generate():
@@ -329,5 +391,6 @@ EXERCISES = (
     Exercise("03", "ex03_accepted_prefix", "accepted_prefix_length", check_accepted_prefix_length,
              project("speculative", "accepted_prefix_length")),
     Exercise("04", "ex04_rollback", "rollback", check_rollback, project("speculative", "rollback")),
-    Exercise("05", "ex05_cache_bug", "speculative_generate", check_speculative_generate, reference_speculative_generate),
+    Exercise("05", "ex05_cache_bug", "speculative_generate", check_speculative_generate, reference_speculative_generate,
+             shipped_generator),
 )

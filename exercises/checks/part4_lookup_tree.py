@@ -1,10 +1,12 @@
 """Part 4, drafts that are not a line (seed 004): exercise 16 (prompt lookup) and 18 (the tree attention mask)."""
 
+import copy
+
 import numpy as np
 
 from gpt2 import MASKED
 
-from .running import Exercise, attempt, integers, project, unchanged, wrong
+from .running import Exercise, attempt, project, wrong
 
 
 # ---------------------------------------------------------------------------
@@ -34,62 +36,72 @@ def check_lookup(f):
              ([11, 2, 5, 6, 2, 8, 1, 2], 2, 2),
              # real-size ids (GPT-2's): " Python" is 11361, <|endoftext|> 50256
              ([2393, 50256, 7, 8, 50256, 9, 393, 50256], 2, 2), ([11361, 318, 257, 3303, 13, 11361, 318], 3, 3),
-             ([7, 7, 7, 7], 2, 3)]  # the earlier occurrence of [7, 7, 7] overlaps the tail
+             ([7, 7, 7, 7], 2, 3),  # the earlier occurrence of [7, 7, 7] overlaps the tail
+             ([1, 2, 7, 1, 2, 8, 1, 2, 9, 1, 2], 2, 2)]  # three earlier occurrences, each followed otherwise
     reference = reference_lookup()
     for tokens, k, max_tail in cases:
         call = f"lookup({tokens}, k={k}, max_tail={max_tail})"
-        given = list(tokens)
-        got = attempt(call, f, given, k, max_tail)
-        unchanged(call, {"tokens": (tokens, given)})  # the decoder's text: a lookup only reads it
-        got = integers(call, got, "a token id")
+        got = attempt(call, f, list(tokens), k, max_tail)
         expected = reference(list(tokens), k, max_tail)
         if got == expected:
             continue
-        what = f"{call} returned {got}, expected {expected}"
-        tails = next((other for other in (3, max_tail - 1, max_tail + 1)
-                      if other != max_tail and other > 0 and got == reference(list(tokens), k, other)), None)
-        tails_said = (f"that is the answer with max_tail = {tails}{', the default' if tails == 3 else ''}; tails here "
-                      f"are at most {max_tail} token(s) long")
-        tails_hint = ("the argument max_tail: the longest tail tried is max_tail tokens long, and the checker calls "
-                      "with other values")
-        n = next((n for n in range(min(max_tail, len(tokens) - 1), 0, -1) if occurrences(tokens, n)), None)
-        fake = next(((m, match) for m in range(min(max_tail, len(tokens) - 1), n or 0, -1)
-                     if (match := text_match(tokens, m))), None)
-        if fake:
-            m, (joined, at) = fake
-            raise wrong(f"{what}: the last {m} tokens {tokens[-m:]} occur nowhere earlier as tokens, but their text "
-                        f"{','.join(map(str, tokens[-m:]))!r} occurs at character {at} of {joined!r}, inside "
-                        "other ids", "compare lists of token ids (tokens[s:s + n] == tail), not their decimal text: a "
-                        "search in a joined string finds \"1,2\" inside \"11,2\"")
-        shorter = n is not None and n > 1 and any(got == tokens[s + m:s + m + k] for m in range(1, n)
-                                                    for s in occurrences(tokens, m))
-        if tails and not shorter:
-            raise wrong(f"{what}: {tails_said}", tails_hint)
-        if n is None:
-            raise wrong(f"{what}: no earlier occurrence of even the last token, so there is nothing to propose",
-                        "what lookup returns when nothing matches")
-        starts = occurrences(tokens, n)
-        found = f": the last {n} token(s) {tokens[-n:]} occur earlier at position(s) {starts}"
-        if len(got) > k:
-            raise wrong(f"{what}: more than k = {k} guesses", "the cut at k")
-        if got == expected[:-1] and len(expected) == k:
-            raise wrong(f"{what}{found}; one guess short of k = {k}", "the end of the slice: k tokens after the match")
-        if got == tokens[starts[0] + n:starts[0] + n + k] and len(starts) > 1:
-            raise wrong(f"{what}{found}; this lookup takes the LATEST of them (the most recent evidence), you took "
-                        "the first, scanning left to right (as transformers' PromptLookupCandidateGenerator does)",
-                        "the direction of the search")
-        overlapping = [s for s in starts if s + n > len(tokens) - n]
-        if overlapping and not any(got == tokens[s + n:s + n + k] for s in starts):
-            raise wrong(f"{what}{found}; the one at {overlapping[-1]} overlaps the tail itself, and is an earlier "
-                        "occurrence all the same", "the search range: every start before the tail's own, overlapping "
-                        "or not")
-        if shorter:  # the longest tail never tried: in the wrong order, or with too small a max_tail
-            raise wrong(f"{what}{found}; the longest matching tail (up to max_tail) wins over shorter ones"
-                        + (f"; or {tails_said}" if tails else ""),
-                        "the order in which n is tried" + (f"; or {tails_hint}" if tails else ""))
-        if not got:
-            raise wrong(f"{what}{found}", "whether the search range excludes the tail itself (it always matches)")
-        raise wrong(f"{what}{found}; propose up to k tokens that followed the latest one", "the slice after the match")
+        what, hint = explain_lookup((tokens, k, max_tail), got, expected)
+        raise wrong(f"{call} returned {got}, expected {expected}" + (f": {what}" if what else ""), hint)
+
+
+def explain_lookup(args, got, expected, f=None):
+    """(what went wrong, where to look) for lookup(*args) = got, where the reference proposes expected."""
+    tokens, k, max_tail = (list(args) + [3])[:3]
+    reference = reference_lookup()
+    tails = next((other for other in (3, max_tail - 1, max_tail + 1)
+                  if other != max_tail and other > 0 and got == reference(list(tokens), k, other)), None)
+    tails_said = (f"that is the answer with max_tail = {tails}{', the default' if tails == 3 else ''}; tails here "
+                  f"are at most {max_tail} token(s) long")
+    tails_hint = ("the argument max_tail: the longest tail tried is max_tail tokens long, and the checker calls "
+                  "with other values")
+    n = next((n for n in range(min(max_tail, len(tokens) - 1), 0, -1) if occurrences(tokens, n)), None)
+    fake = next(((m, match) for m in range(min(max_tail, len(tokens) - 1), n or 0, -1)
+                 if (match := text_match(tokens, m))), None)
+    if fake:
+        m, (joined, at) = fake
+        return (f"the last {m} tokens {tokens[-m:]} occur nowhere earlier as tokens, but their text "
+                f"{','.join(map(str, tokens[-m:]))!r} occurs at character {at} of {joined!r}, inside other ids",
+                "compare lists of token ids (tokens[s:s + n] == tail), not their decimal text: a search in a joined "
+                "string finds \"1,2\" inside \"11,2\"")
+    shorter = n is not None and n > 1 and any(got == tokens[s + m:s + m + k] for m in range(1, n)
+                                                for s in occurrences(tokens, m))
+    if tails and not shorter:
+        return tails_said, tails_hint
+    if n is None:
+        return ("no earlier occurrence of even the last token, so there is nothing to propose",
+                "what lookup returns when nothing matches")
+    starts = occurrences(tokens, n)
+    found = f"the last {n} token(s) {tokens[-n:]} occur earlier at position(s) {starts}"
+    if len(got) > k:
+        return f"more than k = {k} guesses", "the cut at k"
+    if got == expected[:-1] and len(expected) == k:
+        return f"{found}; one guess short of k = {k}", "the end of the slice: k tokens after the match"
+    if got == tokens[starts[0] + n:starts[0] + n + k] and len(starts) > 1:
+        return (f"{found}; this lookup takes the LATEST of them (the most recent evidence), you took the first, "
+                "scanning left to right (as transformers' PromptLookupCandidateGenerator does)",
+                "the direction of the search")
+    other = next((s for s in starts[:-1] if got == tokens[s + n:s + n + k]), None)
+    if other is not None and got != expected:
+        return (f"{found}; you took the one at {other}, not the latest, at {starts[-1]} (the most recent evidence)",
+                "which of the earlier occurrences the search keeps: the latest")
+    overlapping = [s for s in starts if s + n > len(tokens) - n]
+    if overlapping and not any(got == tokens[s + n:s + n + k] for s in starts):
+        return (f"{found}; the one at {overlapping[-1]} overlaps the tail itself, and is an earlier occurrence all "
+                "the same", "the search range: every start before the tail's own, overlapping or not")
+    if shorter:  # the longest tail never tried: in the wrong order, or with too small a max_tail
+        return (f"{found}; the longest matching tail (up to max_tail) wins over shorter ones"
+                + (f"; or {tails_said}" if tails else ""),
+                "the order in which n is tried" + (f"; or {tails_hint}" if tails else ""))
+    if not got:
+        return found, "whether the search range excludes the tail itself (it always matches)"
+    if len(got) < min(k, len(expected)):
+        return f"{found}; {len(got)} guess(es), where {len(expected)} tokens follow the latest", "the end of the slice"
+    return f"{found}; propose up to k tokens that followed the latest one", "the slice after the match"
 
 
 # ---------------------------------------------------------------------------
@@ -116,39 +128,48 @@ def check_tree_mask(f):
     from tree import tree_mask
     for tree, new, n_text, n_fed in cases:
         call = f"tree_mask(<{len(tree)} nodes>, new={new}, n_text={n_text}, n_fed={n_fed})"
-        got = np.asarray(attempt(call, f, tree, new, n_text, n_fed))
+        got = attempt(call, f, copy.deepcopy(tree), list(new), n_text, n_fed)  # Node is mutable: a copy of its own
         expected = tree_mask(tree, new, n_text, n_fed)
-        if got.shape != expected.shape:
-            raise wrong(f"{call} returned shape {got.shape}, expected {expected.shape}",
-                        "one row per new node; one column per position its keys can come from: the n_text tokens of "
-                        "the text, the n_fed nodes already in the cache, then the new nodes")
-        if got.dtype != np.float32:
-            raise wrong(f"{call} returned {got.dtype}, expected float32", "the dtype of the array you fill")
-        visible = got == 0
-        hidden = got <= MASKED
-        if not np.all(visible | hidden):
-            row, col = np.argwhere(~(visible | hidden))[0]
-            raise wrong(f"{call}: entry [{row}, {col}] is {got[row, col]}; use 0 (visible) or gpt2.MASKED (hidden)",
-                        "the two values a mask holds")
-        wrong_cells = np.argwhere(visible != (expected == 0))
-        if len(wrong_cells) == 0:
-            continue
-        row, col = wrong_cells[0]
-        i = new[row]
-        should_see = bool(expected[row, col] == 0)
-        if col < n_text:
-            about = f"column {col} is text, which every node sees"
-        else:
-            j = col - n_text
-            relation = ("itself" if j == i else f"its ancestor (node {i}'s path up: {ancestors(tree, i)})"
-                        if j in ancestors(tree, i) else
-                        f"not on its path to the root (node {i}'s ancestors are {ancestors(tree, i)})")
-            about = f"column {col} is node {j}, {relation}"
-        parent = "a child of the root" if tree[i].parent == -1 else f"child of node {tree[i].parent}"
-        raise wrong(f"{call}: row {row} (node {i}, {parent}, depth {tree[i].depth}) "
-                    f"{'hides' if should_see else 'sees'} column {col}; {about}",
-                    "a node sees the text, its ancestors and itself, never a sibling, a cousin or a descendant; "
-                    "node i's keys sit in column n_text + i")
+        if not same_mask(got, expected):
+            what, hint = explain_mask((tree, new, n_text, n_fed), got, expected)
+            raise wrong(f"{call}: {what}", hint)
+
+
+def same_mask(a, b):
+    """Whether mask a hides and shows what b does, its entries 0 (visible) or at most gpt2.MASKED (hidden)."""
+    return a.shape == b.shape and bool(np.array_equal(a == 0, b == 0)) and bool(np.all((a == 0) | (a <= MASKED)))
+
+
+def mask_rows(mask):
+    """A mask in a line, one row after another: 0 where a row sees, M where it is hidden ("00M0/0000")."""
+    if not isinstance(mask, np.ndarray) or mask.ndim != 2:
+        return repr(mask)
+    return "/".join("".join("0" if v == 0 else "M" if v <= MASKED else "?" for v in row) for row in mask) or "(no rows)"
+
+
+def explain_mask(args, got, expected, f=None):
+    """(what went wrong, where to look) for tree_mask(*args) = got: the first entry that is neither 0 nor masked, or
+    the first that hides what it should show (or the other way round), with what that column is to that row."""
+    tree, new, n_text, n_fed = args
+    visible, hidden = got == 0, got <= MASKED
+    if not np.all(visible | hidden):
+        row, col = np.argwhere(~(visible | hidden))[0]
+        return (f"entry [{row}, {col}] is {got[row, col]}; use 0 (visible) or gpt2.MASKED (hidden)",
+                "the two values a mask holds")
+    row, col = np.argwhere(visible != (expected == 0))[0]
+    i = new[row]
+    if col < n_text:
+        about = f"column {col} is text, which every node sees"
+    else:
+        j = col - n_text
+        relation = ("itself" if j == i else f"its ancestor (node {i}'s path up: {ancestors(tree, i)})"
+                    if j in ancestors(tree, i) else
+                    f"not on its path to the root (node {i}'s ancestors are {ancestors(tree, i)})")
+        about = f"column {col} is node {j}, {relation}"
+    parent = "a child of the root" if tree[i].parent == -1 else f"child of node {tree[i].parent}"
+    return (f"row {row} (node {i}, {parent}, depth {tree[i].depth}) {'hides' if expected[row, col] == 0 else 'sees'} "
+            f"column {col}; {about}", "a node sees the text, its ancestors and itself, never a sibling, a cousin or a "
+                                      "descendant; node i's keys sit in column n_text + i")
 
 
 def reference_lookup():

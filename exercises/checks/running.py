@@ -20,6 +20,7 @@ class Exercise:
     function: str    # what you write there
     check: callable  # check(f) raises AssertionError (NotImplementedError, StillBuggy) if f is wrong
     reference: callable  # () -> the project's own function, which --reference checks instead
+    shipped: callable = None  # shipped(f) raises StillBuggy if f still does what the file was shipped with
 
 
 def project(module, name):
@@ -35,18 +36,34 @@ class StillBuggy(Exception):
     """Raised by a check when the answer does exactly what the bug the file was shipped with does."""
 
 
+class Endless(BaseException):
+    """Raised by an argument a call reads without end (not an Exception: an answer's `except Exception` lets it
+    through); attempt() turns it into a failure: the call did not finish, what it did, where to look."""
+
+    def __init__(self, what, hint):
+        super().__init__(what)
+        self.what, self.hint = what, hint
+
+
+class Wrong(AssertionError):
+    """A check's failure: what went wrong, then where to look. (An AssertionError an answer raises is a crash.)"""
+
+
 def wrong(what, hint):
     """A failure in two stages: what went wrong (observed vs expected), then where to look."""
-    return AssertionError(f"{what}\n  where to look: {hint}")
+    return Wrong(f"{what}\n  where to look: {hint}")
 
 
 def attempt(call_text, f, *args, hint=None, hints=()):
     """f(*args), with a crash turned into a one-paragraph failure naming the line of your file.
-    hints ((exception type, hint), ...) choose the hint by the exception's type; hint is the one otherwise."""
+    hints ((exception type, hint), ...) choose the hint by the exception's type; hint is the one otherwise.
+    f held to its exercise's contract (contract.Held) is told the call's text, for the contract's messages."""
     try:
-        return f(*args)
-    except NotImplementedError:
+        return f.call(call_text, *args) if hasattr(f, "call") else f(*args)
+    except (NotImplementedError, Wrong):
         raise
+    except Endless as e:
+        raise wrong(f"{call_text} did not finish: {e.what}", e.hint) from None
     except Exception as e:
         raise crash(call_text, e, next((h for kind, h in hints if isinstance(e, kind)), hint)) from None
 
@@ -72,71 +89,40 @@ def in_your_file(e):
     return f" (exercises/{os.path.basename(f.filename)}, line {f.lineno}: `{f.line}`)"
 
 
-def number(call, value):
-    """value as a float, or a failure saying what came back instead."""
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise wrong(f"{call} returned {value!r}, not a number", "what the function returns on every path") from None
-
-
-def is_int(value):
-    """An exact integer: Python's int or NumPy's (an index from np.argmax is one), never a float (even 2.0) or a bool."""
-    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
-
-
-COUNT_HINT = ("the type of what you return: a count used as an index or a slice bound must be an int "
-              "(`/` gives a float, `//` or a counter that goes up by 1 an int)")
-
-
-def not_an_int(call, value, what, shown=None, hint=COUNT_HINT):
-    """The failure for a value that should be an int and is not: a float, a bool, or anything else."""
-    kind = "a float" if isinstance(value, (float, np.floating)) else f"a {type(value).__name__}"
-    return wrong(f"{call} returned {shown or repr(value)}, {kind}; {what} is an int", hint)
-
-
-def count(call, value, what="a count"):
-    """value as an int, or a failure: a float (even 2.0), a bool or anything else is not a count."""
-    if is_int(value):
-        return int(value)
-    raise not_an_int(call, value, what)
-
-
-def integers(call, values, what="a token id"):
-    """values (a list, tuple or 1-D array) as a list of ints, or a failure naming the first that is not one:
-    token ids, node indices and counts are ints, and a float among them (2393.0) or a bool is wrong."""
-    try:
-        items = list(values)
-    except TypeError:
-        raise wrong(f"{call} returned {values!r}, not a list", "return a list of ints") from None
-    for i, value in enumerate(items):
-        if not is_int(value):
-            raise not_an_int(call, value, what, f"{values!r}, whose entry {i} is {value!r}",
-                             "the type of what you return: every entry must be an int (a NumPy array of floats, "
-                             "np.zeros or a `/` makes floats; 2393.0 == 2393 is True, but a float is no list index "
-                             "and no token a model can read)")
-    return [int(v) for v in items]
-
-
 def fresh(ids):
     """The same ids as new int objects, as a decoder makes them (np.argmax(...).tolist(), int(np.argmax(...))):
     equal ids written in one function's code are one shared object, and would hide an `is` for `==`."""
     return np.array(ids, dtype=np.int64).tolist()
 
 
-def unchanged(call, arguments):
-    """A failure if the function changed an argument it was given: {name: (before, after)}.
-    The caller still uses its lists and arrays after the call (speculative.py keeps drafted[:n] of its drafts)."""
-    for name, (before, after) in arguments.items():
-        if isinstance(before, np.ndarray):
-            same = isinstance(after, np.ndarray) and np.array_equal(after, before)
-            seen = lambda a: show(a) if isinstance(a, np.ndarray) and a.ndim == 1 else repr(a)  # noqa: E731
-        else:
-            same, seen = list(after) == list(before), repr
-        if not same:
-            raise wrong(f"{call} changed its argument {name}: {seen(before)} became {seen(after)}",
-                        f"the caller's {name} is the caller's: work on a copy (list(...), x.copy(), `x = x - m` "
-                        "instead of `x -= m`) or build a new value, and leave the argument as it came")
+def unchanged(call, name, before, after, why):
+    """The failure for a function that changed the argument `name` it was given (before: a deep copy of it, taken
+    before the call), naming the first place that changed; why: what the caller goes on doing with it."""
+    path, was, now = first_change(name, before, after)
+    def seen(a):
+        text = show(a) if isinstance(a, np.ndarray) and a.ndim == 1 and a.size <= 12 else repr(a)
+        return text if len(text) <= 160 else f"{text[:76]} ... {text[-76:]}"
+    change = f"{seen(was)} became {seen(now)}" if path == name else f"{path} was {seen(was)}, and became {seen(now)}"
+    raise wrong(f"{call} changed its argument {name}: {change}",
+                f"the caller's {name} is the caller's ({why}): work on a copy (list(...), x.copy(), `x = x - m` instead "
+                "of `x -= m`) or build a new value, and leave the argument as it came")
+
+
+def first_change(path, before, after):
+    """(where, what it was, what it is) for the first place after differs from before: inside a list or tuple of
+    lists or tuples whose length stayed, the first entry that changed."""
+    if isinstance(before, (list, tuple)) and isinstance(after, (list, tuple)) and len(before) == len(after):
+        i = next((i for i, (b, a) in enumerate(zip(before, after)) if not _equal(b, a)), None)
+        if i is not None and isinstance(before[i], (list, tuple)) and isinstance(after[i], (list, tuple)):
+            return first_change(f"{path}[{i}]", before[i], after[i])
+    return path, before, after
+
+
+def _equal(a, b):
+    try:
+        return bool(a == b) if not isinstance(a, np.ndarray) else np.array_equal(a, b)
+    except (TypeError, ValueError):
+        return False
 
 
 def span(first, last):

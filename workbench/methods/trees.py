@@ -32,8 +32,9 @@ from workbench.registry import Method, Shown, register
 # ---------------------------------------------------------------------------
 
 def node_name(i, r, show):
-    """Node i of a tree round as the trace names it: its number (level order, from 1) and its token; -1 is the text."""
-    return "the text" if i == -1 else f"node {i + 1} {show([r.drafted[i]])}"
+    """Node i of a tree round as the trace names it: its index (level order, from 0, as tree.py's parents and
+    exercises 18 and 24 count) and its token; -1 is the text."""
+    return "the text" if i == -1 else f"node {i} {show([r.drafted[i]])}"
 
 
 def tree_reasons(r, show):
@@ -60,7 +61,8 @@ def tree_lines(r, show, p_is="the draft's probability of the node's token after 
     parent, or its parent was never reached. tree: the round's tree where its details hold more (suffix-tree)."""
     tree = tree or r.details
     parents, path, probs = tree.parents, set(tree.path), tree.probs
-    lines = [f"  tree     {len(r.drafted)} nodes, numbered in level order; * = on the accepted path; p = {p_is}"]
+    lines = [f"  tree     {len(r.drafted)} nodes, numbered in level order from 0; * = on the accepted path; "
+             f"p = {p_is}"]
 
     def walk(parent, depth):
         reached = parent == -1 or parent in path
@@ -71,7 +73,7 @@ def tree_lines(r, show, p_is="the draft's probability of the node's token after 
                        f"lost: after its parent the oracle chose {show([chosen])}" if reached else
                        "lost: its parent was not kept")
                 lines.append(f"  {'  ' * depth}{'*' if i in path else '-'} {show([r.drafted[i]])} p {probs[i]:.2f}   "
-                             f"({why})   = node {i + 1}")
+                             f"({why})   = node {i}")
                 walk(i, depth + 1)
 
     walk(-1, 1)
@@ -198,7 +200,7 @@ def sampled_tree_lines(r, show):
     d = r.details  # a tree_sampling.SampledTreeDetails
     parents, path = d.parents, set(d.path)
     tested = {child: (i, c) for v in d.visits for i, (child, c) in enumerate(zip(v["children"], v["checks"]))}
-    lines = [f"  tree     {len(r.drafted)} nodes drawn {d.siblings} from the draft, numbered in level order; "
+    lines = [f"  tree     {len(r.drafted)} nodes drawn {d.siblings} from the draft, numbered in level order from 0; "
              "* = kept; p = the draft's probability of the node's token after its parent"]
 
     def label(i):
@@ -223,7 +225,7 @@ def sampled_tree_lines(r, show):
         for i, p in enumerate(parents):
             if p == parent:
                 lines.append(f"  {'  ' * depth}{'*' if i in path else '-'} {show([r.drafted[i]])} p {d.probs[i]:.2g}   "
-                             f"({label(i)})   = node {i + 1}")
+                             f"({label(i)})   = node {i}")
                 walk(i, depth + 1)
 
     walk(-1, 1)
@@ -367,14 +369,14 @@ def traversal_reason_line(d, show):
     for t in d.tests:
         digits = decisive_digits((t["r"], t["w"]))
         after = f" (after {t['deleted']} child subtree{'s' if t['deleted'] != 1 else ''} rejected)" if t["deleted"] else ""
-        said.append(f"node {t['node'] + 1} {show([t['token']])} w={t['w']:.{digits}g}{after} r={t['r']:.{digits}g} "
+        said.append(f"node {t['node']} {show([t['token']])} w={t['w']:.{digits}g}{after} r={t['r']:.{digits}g} "
                     f"{'passes' if t['passed'] else 'fails'}")
     last = d.last
     if last["from"] == "oracle":
         return f"nothing drafted: {show([last['token']])} drawn from the oracle's q (prob {last['prob']:.2g})"
     kept = f"kept {len(d.path)} draft{'s' if len(d.path) != 1 else ''}"
     where = "the bonus, from the oracle's q" if last["from"] == "bonus" else \
-        ("the root's residual" if last["node"] == -1 else f"node {last['node'] + 1}'s residual")
+        ("the root's residual" if last["node"] == -1 else f"node {last['node']}'s residual")
     tested = "from the leaves: " + ", ".join(said) + ("; " if said else "")
     return f"{tested}{kept}: {show([last['token']])} drawn from {where} (prob {last['prob']:.2g})"
 
@@ -383,19 +385,19 @@ def traversal_lines(r, show):
     """A traversal round: the tree, each node under its parent with the draft's p, then every node tested, leaves
     first, with its weight w and r (w < 1 after a rejected child: line 6's residual weight), and the last token."""
     d = r.details  # a traversal.TraversalDetails
-    lines = [f"  tree     {len(r.drafted)} nodes drawn i.i.d. from the draft, numbered in level order from 1; * = kept"]
+    lines = [f"  tree     {len(r.drafted)} nodes drawn i.i.d. from the draft, numbered in level order from 0; * = kept"]
 
     def walk(parent, depth):
         for i, p in enumerate(d.parents):
             if p == parent:
                 lines.append(f"  {'  ' * depth}{'*' if i in d.path else '-'} {show([r.drafted[i]])} p {d.probs[i]:.2g}"
-                             f"   = node {i + 1}")
+                             f"   = node {i}")
                 walk(i, depth + 1)
 
     walk(-1, 1)
     for t in d.tests:
         digits = decisive_digits((t["r"], t["w"]))
-        lines.append(f"  test     node {t['node'] + 1} {show([t['token']])}: r {t['r']:.{digits}g} "
+        lines.append(f"  test     node {t['node']} {show([t['token']])}: r {t['r']:.{digits}g} "
                      f"{'<' if t['passed'] else '>='} w {t['w']:.{digits}g} -> {'passes' if t['passed'] else 'fails'}")
     return lines + [f"  kept     {r.accepted} node(s) + {show(r.new[-1:])}"]
 
@@ -410,7 +412,7 @@ def traversal_table(run, r):
     rows = []
     for t in d.tests:
         after = f" (after {t['deleted']} rejected)" if t["deleted"] else ""
-        rows.append(f"<tr><td>node {t['node'] + 1}</td><td>{chip(run, t['token'], 'draft' if t['passed'] else '')}</td>"
+        rows.append(f"<tr><td>node {t['node']}</td><td>{chip(run, t['token'], 'draft' if t['passed'] else '')}</td>"
                     f"<td>{t['w']:.3g}</td><td>{t['r']:.3g}</td><td>{'passes' if t['passed'] else 'fails'}{after}</td></tr>")
     table = ('<div class="scroll"><table class="steps"><tr><th>tested, from the leaves</th><th>token</th><th>w</th>'
              f"<th>r</th><th>verdict (r &lt; w)</th></tr>{''.join(rows)}</table></div>") if rows else ""
@@ -424,7 +426,7 @@ def sampled_tree_list(run, r):
 
     def item(i):
         label = '<span class="root">the text so far</span>' if i == -1 else \
-            chip(run, r.drafted[i], "draft" if i in d.path else "") + f" (node {i + 1})"
+            chip(run, r.drafted[i], "draft" if i in d.path else "") + f" (node {i})"
         below = "".join(item(c) for c in children[i])
         return (f"<li>{label}" if i == -1 or i in d.path else f'<li class="unused">{label}') + (
             f"<ul>{below}</ul>" if below else "") + "</li>"

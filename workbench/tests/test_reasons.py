@@ -256,14 +256,14 @@ def test_the_tree_trace_tells_two_nodes_of_the_same_token_apart(related, oracle)
         lines = display.tree_lines(r, show)
         assert "p = the draft's probability of the node's token after its parent" in lines[0]
         numbers = [line.rsplit("= node ", 1)[1] for line in lines if "= node " in line]
-        assert sorted(numbers, key=int) == [str(i + 1) for i in range(len(r.drafted))]  # every node, each once
+        assert sorted(numbers, key=int) == [str(i) for i in range(len(r.drafted))]  # every node, each once, from 0
         for line in lines:
             if "= node " in line:
-                i = int(line.rsplit("= node ", 1)[1]) - 1
+                i = int(line.rsplit("= node ", 1)[1])
                 assert f" <{r.drafted[i]}> p {r.details.probs[i]:.2f}" in line  # its number names its own token
         for p in set(r.details.parents):  # a branching parent is named by number and token, never by token alone
             if r.details.parents.count(p) > 1 and p != -1:
-                assert f"node {p + 1} <{r.drafted[p]}>" in reasons(r)
+                assert f"node {p} <{r.drafted[p]}>" in reasons(r)
 
 
 def drafting_room(r, n_prompt, n_new):
@@ -495,7 +495,7 @@ def assert_tree_labels_follow_the_models(r, lines, text, related, oracle):
     drawn from the final residual or, at a kept leaf, from q, with its chance there."""
     d, context = r.details, text[:r.context_length]
     without = d.siblings == "without replacement"
-    label = {int(line.rsplit("= node ", 1)[1]) - 1: line for line in lines if "= node " in line}
+    label = {int(line.rsplit("= node ", 1)[1]): line for line in lines if "= node " in line}
     assert sorted(label) == list(range(len(r.drafted)))
     tested, final = set(), None
     for visit in d.visits:
@@ -527,7 +527,7 @@ def assert_tree_labels_follow_the_models(r, lines, text, related, oracle):
             assert "(not tested: its parent was not kept)" in label[i], label[i]
         else:
             kept = next(c for c in d.path if d.parents[c] == parent)
-            assert kept < i and f"(not tested: an earlier sibling, node {kept + 1} " in label[i], label[i]
+            assert kept < i and f"(not tested: an earlier sibling, node {kept} " in label[i], label[i]
     token, end = r.new[-1], d.path[-1] if d.path else -1
     [last] = [line for line in lines if line.startswith(("  residual ", "  bonus    ", "  oracle   "))]
     if d.last["from"] == "residual":
@@ -585,7 +585,7 @@ def test_the_tree_label_check_catches_the_greedy_trees_labels(related, oracle):
     with pytest.raises(AssertionError):
         assert_tree_labels_follow_the_models(r, display.tree_lines(r, show), text, related, oracle)
     lines = display.sampled_tree_lines(r, show)
-    kept = f"= node {r.details.path[0] + 1}"
+    kept = f"= node {r.details.path[0]}"
     flipped = [line.replace("(kept by its test", "(rejected by its test") if line.endswith(kept) else line
                for line in lines]
     assert flipped != lines

@@ -20,7 +20,7 @@ import pytest
 
 import batch
 from workbench import display, runner, session
-from conftest import ROOT, gpt2_pair_bpe, make_model_dir, write_bpe
+from fixtures import ROOT, gpt2_pair_bpe, make_model_dir, write_bpe
 from errors import quoted
 from gpt2 import GPT2
 from workbench.speed import accelerate, second_core
