@@ -9,7 +9,7 @@ speculative decoding: the oracle checks k drafts for about the price of one toke
     ridge = (bytes / bandwidth) / (flops / rate)            where the two meet: the k past which checks cost more
 
 bytes: what one forward streams (every weight; wpe has one row read); flops: 2 per weight per row;
-bandwidth: bytes per second this machine streams from memory (all its cores); rate: float32 FLOPs per
+bandwidth: bytes per second the machine streams from memory (all its cores); rate: float32 FLOPs per
 second of its best matrix product. Up to the ridge the memory bounds the pass, past it the arithmetic.
 A CPU with wider vector units (AVX-512 against AVX2) has a higher rate, so its ridge comes later.
 
@@ -56,7 +56,7 @@ def flops_per_token(model, context=0):
 
 
 # ---------------------------------------------------------------------------
-# What this machine does: its bandwidth and its product rate
+# What the machine running this does: its bandwidth and its product rate
 # ---------------------------------------------------------------------------
 
 def memory_bandwidth(n_bytes=PROBE_BYTES, repeats=5, n_threads=None):

@@ -1,6 +1,6 @@
 """Exercise 12 (core): spot the bug in a learner's acceptance test.   EXERCISES.md, exercise 12
 
-Seed 002 (quoted in docs/sources.md), a learner's notes, calls
+A learner's notes on how to reject (quoted in docs/sources.md) call
 the draft's probability p and the target's q, as Chen et al. do, and reasons:
 
     we could define accept rate = p / q, which means if p is higher for the

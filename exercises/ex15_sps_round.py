@@ -1,6 +1,6 @@
 """Exercise 15 (stretch): one round of speculative sampling, from the pseudocode.   EXERCISES.md, exercise 15
 
-Seed 001's class asked: "can you just implement it?" Write one round of Chen
+The SpS notes' class asked: "can you just implement it?" Write one round of Chen
 et al.'s Algorithm 2 (the pseudocode is in EXERCISES.md, exercise 15):
 
     sps_round(draft, oracle, tokens, n_draft, rng) -> the new token ids, 1 to n_draft + 1 of them

@@ -2,7 +2,7 @@
 
 Predict first: on which kind of text does the small draft guess the oracle
 best? The held-out prompts (assets/learned-pair/prompts.json) are of the
-benchmark's four kinds (app/suite.py): prose (continue a paragraph), code
+benchmark's four kinds (workbench/bench/suite.py): prose (continue a paragraph), code
 (continue an example), lists (more items of a list or rows of a table) and
 repeat (text that repeats its prompt). Then measure it.
 

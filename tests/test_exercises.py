@@ -244,8 +244,8 @@ def snippet_dir(tmp_path_factory, tiny_dirs, demo_dirs):
     """A directory to run the snippets in, as a student's checkout after the exercises and the commands before
     each snippet: exercises/ holds solved files (each function the project's own); assets/learned-pair/prompts.json
     the first held-out prompt of each kind (the snippets read all 16: one of each runs the same code in a quarter
-    of the time); bench_results/ what `python bench.py --quick` (on tiny models standing in for gpt2 and gpt2-xl)
-    and `python bench.py suite` (on the learned pair, 8 tokens a prompt) write there."""
+    of the time); bench_results/ what `python workbench.py bench --quick` (on tiny models standing in for gpt2 and gpt2-xl)
+    and `python workbench.py bench suite` (on the learned pair, 8 tokens a prompt) write there."""
     import json
     base = tmp_path_factory.mktemp("snippets")
     (base / "exercises").mkdir()
@@ -263,7 +263,7 @@ def snippet_dir(tmp_path_factory, tiny_dirs, demo_dirs):
     for args in (["--quick", "--models-dir", models, "--new-tokens", 8, "--context", 16],
                  ["suite", "--methods", "speculative", "--rounds", 1, "-n", 8, "--models-dir",
                   os.path.dirname(demo_dirs["draft"])]):
-        r = subprocess.run([sys.executable, os.path.join(ROOT, "bench.py"), *map(str, args), "--out",
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "workbench.py"), "bench", *map(str, args), "--out",
                             base / "bench_results"], capture_output=True, text=True, timeout=600)
         assert r.returncode == 0, r.stderr
     return base

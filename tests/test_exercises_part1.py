@@ -30,7 +30,7 @@ def test_accepted_prefix_that_counts_every_match():
 
 def test_accepted_prefix_with_a_sentinel_appended_to_the_callers_list():
     def answer(drafted, oracle_choice):
-        drafted.append(None)  # seed 000's None, appended to the caller's list instead of a copy
+        drafted.append(None)  # the threshold notes' None, appended to the caller's list instead of a copy
         n = 0
         while drafted[n] == oracle_choice[n]:
             n += 1
@@ -48,7 +48,7 @@ def test_accepted_prefix_as_a_float():
 
 
 def test_accepted_prefix_as_seed_000_counts_it():
-    def answer(drafted, oracle_choice):  # seed 000's n_accepted: the index of the first mismatch, plus one
+    def answer(drafted, oracle_choice):  # the threshold notes' n_accepted: the index of the first mismatch, plus one
         return next(i + 1 for i, (c, d) in enumerate(zip(oracle_choice, drafted + [None])) if c != d)
     fails("03", answer, r"\[5, 7, 9\], \[5, 7, 9, 4\]\) returned 4, expected 3: every draft accepted: the count runs to the "
           "end of drafted; that counts the oracle's own token too", "the oracle's own token comes after them", "exercise 8")
@@ -141,10 +141,10 @@ def keep_all_but_the_newest(tokens):
     return len(tokens) - 1
 
 
-def classic_generate(oracle_keep, room=1, draft_keep=keep_all_but_the_newest, catch_up=True,
+def classic_generate(oracle_keep, reserve=1, draft_keep=keep_all_but_the_newest, catch_up=True,
                      accepted=lambda d, c: checks.EXERCISES["03"].reference()(d, c), new_oracle_cache=False,
                      new_draft_cache=False):
-    """ex05's generator as shipped, with its step 4 for each cache (None: no truncate), its step 1's room, its
+    """ex05's generator as shipped, with its step 4 for each cache (None: no truncate), its step 1's reserve, its
     catch-up of the draft, its count of accepted drafts, and a new cache each round (fed the text again) as given."""
     def generate(draft, oracle, ids, n_new, n_draft):
         tokens, end = list(ids), len(ids) + n_new
@@ -153,7 +153,7 @@ def classic_generate(oracle_keep, room=1, draft_keep=keep_all_but_the_newest, ca
             draft.forward(tokens[:-1], draft_cache, n_logits=1)
             oracle.forward(tokens[:-1], oracle_cache, n_logits=1)
         while len(tokens) < end:
-            k = min(n_draft, end - len(tokens) - room)
+            k = min(n_draft, end - len(tokens) - reserve)
             if new_draft_cache:
                 draft_cache = KVCache()
             drafted = []
@@ -194,7 +194,7 @@ def test_the_cache_bug_fixed_one_position_too_long():
 
 
 def test_a_round_that_overshoots():
-    fails("05", classic_generate(lambda tokens: len(tokens) - 1, room=0), r"n_new=12, n_draft=3\) returned \[[\d, ]+\], "
+    fails("05", classic_generate(lambda tokens: len(tokens) - 1, reserve=0), r"n_new=12, n_draft=3\) returned \[[\d, ]+\], "
           r"expected \[[\d, ]+\]: a prompt of one token: .*; the last round began with 11 of 12 tokens made, so it could "
           r"add 1; it drafted 1, and a round adds up to n_draft \+ 1 tokens", "step 1: how many tokens a round may draft")
 

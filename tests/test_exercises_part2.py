@@ -11,9 +11,9 @@ from wrong_answers import fails
 # --- exercise 6: drafting while confident -----------------------------------------
 
 def drafting(stop_before=False, cap=None, per_token=False, choose=lambda probs: int(np.argmax(probs)), summed=False):
-    def answer(draft, tokens, k_limit, threshold):
+    def answer(draft, tokens, k, threshold):
         guesses, p = [], 1.0
-        while len(guesses) < (k_limit if cap is None else cap) and p >= threshold:
+        while len(guesses) < (k if cap is None else cap) and p >= threshold:
             probs = softmax(draft.forward(tokens + guesses)[-1])
             x = choose(probs)
             if stop_before and p * probs[x] < threshold:
@@ -32,9 +32,9 @@ def test_drafting_that_drops_the_guess_crossing_the_threshold():
 
 
 def test_drafting_past_k_max():
-    fails("06", drafting(cap=50), r"draft_while_confident\(<a draft certain of every guess>, \[3\], k_limit=3, "
+    fails("06", drafting(cap=50), r"draft_while_confident\(<a draft certain of every guess>, \[3\], k=3, "
           r"threshold=1.0\) returned \[4, 5, 6, 7, .*, expected \[4, 5, 6\]: threshold 1.0 and a draft certain of every "
-          r"guess .*; 50 guess\(es\), but at most k_limit = 3 are allowed", "the loop's limit")
+          r"guess .*; 50 guess\(es\), but at most k = 3 are allowed", "the loop's limit")
 
 
 def test_drafting_on_each_guess_alone():
@@ -44,9 +44,9 @@ def test_drafting_on_each_guess_alone():
 
 
 def test_drafting_that_appends_to_the_callers_tokens():
-    def answer(draft, tokens, k_limit, threshold):
+    def answer(draft, tokens, k, threshold):
         start, p = len(tokens), 1.0
-        while len(tokens) - start < k_limit and p >= threshold:
+        while len(tokens) - start < k and p >= threshold:
             probs = softmax(draft.forward(tokens)[-1])
             tokens.append(int(np.argmax(probs)))
             p *= probs[tokens[-1]]
@@ -57,7 +57,7 @@ def test_drafting_that_appends_to_the_callers_tokens():
 def test_drafting_by_sampling():
     rng = np.random.default_rng(0)
     fails("06", drafting(choose=lambda probs: int(rng.choice(len(probs), p=probs / probs.sum()))),
-          r"called twice with the same arguments, draft_while_confident\(draft, \[5, 9, 2, 7\], k_limit=4, "
+          r"called twice with the same arguments, draft_while_confident\(draft, \[5, 9, 2, 7\], k=4, "
           r"threshold=0.3\) returned \[\d+\], then \[\d+\]: nothing in exercise 06's text is random",
           "a generator of its own, .* draws differently each call; each guess is the draft's argmax, never a draw")
 
@@ -68,9 +68,9 @@ def test_drafting_with_the_probabilities_added():
 
 
 def test_drafting_into_a_float_array():
-    def answer(draft, tokens, k_limit, threshold):
-        guesses, n, p = np.zeros(k_limit), 0, 1.0  # preallocated: np.zeros is float64
-        while n < k_limit and p >= threshold:
+    def answer(draft, tokens, k, threshold):
+        guesses, n, p = np.zeros(k), 0, 1.0  # preallocated: np.zeros is float64
+        while n < k and p >= threshold:
             probs = softmax(draft.forward(tokens + [int(g) for g in guesses[:n]])[-1])
             guesses[n] = np.argmax(probs)
             p, n = p * probs[int(guesses[n])], n + 1
@@ -92,14 +92,14 @@ def next_threshold_toward(index):
 
 
 def test_next_threshold_as_seed_000_computes_it():
-    fails("07", next_threshold_toward(lambda n: n), "first REJECTED draft", "seed 000", "exercise 8")
+    fails("07", next_threshold_toward(lambda n: n), "first REJECTED draft", "the threshold notes", "exercise 8")
 
 
 def test_next_threshold_copied_from_seed_000():
     def answer(threshold, cumulative, n_accepted, boost):
         return checks.seed000_threshold(threshold, cumulative, n_accepted, len(cumulative), boost)
     fails("07", answer, r"next_threshold\(0.4, \[0.9, 0.6\], 0, 0.1\) returned 0.5, expected 0.7: nothing accepted: .*; "
-          "that is seed 000's update, copied as it is; but the seed's n_accepted also counts the oracle's own token",
+          "that is the threshold notes' update, copied as it is; but the notes' n_accepted also counts the oracle's own token",
           "exercise 8")
 
 
@@ -168,7 +168,7 @@ def test_seed_000s_update_shifted_without_the_empty_prefix():
 def test_seed_000s_update_with_the_test_changed_instead_of_the_index():
     def answer(threshold, drafted_probs, n_accepted, n_draft, boost):
         return checks.seed000_threshold(threshold, drafted_probs, n_accepted, n_draft - 1, boost)  # `<` for `<=`
-    # at n_accepted = 1 the seed's index is still there: the first rejected draft's probability
+    # at n_accepted = 1 the notes' index is still there: the first rejected draft's probability
     fails("08", answer, r"update_threshold\(0.4, \[0.9, 0.6\], 1, 2, 0.1\) returned 0.65, expected 0.7: no draft "
           r"accepted .*; it moved halfway toward drafted_probs\[0\] = 0.9, the cumulative probability of the first "
           "REJECTED draft", r"which draft drafted_probs\[n_accepted - 1\] is")
@@ -185,10 +185,10 @@ def test_seed_000s_update_with_its_boost_written_in():
 
 
 def test_seed_000s_update_replaced_by_threshold_py_as_it_is():
-    def answer(threshold, drafted_probs, n_accepted, n_draft, boost):  # the seed's n_accepted passed on unchanged
+    def answer(threshold, drafted_probs, n_accepted, n_draft, boost):  # the notes' n_accepted passed on unchanged
         return checks.EXERCISES["07"].reference()(threshold, drafted_probs, n_accepted, boost)
     fails("08", answer, r"update_threshold\(0.4, \[0.9, 0.6\], 1, 2, 0.1\) returned 0.65, .*toward drafted_probs\[0\] = "
-          r"0.9, .* \(or threshold.py's update given the seed's n_accepted, which counts the oracle's own token too\)")
+          r"0.9, .* \(or threshold.py's update given the notes' n_accepted, which counts the oracle's own token too\)")
 
 
 def test_seed_000s_update_rounded():
@@ -217,12 +217,12 @@ def test_drafting_into_numpy_ints():
           r"entry 0 is np.int64\(\d+\), a NumPy integer \(np.int64\); a token id is a Python int", r"int\(\.\.\.\)")
 
 
-def test_drafting_that_checks_k_limit_after_its_forward():
-    def answer(draft, tokens, k_limit, threshold):
+def test_drafting_that_checks_k_after_its_forward():
+    def answer(draft, tokens, k, threshold):
         guesses, p = [], 1.0
         while True:
             probs = softmax(draft.forward(tokens + guesses)[-1])  # computed before the loop's tests
-            if len(guesses) >= k_limit or p < threshold:
+            if len(guesses) >= k or p < threshold:
                 return guesses
             guesses.append(int(np.argmax(probs)))
             p *= probs[guesses[-1]]
@@ -231,14 +231,14 @@ def test_drafting_that_checks_k_limit_after_its_forward():
 
 
 def test_drafting_from_the_text_alone():
-    def answer(draft, tokens, k_limit, threshold):
+    def answer(draft, tokens, k, threshold):
         guesses, p = [], 1.0
-        while len(guesses) < k_limit and p >= threshold:
+        while len(guesses) < k and p >= threshold:
             probs = softmax(draft.forward(tokens)[-1])  # the guesses never join the text the draft reads
             guesses.append(int(np.argmax(probs)))
             p *= probs[guesses[-1]]
         return guesses
-    fails("06", answer, r"draft_while_confident\(<a draft certain of every guess>, \[3\], k_limit=3, threshold=1.0\) "
+    fails("06", answer, r"draft_while_confident\(<a draft certain of every guess>, \[3\], k=3, threshold=1.0\) "
           r"returned \[4, 4, 4\], expected \[4, 5, 6\]: .*; the draft's greedy guesses \[4, 5, 6, 7\]",
           "the draft's argmax after the text and all the earlier guesses")
 
@@ -284,7 +284,7 @@ def test_seed_000s_update_with_the_empty_prefix_prepended():
         drafted_probs.insert(0, 1.0)  # the empty prefix in front: drafted_probs[n_accepted - 1] is then right
         return checks.seed000_threshold(threshold, drafted_probs, n_accepted, n_draft, boost)
     fails("08", answer, r"changed its argument drafted_probs: \[0.9, 0.6, 0.3\] became \[1.0, 0.9, 0.6, 0.3\]",
-          "the seed's loop goes on with it")
+          "the notes' loop goes on with it")
 
 
 def test_seed_000s_update_with_an_empty_prefix_of_0():
@@ -306,6 +306,6 @@ def test_next_threshold_that_needs_a_draft_to_lower_it():
         else:
             threshold = (threshold + (cumulative[n_accepted - 1] if n_accepted else 1.0)) / 2
         return min(max(threshold, 0.05), 0.95)
-    # (the diagnosis that recognises seed 000's update must not index the empty list itself)
+    # (the diagnosis that recognises the threshold notes' update must not index the empty list itself)
     fails("07", answer, r"next_threshold\(0.4, \[\], 0, 0.1\) returned 0.7, expected 0.3: a round of no drafts \(an "
           r"empty cumulative\): none was rejected", "when every draft was accepted, lower the threshold by boost")

@@ -255,14 +255,14 @@ def test_tree_path_leaf_first():
           "first", "root first")
 
 
-def replay_lookup(step=1, room=1, sees=0, prefix=True, fixed_n_draft=None, fixed_max_tail=None, empty_rounds=True,
+def replay_lookup(step=1, reserve=1, sees=0, prefix=True, fixed_n_draft=None, fixed_max_tail=None, empty_rounds=True,
                   start=None):
     def answer(tokens, n_prompt, n_draft, max_tail=3):
         n_draft, max_tail = fixed_n_draft or n_draft, fixed_max_tail or max_tail
         drafter, drafted, accepted, rounds, i = NGramDrafter(n=max_tail + 1), 0, 0, 0, n_prompt if start is None else start
         while i < len(tokens):
             guesses = drafter.lookup(tokens[:i + sees],
-                                     n_draft if room is None else min(n_draft, len(tokens) - i - room))
+                                     n_draft if reserve is None else min(n_draft, len(tokens) - i - reserve))
             matches = [g == t for g, t in zip(guesses, tokens[i:])]
             n = (matches + [False]).index(False) if prefix else sum(matches)
             drafted, accepted, i = drafted + len(guesses), accepted + n, i + n + step
@@ -280,7 +280,7 @@ def test_lookup_replay_that_reads_ahead():
 
 
 def test_lookup_replay_without_the_cut():
-    fails("25", replay_lookup(room=None), "always asks for n_draft drafts", r"min\(n_draft, len\(tokens\) - i - 1\)")
+    fails("25", replay_lookup(reserve=None), "always asks for n_draft drafts", r"min\(n_draft, len\(tokens\) - i - 1\)")
 
 
 def test_lookup_replay_counting_every_match():
@@ -311,7 +311,7 @@ def test_lookup_replay_without_the_empty_rounds():
 
 
 def test_lookup_replay_to_the_end_of_the_text():
-    fails("25", replay_lookup(room=0), "whose last round may draft up to the end of the text",
+    fails("25", replay_lookup(reserve=0), "whose last round may draft up to the end of the text",
           r"the oracle's own token must still fit")
 
 

@@ -116,14 +116,14 @@ def test_keep_draft_with_not_greater():
 
 
 def test_drafting_while_above_the_threshold():
-    def answer(draft, tokens, k_limit, threshold):
+    def answer(draft, tokens, k, threshold):
         guesses, p = [], 1.0
-        while len(guesses) < k_limit and p > threshold:  # "above", where the text says "at least"
+        while len(guesses) < k and p > threshold:  # "above", where the text says "at least"
             probs = softmax(draft.forward(tokens + guesses)[-1])
             guesses.append(int(np.argmax(probs)))
             p *= probs[guesses[-1]]
         return guesses
-    fails("06", answer, r"draft_while_confident\(draft, \[5, 9, 2\], k_limit=4, threshold=1.0\) returned \[\], expected "
+    fails("06", answer, r"draft_while_confident\(draft, \[5, 9, 2\], k=4, threshold=1.0\) returned \[\], expected "
           r"\[\d+\]: threshold 1.0: the first guess is tested with the probability of no guess at all, 1.0, which is at "
           "least 1.0; that is drafting while the cumulative probability is ABOVE the threshold", "`>=`, not `>`")
 

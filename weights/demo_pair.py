@@ -37,7 +37,7 @@ OWN_TOKENIZER = {"demo-draft-4k"}                    # ... but these models' own
 # The oracle's heads (weights/heads.HEADS) are in assets/learned-pair/heads/KIND/, copied to demo-oracle/heads/KIND/;
 # the draft's (weights/heads.DRAFT_HEADS: SpecDec++'s acceptance head) there too, copied to demo-draft/heads/KIND/.
 # What the project writes in a demo model's directory: its files and workbench/speed/accelerate.py's converted copy, its
-# record and the key that signs it (weights/derived.py), and the plan of how this machine runs it (its record too);
+# record and the key that signs it (weights/derived.py), and the plan of how the machine runs it (its record too);
 # in demo-oracle, the heads/ directory and one directory a head in it, each holding MODEL_FILES.
 OWN_FILES = {*MODEL_FILES, *TOKENIZER_FILES, "model.blocked.safetensors", "model.blocked.json", "derived.key",
              "model.plan.json", "model.plan.record.json"}

@@ -137,11 +137,11 @@ def content_range(r):
     return (int(start) if start else None), (int(total) if total != "*" else None)
 
 
-def body_chunks(r, room):
-    """The pieces of r's body as they arrive; room: the bytes still expected (None: unknown).
+def body_chunks(r, left):
+    """The pieces of r's body as they arrive; left: the bytes still expected (None: unknown).
 
     Raises Interrupted when the connection drops, or brings fewer than
-    STALL_BYTES in STALL_SECONDS (a slow drip is a stall too). Once room bytes
+    STALL_BYTES in STALL_SECONDS (a slow drip is a stall too). Once left bytes
     have come, a server that hangs up or goes quiet has sent the whole file,
     even if its Content-Length promised more.
     """
@@ -153,14 +153,14 @@ def body_chunks(r, room):
         try:
             chunk = read(CHUNK)
         except (urllib3.exceptions.HTTPError, OSError) as e:
-            if room == 0:
+            if left == 0:
                 return
             stalled = isinstance(e, urllib3.exceptions.ReadTimeoutError)
             raise Interrupted(f"no progress for {STALL_SECONDS:g} s" if stalled else "the connection dropped") from None
         if not chunk:
             return
         yield chunk
-        room = None if room is None else room - len(chunk)
+        left = None if left is None else left - len(chunk)
         since += len(chunk)
         if since >= STALL_BYTES:
             deadline, since = time.monotonic() + STALL_SECONDS, 0

@@ -44,7 +44,7 @@ LIMITS = {
     "prompts": 4 * MB,
     "record": 64 << 10,  # weights/derived.py's record of a derived file (model.blocked.json): about 500 bytes
     "key": 32,  # weights/derived.py's key (derived.key)
-    "plan": 64 << 10,  # workbench/speed/plan.py's plan of how this machine runs a model: about 3 KB
+    "plan": 64 << 10,  # workbench/speed/plan.py's plan of how the machine runs a model: about 3 KB
 }
 NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # not on Windows, which has no FIFOs in the file system
 

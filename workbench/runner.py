@@ -53,7 +53,7 @@ def shape(model):  # "8 layers of width 288", "1 layer of width 128"
 
 
 def load_model(name_or_path, models_dir=None, log=sys.stderr, plain=False):
-    """(model, its directory): the model as this machine's plan runs it (workbench/speed/planned.py: each forward
+    """(model, its directory): the model as the machine's plan runs it (workbench/speed/planned.py: each forward
     the way measured fastest here for its rows, NumPy's own product unless another is faster), or with plain=True
     the model exactly as gpt2.GPT2.from_pretrained gives it, NumPy's own `@` on the BLAS's own threads (--plain:
     logits within about 1e-5, and a debugger's steps stay in the project's files and NumPy). A first forward
@@ -127,7 +127,7 @@ PROMPT_ESCAPES = "one prompt a line; in a line, \\n is a newline and \\\\ a back
 
 
 def read_prompt_lines(path):
-    """The prompts of a file, one a line (speculative.py --prompts, bench.py ablation --prompts), as PROMPT_ESCAPES
+    """The prompts of a file, one a line (workbench.py --prompts, workbench.py bench ablation --prompts), as PROMPT_ESCAPES
     says: a line writes a newline as \\n and a backslash as \\\\ (any other backslash is itself); a final newline
     ends the last line, and a UTF-8 byte-order mark at the start is not part of the first; an empty file or an
     empty line is one line of error."""

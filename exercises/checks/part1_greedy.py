@@ -48,7 +48,7 @@ def explain_prefix(args, got, expected, f=None):
                     "shares the objects of -5..256 only, so `is` holds on small ids and fails on real ones")
     if got == expected + 1 and not all_match or got == len(drafted) + 1:
         return ("that counts the oracle's own token too", "n counts the accepted drafts only; the oracle's own token "
-                "comes after them (seed 000's n_accepted = idx + 1 counts it too: exercise 8)")
+                "comes after them (the threshold notes' n_accepted = idx + 1 counts it too: exercise 8)")
     if all_match and expected > 0:
         return "", "when every draft matches the oracle, all of them are accepted: count up to len(drafted)"
     if 0 in drafted:

@@ -1,5 +1,5 @@
-"""Part 2, threshold drafting (seed 000): exercise 6 (drafting while confident), 7 (the threshold update)
-and 8 (seed 000's index)."""
+"""Part 2, threshold drafting (the threshold notes): exercise 6 (drafting while confident), 7 (the threshold update)
+and 8 (the threshold notes' index)."""
 
 import copy
 
@@ -40,28 +40,28 @@ def check_draft_while_confident(f):
                                                    threshold_all_correct_boost=boost, stats=stats))
             for r, record in enumerate(stats.trace, 1):
                 context, t = tokens[:record.context_length], record.details.threshold
-                k_limit = min(n_draft, len(ids) + n_new - record.context_length - 1)
-                call = (f"draft_while_confident(draft, <text of {record.context_length} tokens>, k_limit={k_limit}, "
+                k = min(n_draft, len(ids) + n_new - record.context_length - 1)
+                call = (f"draft_while_confident(draft, <text of {record.context_length} tokens>, k={k}, "
                         f"threshold={t:.3f})")
-                got = attempt(call, f, draft, list(context), k_limit, t)
+                got = attempt(call, f, draft, list(context), k, t)
                 if got != record.drafted:
-                    what, hint = explain_drafting((draft, context, k_limit, t), got, record.drafted)
+                    what, hint = explain_drafting((draft, context, k, t), got, record.drafted)
                     raise wrong(f"round {r} of threshold.py's run (n_draft={n_draft}, starting threshold {threshold}): "
-                                f"with the text of {record.context_length} tokens, k_limit = {k_limit} and threshold "
+                                f"with the text of {record.context_length} tokens, k = {k} and threshold "
                                 f"{t:.3f}, threshold.py drafts {record.drafted}, your draft_while_confident {got}: "
                                 f"{what}", hint)
 
 
 def explain_drafting(args, got, expected, f=None):
     """(what went wrong, where to look) for draft_while_confident(*args) = got, where threshold.py drafts expected."""
-    draft, context, k_limit, threshold = args
-    if len(got) > k_limit:
-        return (f"{len(got)} guess(es), but at most k_limit = {k_limit} are allowed", "the loop's limit on the number "
-                "of guesses (k_limit is what threshold.py's n_draft and n_new leave)")
+    draft, context, k, threshold = args
+    if len(got) > k:
+        return (f"{len(got)} guess(es), but at most k = {k} are allowed", "the loop's limit on the number "
+                "of guesses (k is what threshold.py's n_draft and n_new leave)")
     guesses, cumulative = greedy_chain(draft, list(context), max(len(expected), len(got), 1) + 1)
     chain = f"the draft's greedy guesses {guesses} have cumulative probabilities {show(cumulative)}"
     before = [1.0] + cumulative  # the cumulative probability each guess is tested with
-    above = next((n for n in range(min(k_limit, len(cumulative)) + 1) if n == k_limit or not before[n] > threshold),
+    above = next((n for n in range(min(k, len(cumulative)) + 1) if n == k or not before[n] > threshold),
                  None)
     if got == guesses[:above] and above != len(expected):
         return (f"that is drafting while the cumulative probability is ABOVE the threshold (`>`); {chain}, and "
@@ -81,7 +81,7 @@ def explain_drafting(args, got, expected, f=None):
 
 
 # ---------------------------------------------------------------------------
-# Exercises 7 and 8: the threshold update, and seed 000's index
+# Exercises 7 and 8: the threshold update, and the threshold notes' index
 # ---------------------------------------------------------------------------
 
 def clamp(threshold):
@@ -106,11 +106,11 @@ def check_next_threshold(f):
         return
     args, expected, got = failures[0]
     if all(abs(got - seed000_threshold(t, c, n, len(c), b)) < 1e-6 for (t, c, n, b), _, got in results):
-        raise wrong(f"next_threshold{args} returned {got:.4g}, expected {expected}: your update is seed 000's, copied "
-                    "as it is. But the seed's n_accepted also counts the oracle's own token, one more than this "
+        raise wrong(f"next_threshold{args} returned {got:.4g}, expected {expected}: your update is the threshold notes', copied "
+                    "as it is. But the notes' n_accepted also counts the oracle's own token, one more than this "
                     "function's: copied here, the update moves toward cumulative[-1] when nothing was accepted, and "
                     "takes a round in which every draft was accepted for a rejection (n_accepted <= n_draft)",
-                    "exercise 8, which is about this very line: what the seed's n_accepted counts")
+                    "exercise 8, which is about this very line: what the notes' n_accepted counts")
     what, hint = explain_threshold(args, got, expected)
     raise wrong(f"next_threshold{args} returned {got:.4g}, expected {expected:.6g}" + (f": {what}" if what else ""), hint)
 
@@ -128,21 +128,21 @@ def explain_threshold(args, got, expected, f=None):
          "not rounded"),
         (bool(cumulative) and abs(got - seed000_threshold(threshold, cumulative, n_accepted, len(cumulative), boost))
          < 1e-9,
-         "that is seed 000's update, copied as it is; but the seed's n_accepted also counts the oracle's own token, "
-         "one more than this function's", "exercise 8, which is about this very line: what the seed's n_accepted "
+         "that is the threshold notes' update, copied as it is; but the notes' n_accepted also counts the oracle's own token, "
+         "one more than this function's", "exercise 8, which is about this very line: what the notes' n_accepted "
                                           "counts"),
         (rejected and abs(got - clamp(last)) < 1e-9, f"it moved all the way to the cumulative probability of the last "
          f"accepted draft, {last}", "halfway toward it: the mean of the threshold and that probability"),
         (rejected and abs(got - clamp((threshold + cumulative[n_accepted]) / 2)) < 1e-9,
          f"it moved halfway toward cumulative[{n_accepted}] = {cumulative[n_accepted] if rejected else None}, the "
-         "cumulative probability of the first REJECTED draft. That is what seed 000's code computes, but its comment, "
+         "cumulative probability of the first REJECTED draft. That is what the threshold notes' code computes, but its comment, "
          "and threshold.py, say: the last accepted draft", "exercise 8, which is about exactly this index"),
         (rejected and n_accepted == 0 and abs(got - clamp((threshold + cumulative[-1]) / 2)) < 1e-9,
          f"with nothing accepted it moved toward cumulative[-1] = {cumulative[-1] if cumulative else None}, Python's "
          "LAST element. The last accepted prefix is empty here, and an empty guess has probability 1.0",
          "what cumulative[n_accepted - 1] means when n_accepted is 0"),
         (not rejected and boost != 0.1 and abs(got - clamp(threshold - 0.1)) < 1e-9, f"every draft was accepted, and "
-         f"it lowered the threshold by 0.1 (seed 000's default), not by boost = {boost}",
+         f"it lowered the threshold by 0.1 (the threshold notes' default), not by boost = {boost}",
          "the argument boost: the function is called with other values"),
     ]
     matches = [(what, hint) for found, what, hint in said if found]
@@ -156,7 +156,7 @@ def explain_threshold(args, got, expected, f=None):
 
 
 def seed000_threshold(threshold, drafted_probs, n_accepted, n_draft, boost):
-    """What seed 000's update computes, as written there: the shipped bug the checker recognises."""
+    """What the threshold notes' update computes, as written there: the shipped bug the checker recognises."""
     if n_accepted <= n_draft:
         threshold = (threshold + drafted_probs[n_accepted - 1]) / 2
     else:
@@ -164,19 +164,19 @@ def seed000_threshold(threshold, drafted_probs, n_accepted, n_draft, boost):
     return clamp(threshold)
 
 
-# In the seed's counting, n_accepted = accepted drafts + 1 (the oracle's own token).
+# In the notes' counting, n_accepted = accepted drafts + 1 (the oracle's own token).
 SEED_CASES = [((0.4, [0.9, 0.6, 0.3], 3, 3, 0.1), 0.5), ((0.4, [0.9, 0.6], 1, 2, 0.1), 0.7),
               ((0.4, [0.9, 0.6], 3, 2, 0.1), 0.3), ((0.5, [0.8, 0.4, 0.2, 0.1], 2, 4, 0.1), 0.65),
               ((0.1, [0.9], 2, 1, 0.1), 0.05), ((0.6, [0.9, 0.8], 3, 2, 0.25), 0.35),
               ((0.437, [0.913, 0.6271, 0.3389], 3, 3, 0.1), 0.53205), ((0.2718, [0.7391], 1, 1, 0.1), 0.6359)]
 
 
-def check_seed_threshold(f):
+def check_notes_index(f):
     results = []
     for args, expected in SEED_CASES:
         call = f"update_threshold{args}"
         got = attempt(call, f, *copy.deepcopy(args), hints=(
-            (IndexError, "drafted_probs has n_draft entries, and the seed's n_accepted counts the oracle's own token "
+            (IndexError, "drafted_probs has n_draft entries, and the notes' n_accepted counts the oracle's own token "
                          "too: after a round in which every draft was accepted it is n_draft + 1"),))
         results.append((args, expected, got))
     failures = [(args, expected, got) for args, expected, got in results if abs(got - expected) > 1e-6]
@@ -189,22 +189,22 @@ def check_seed_threshold(f):
 
 
 def explain_seed(args, got, expected, f=None):
-    """(what went wrong, where to look) for update_threshold(*args) = got, the seed's n_accepted counting the
+    """(what went wrong, where to look) for update_threshold(*args) = got, the notes' n_accepted counting the
     oracle's own token too."""
     threshold, probs, n_accepted, n_draft, boost = args
     digits = next((d for d in range(1, 5) if abs(got - round(expected, d)) < 1e-9), None)
     if digits is not None:
         return (f"that is the threshold rounded to {digits} decimal{'s' if digits != 1 else ''}",
-                "return the threshold as computed: the seed's update does not round")
+                "return the threshold as computed: the notes' update does not round")
     if 1 <= n_accepted <= n_draft and abs(got - clamp((threshold + probs[n_accepted - 1]) / 2)) < 1e-9:
         return (f"it moved halfway toward drafted_probs[{n_accepted - 1}] = {probs[n_accepted - 1]}, the cumulative "
-                "probability of the first REJECTED draft: the seed's index as it is (or threshold.py's update given "
-                "the seed's n_accepted, which counts the oracle's own token too)",
-                "what the seed's n_accepted counts, then which draft drafted_probs[n_accepted - 1] is")
+                "probability of the first REJECTED draft: the notes' index as it is (or threshold.py's update given "
+                "the notes' n_accepted, which counts the oracle's own token too)",
+                "what the notes' n_accepted counts, then which draft drafted_probs[n_accepted - 1] is")
     last = probs[n_accepted - 2] if n_accepted > 1 else 1.0
     if n_accepted <= n_draft and abs(got - clamp(last)) < 1e-6:
         return (f"it moved all the way to the cumulative probability of the last accepted draft, {last}",
-                "halfway toward it, as the seed's line does: (threshold + that probability) / 2")
+                "halfway toward it, as the notes' line does: (threshold + that probability) / 2")
     if n_accepted == 1 and abs(got - clamp((threshold + probs[-1]) / 2)) < 1e-6:
         return (f"with no draft accepted (n_accepted = 1, the oracle's token alone) it moved toward drafted_probs[-1] "
                 f"= {probs[-1]}, Python's LAST element. The last accepted prefix is empty: probability 1.0",
@@ -212,23 +212,23 @@ def explain_seed(args, got, expected, f=None):
     if n_accepted == n_draft + 1:
         if boost != 0.1 and abs(got - clamp(threshold - 0.1)) < 1e-6:
             return (f"every draft was accepted, and it lowered the threshold by 0.1, not by boost = {boost}",
-                    "the argument boost: the function is called with other values than seed 000's default")
+                    "the argument boost: the function is called with other values than the threshold notes' default")
         return "every draft was accepted here", "the branch taken when all drafts were accepted"
     if abs(got - clamp(threshold - boost)) < 1e-6:
         return (f"it lowered the threshold by boost, as after a round in which every draft was accepted; here a draft "
-                f"was rejected (n_accepted = {n_accepted} of the seed's counting, n_draft = {n_draft})",
-                "the branch's test: which values of the seed's n_accepted mean a rejection, given that it counts the "
+                f"was rejected (n_accepted = {n_accepted} of the notes' counting, n_draft = {n_draft})",
+                "the branch's test: which values of the notes' n_accepted mean a rejection, given that it counts the "
                 "oracle's own token too")
     if n_accepted == 1:
         return (f"no draft was accepted (n_accepted = 1, the oracle's token alone), so the accepted prefix is empty "
                 f"and its probability is 1.0: halfway from {threshold} to 1.0 is {expected:.6g}",
                 "the index when n_accepted is 1: there is no last accepted draft")
     return (f"the last accepted draft is drafted_probs[{n_accepted - 2}] = {probs[n_accepted - 2]}",
-            "which draft's cumulative probability the update moves toward, in the seed's counting of n_accepted")
+            "which draft's cumulative probability the update moves toward, in the notes' counting of n_accepted")
 
 
-def shipped_seed_threshold(f):
-    """StillBuggy if f is seed 000's update as shipped: it gives what the seed's line gives on every case."""
+def shipped_notes_index(f):
+    """StillBuggy if f is the threshold notes' update as shipped: it gives what the notes' line gives on every case."""
     for args, _ in SEED_CASES:
         if abs(attempt(f"update_threshold{args}", f, *copy.deepcopy(args)) - seed000_threshold(*args)) > 1e-9:
             return
@@ -239,12 +239,12 @@ def shipped_seed_threshold(f):
 
 def reference_draft_while_confident():
     from threshold import draft_while_confident
-    return lambda draft, tokens, k_limit, threshold: draft_while_confident(draft, KVCache(), tokens, k_limit, threshold, Stats())[0]
+    return lambda draft, tokens, k, threshold: draft_while_confident(draft, KVCache(), tokens, k, threshold, Stats())[0]
 
 
-def reference_seed_threshold():
+def reference_notes_index():
     from threshold import next_threshold
-    # The seed's n_accepted counts the oracle's token too: threshold.py's is one less.
+    # The notes' n_accepted counts the oracle's token too: threshold.py's is one less.
     return lambda threshold, drafted_probs, n_accepted, n_draft, boost: next_threshold(
         threshold, drafted_probs, n_accepted - 1, boost)
 
@@ -253,6 +253,6 @@ EXERCISES = (
     Exercise("06", "ex06_threshold_drafting", "draft_while_confident", check_draft_while_confident,
              reference_draft_while_confident),
     Exercise("07", "ex07_threshold_update", "next_threshold", check_next_threshold, project("threshold", "next_threshold")),
-    Exercise("08", "ex08_seed_threshold", "update_threshold", check_seed_threshold, reference_seed_threshold,
-             shipped_seed_threshold),
+    Exercise("08", "ex08_notes_index", "update_threshold", check_notes_index, reference_notes_index,
+             shipped_notes_index),
 )

@@ -1,4 +1,4 @@
-"""Part 3, speculative sampling (Chen et al. 2023; seeds 001 and 002): exercise 9 (temperature and top-k),
+"""Part 3, speculative sampling (Chen et al. 2023; the SpS notes and a learner's notes on how to reject): exercise 9 (temperature and top-k),
 11 (the residual), 12 (the inverted ratio) and 13 (alpha). Exercise 15, a whole round, is part3_sps_round.py."""
 
 import math

@@ -1,4 +1,4 @@
-"""Part 4, drafts that are not a line (seed 004): exercise 16 (prompt lookup) and 18 (the tree attention mask)."""
+"""Part 4, drafts that are not a line (the staged-decoding notes): exercise 16 (prompt lookup) and 18 (the tree attention mask)."""
 
 import copy
 

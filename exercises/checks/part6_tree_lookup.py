@@ -133,9 +133,9 @@ class GuardedTokens(list):
         return super().__getitem__(index)
 
 
-def replay(tokens, n_prompt, n_draft, max_tail=3, step=1, room=1, prefix=True, start=None, see=0, empty_rounds=True):
+def replay(tokens, n_prompt, n_draft, max_tail=3, step=1, reserve=1, prefix=True, start=None, see=0, empty_rounds=True):
     """The replay of prompt lookup, and the usual ways to get it wrong: step (how far i moves past the kept
-    drafts), room (the cut min(n_draft, len(tokens) - i - room), None: no cut), prefix (False: count every match),
+    drafts), reserve (the cut min(n_draft, len(tokens) - i - reserve), None: no cut), prefix (False: count every match),
     start (None: n_prompt), see (tokens past i the lookup reads), empty_rounds (False: a round without drafts
     is not counted)."""
     from ngram import NGramDrafter
@@ -143,7 +143,7 @@ def replay(tokens, n_prompt, n_draft, max_tail=3, step=1, room=1, prefix=True, s
     drafted = accepted = rounds = 0
     i = n_prompt if start is None else start
     while i < len(tokens) and rounds < 10 * len(tokens):
-        guesses = drafter.lookup(tokens[:i + see], n_draft if room is None else min(n_draft, len(tokens) - i - room))
+        guesses = drafter.lookup(tokens[:i + see], n_draft if reserve is None else min(n_draft, len(tokens) - i - reserve))
         matches = [g == t for g, t in zip(guesses, tokens[i:])]
         n = (matches.index(False) if False in matches else len(matches)) if prefix else sum(matches)
         drafted, accepted, rounds = drafted + len(guesses), accepted + n, rounds + (1 if guesses or empty_rounds else 0)
@@ -212,9 +212,9 @@ def explain_replay(args, got, expected, f=None):
          "lookup(tokens[:i], ...): the text so far, never what the oracle has not written yet"),
         (dict(prefix=False), "that is a replay that counts every draft matching its position",
          "the oracle keeps the drafts only up to the first one that differs from tokens[i:]"),
-        (dict(room=0), "that is a replay whose last round may draft up to the end of the text",
+        (dict(reserve=0), "that is a replay whose last round may draft up to the end of the text",
          "the cut is min(n_draft, len(tokens) - i - 1): the oracle's own token must still fit, as in ngram_generate"),
-        (dict(room=None), "that is a replay that always asks for n_draft drafts",
+        (dict(reserve=None), "that is a replay that always asks for n_draft drafts",
          "the cut is min(n_draft, len(tokens) - i - 1): near the end, fewer drafts fit"),
         (dict(empty_rounds=False), "that is a replay that does not count the rounds whose lookup found nothing",
          "a round without drafts is still an oracle pass, and adds the oracle's one token"),

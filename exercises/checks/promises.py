@@ -106,9 +106,9 @@ def generate_case(what, pair, ids, n_new, n_draft, hint):
 
 def generate_boundaries():
     ids = np.random.default_rng(7).integers(0, 272, 5).tolist()
-    room = ("step 1: a round drafts k = min(n_draft, tokens left - 1), which is 0 when one token is left: then the "
+    hint = ("step 1: a round drafts k = min(n_draft, tokens left - 1), which is 0 when one token is left: then the "
             "oracle reads the last token alone and adds its own")
-    return [generate_case("a run of one token: its only round drafts nothing", tiny_pair, ids, 1, 4, room),
+    return [generate_case("a run of one token: its only round drafts nothing", tiny_pair, ids, 1, 4, hint),
             generate_case("a prompt of one token: there is no prompt pass, both caches start empty", tiny_pair, [7],
                           12, 3, "the prompt's pass feeds all the prompt but its last token: for a one-token prompt "
                                  "that is nothing, and a forward of no tokens is an error"),
@@ -138,10 +138,10 @@ def halves(tokens):  # two tokens of probability exactly 0.5 each: a cumulative 
     return p
 
 
-def drafting_case(what, model, tokens, k_limit, threshold, hint):
-    text = f"draft_while_confident({model().name}, {tokens}, k_limit={k_limit}, threshold={threshold})"
-    return Boundary(what, text, lambda: (model(), list(tokens), k_limit, threshold), hint,
-                    lambda got, expected, f: explain_drafting((model(), tokens, k_limit, threshold), got, expected))
+def drafting_case(what, model, tokens, k, threshold, hint):
+    text = f"draft_while_confident({model().name}, {tokens}, k={k}, threshold={threshold})"
+    return Boundary(what, text, lambda: (model(), list(tokens), k, threshold), hint,
+                    lambda got, expected, f: explain_drafting((model(), tokens, k, threshold), got, expected))
 
 
 def drafting_boundaries():
@@ -153,9 +153,9 @@ def drafting_boundaries():
             drafting_case("a cumulative probability exactly equal to the threshold (guesses of probability 0.5 each: "
                           "0.5, then 0.25)", lambda: TableModel(8, halves, "<a draft of two tokens at 0.5 each>"),
                           [3], 5, 0.25, at_least),
-            drafting_case("k_limit = 0: no room for a guess", lambda: tiny_pair()[0], [5, 9, 2], 0, 0.4,
-                          "the loop's limit: at most k_limit guesses, and none at all when k_limit is 0"),
-            drafting_case("threshold 0: drafting stops only at k_limit", lambda: tiny_pair()[0], [5, 9, 2], 3, 0.0,
+            drafting_case("k = 0: no room for a guess", lambda: tiny_pair()[0], [5, 9, 2], 0, 0.4,
+                          "the loop's limit: at most k guesses, and none at all when k is 0"),
+            drafting_case("threshold 0: drafting stops only at k", lambda: tiny_pair()[0], [5, 9, 2], 3, 0.0,
                           "with threshold 0 every cumulative probability is at least the threshold")]
 
 
@@ -187,15 +187,15 @@ def threshold_boundaries():
 
 def seed_boundaries():
     name, explain = "update_threshold", explain_seed
-    return [boundary(name, "no draft accepted (the seed's n_accepted = 1, the oracle's token alone): the accepted "
+    return [boundary(name, "no draft accepted (the notes' n_accepted = 1, the oracle's token alone): the accepted "
                      "prefix is empty, probability 1.0", (0.4, [0.9, 0.6], 1, 2, 0.1),
                      "the index when n_accepted is 1: drafted_probs[-1] is Python's LAST element", explain),
             boundary(name, "every draft accepted (n_accepted = n_draft + 1)", (0.4, [0.9, 0.6], 3, 2, 0.1),
                      "the branch taken when all drafts were accepted", explain),
             boundary(name, "n_draft = 1, its draft rejected", (0.5, [0.8], 1, 1, 0.1),
-                     "which draft's cumulative probability the update moves toward, in the seed's counting", explain),
+                     "which draft's cumulative probability the update moves toward, in the notes' counting", explain),
             boundary(name, "n_draft = 1, its draft accepted", (0.3, [0.8], 2, 1, 0.1),
-                     "the branch's test: which values of the seed's n_accepted mean a rejection", explain)]
+                     "the branch's test: which values of the notes' n_accepted mean a rejection", explain)]
 
 
 # --- part 3 -----------------------------------------------------------------------------------------------
@@ -462,12 +462,12 @@ CONTRACTS = {
                    passes="against speculative.py's own run: the oracle's passes that check drafts, and the tokens "
                           "each model reads a second time (the newest token included)",
                    observe=generated),
-    "06": Contract(("draft", "tokens", "k_limit", "threshold"), List(ID, "the guesses"),
+    "06": Contract(("draft", "tokens", "k", "threshold"), List(ID, "the guesses"),
                    {"tokens": "threshold.py goes on with its tokens"},
-                   lambda: [("draft_while_confident(draft, [5, 9, 2, 7], k_limit=4, threshold=0.3)",
+                   lambda: [("draft_while_confident(draft, [5, 9, 2, 7], k=4, threshold=0.3)",
                              lambda: (tiny_pair()[0], [5, 9, 2, 7], 4, 0.3))],
                    drafting_boundaries, "threshold 1.0 (with an unsure draft, and with one certain of every guess); a "
-                   "cumulative probability exactly equal to the threshold; k_limit = 0; threshold 0",
+                   "cumulative probability exactly equal to the threshold; k = 0; threshold 0",
                    randomness_hint="each guess is the draft's argmax, never a draw",
                    passes="one draft forward per guess, and none for a guess it does not make",
                    models=("draft",), counted=one_pass_per_guess),
@@ -477,7 +477,7 @@ CONTRACTS = {
                    "nothing accepted; every draft accepted; no drafts at all; the clamps 0.05 and 0.95",
                    close=near(1e-9)),
     "08": Contract(("threshold", "drafted_probs", "n_accepted", "n_draft", "boost"), Float("the threshold"),
-                   {"drafted_probs": "the seed's loop goes on with it"},
+                   {"drafted_probs": "the notes' loop goes on with it"},
                    lambda: probe("update_threshold", 0.4, [0.9, 0.6, 0.3], 3, 3, 0.1), seed_boundaries,
                    "no draft accepted (n_accepted = 1); every draft accepted (n_accepted = n_draft + 1); n_draft = 1",
                    close=near(1e-9)),

@@ -28,7 +28,7 @@ from workbench.speed.accelerate import load_fast, weight_bytes
 from workbench.speed.threads import N_THREADS, threads_for
 from weights import checkpoint
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the project: workbench.py
 SHAPES = {  # the real GPT-2 configurations
     "gpt2": dict(n_layer=12, n_head=12, n_embd=768),
     "gpt2-medium": dict(n_layer=24, n_head=16, n_embd=1024),
@@ -277,7 +277,7 @@ def peak_rss_text(loading):
 
 
 def measure_loading(dirs):
-    out = subprocess.run([sys.executable, os.path.join(ROOT, "bench.py"), "--load-probe", *dirs],
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "workbench.py"), "bench", "--load-probe", *dirs],
                          capture_output=True, text=True, check=True)
     result = json.loads(out.stdout.strip().splitlines()[-1])
     result["files_bytes"] = sum(os.path.getsize(os.path.join(d, "model.safetensors")) for d in dirs)

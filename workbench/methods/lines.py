@@ -32,7 +32,7 @@ def threshold_reasons(r, show):
     t, c = d.threshold, d.cumulative
     probs = ", ".join(f"{p:.3g}" for p in c)
     stop = (f"{c[-1]:.3g} is below it: stopped" if c and c[-1] < t else
-            f"stopped at the most drafts, {d.k_limit}" if c else "nothing left to draft") + cut_short(d.n_draft, d.k)
+            f"stopped at the most drafts, {d.k}" if c else "nothing left to draft") + cut_short(d.n_draft, d.k)
     lines = [f"drafted while the draft's probability of its whole guess stayed at or above the threshold {t:.3g}: "
              f"{probs or '(none)'}; {stop}"]
     if c:

@@ -444,7 +444,7 @@ TRAVERSAL_HOW = ("Each round the draft samples a tree as tree-sps does (width ch
 
 
 # ---------------------------------------------------------------------------
-# sequoia and sequoia-sps: the tree's shape chosen for this machine
+# sequoia and sequoia-sps: the tree's shape chosen for the machine it runs on
 # ---------------------------------------------------------------------------
 
 CALIBRATION_TOKENS = 24  # tokens of a fixed tree run once per pair, whose rounds give the acceptance per child rank
@@ -452,7 +452,7 @@ _shapes = {}  # (draft, oracle, sampling) -> (parents, acceptance, cost): Sequoi
 
 
 def sequoia_shape_for(c, sampling):
-    """Sequoia's shape for this pair and this machine, chosen once per process: the acceptance per child rank from
+    """Sequoia's shape for this pair on the machine it runs on, chosen once per process: the acceptance per child rank from
     a fixed tree's rounds on the prompt (tree or tree-sps-wor, CALIBRATION_TOKENS of them, not part of the run), the
     oracle's T(n)/T(1) and the draft's pass over it (measured, taking turns), then beyond/sequoia.py's program."""
     key = (id(c.draft), id(c.oracle), sampling)
@@ -489,7 +489,7 @@ def run_sequoia_sps(c):
 
 
 def shape_line(d):
-    return f"Sequoia's shape for this machine: {len(d.parents)} node(s), depth {max(levels(d.parents), default=0)}"
+    return f"Sequoia's shape for the machine: {len(d.parents)} node(s), depth {max(levels(d.parents), default=0)}"
 
 
 def sequoia_reasons(r, show):
@@ -509,7 +509,7 @@ def levels(parents):
 
 
 SEQUOIA_HOW = (" The tree's shape is Sequoia's (Chen et al. 2024): a dynamic program over the acceptance per child rank "
-               "(measured on a short run of the fixed tree) and the oracle's cost of checking n tokens on this machine "
+               "(measured on a short run of the fixed tree) and the oracle's cost of checking n tokens on the machine "
                "(T(n)/T(1), measured) chooses the tree that makes the most tokens per unit of time.")
 
 
@@ -576,12 +576,12 @@ register(
                         "distribution", run_traversal, n_draft=4, samples=True, needs_cache=True,
            shown=Shown(drafts=traversal_lines, reasons=traversal_reasons, how_to_read=TRAVERSAL_HOW,
                        page_table=traversal_table, marks=SAMPLED_MARKS, sampled=always, tree=its_details)),
-    Method("sequoia", "greedy, a tree whose shape Sequoia's dynamic program chooses for this machine from the "
+    Method("sequoia", "greedy, a tree whose shape Sequoia's dynamic program chooses for the machine from the "
                       "acceptance per child rank and the cost of a check (Chen et al. 2024; beyond/sequoia.py, tree.py)",
            run_sequoia, n_draft=6, needs_cache=True, predict_tokens=tree_tokens,
            shown=Shown(drafts=tree_lines, reasons=sequoia_reasons, how_to_read=TREE_HOW + SEQUOIA_HOW,
                        page_table=tree_list, marks=TREE_MARKS, tree=its_details)),
-    Method("sequoia-sps", "tree-sps-wor over a tree of Sequoia's shape for this machine (Chen et al. 2024; "
+    Method("sequoia-sps", "tree-sps-wor over a tree of Sequoia's shape for the machine (Chen et al. 2024; "
                           "beyond/sequoia.py); output ~ the oracle's distribution", run_sequoia_sps, n_draft=4,
            samples=True, needs_cache=True, predict_tokens=tree_tokens,
            shown=Shown(legend=SAMPLED_LEGEND, drafts=sampled_tree_lines,

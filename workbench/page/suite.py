@@ -1,4 +1,4 @@
-"""python workbench.py bench suite's page (app/suite.py): every method's speedup on held-out text, a figure and a table."""
+"""python workbench.py bench suite's page (workbench/bench/suite.py): every method's speedup on held-out text, a figure and a table."""
 
 import html
 
@@ -50,7 +50,7 @@ def suite_svg(rows):
 
 
 def write_suite_page(path, rows, facts, command):
-    """The real-text benchmark (app/suite.py) on one page: its figure and its table."""
+    """The real-text benchmark (workbench/bench/suite.py) on one page: its figure and its table."""
     columns = list(rows[0]) if rows else []
     table = ("<table><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in columns) + "</tr>" +
              "".join("<tr>" + "".join(f"<td>{html.escape(str(r[c]))}</td>" for c in columns) + "</tr>" for r in rows) +

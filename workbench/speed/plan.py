@@ -1,4 +1,4 @@
-"""How this machine should run a model's forwards: measured where it runs, kept beside the model, watched.
+"""How the machine it runs on should run a model's forwards: measured where it runs, kept beside the model, watched.
 
 Each way the project has of running a forward is timed at the row counts the methods use, the ways
 taking turns, and per row count the fastest is chosen, if it is faster than plain NumPy by more than its
@@ -183,11 +183,11 @@ def numpy_threads(n):
 
 
 # ---------------------------------------------------------------------------
-# Kept beside the model, for this machine
+# Kept beside the model, for the machine that measured it
 # ---------------------------------------------------------------------------
 
 PLAN_FILE = "model.plan.json"
-PLAN_RECORD = "model.plan.record.json"  # its binding to the checkpoint and this machine, signed (weights/derived.py)
+PLAN_RECORD = "model.plan.record.json"  # its binding to the checkpoint and the machine, signed (weights/derived.py)
 PLAN_VERSION = 1  # the ways and their measuring: a plan of another version is made again
 
 
@@ -220,7 +220,7 @@ def plan_paths(model_dir):
 
 
 def recipe():
-    """What a plan is made from besides its model: this machine, as machine_key says it (the record's recipe)."""
+    """What a plan is made from besides its model: the machine, as machine_key says it (the record's recipe)."""
     return "plan " + json.dumps(machine_key(), sort_keys=True)
 
 

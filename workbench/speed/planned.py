@@ -1,4 +1,4 @@
-"""The workbench's model: gpt2.GPT2 as it is, each forward run the way this machine's plan chose for its rows.
+"""The workbench's model: gpt2.GPT2 as it is, each forward run the way the machine's plan chose for its rows.
 
     model = load_planned("gpt2")      # the plan read from beside the model, or measured once (plan.py)
 

@@ -1,4 +1,4 @@
-"""python workbench.py bench ablation: every method of seed 003's set, one row each, a CSV."""
+"""python workbench.py bench ablation: every method of the project documentation's set, one row each, a CSV."""
 
 import csv
 import os
@@ -9,7 +9,7 @@ from fixtures import ROOT
 
 METHODS = ["greedy", "draft-alone", "speculative", "adaptive", "adaptive-hf", "threshold", "tree", "staged", "ngram", "sample", "sps",
            "suffix", "suffix-tree", "tree-sps", "self-speculative", "beam", "lookahead", "sps-block",
-           "tree-sps-wor", "eagle", "eagle-sps", "medusa", "early-exit"]  # seed 003's set, then the others
+           "tree-sps-wor", "eagle", "eagle-sps", "medusa", "early-exit"]  # the project documentation's set, then the others
 
 
 def run(*args, cwd=ROOT):

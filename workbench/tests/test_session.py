@@ -171,7 +171,7 @@ def test_ngram_with_options_still_gives_the_oracles_text(terminal):
 
 def test_bad_commands_are_one_line_and_the_session_goes_on(terminal):
     for line, message in [("/bogus", "unknown command /bogus"), ("/n_draft x", "n_draft must be a whole number"),
-                          ("/n_draft", "usage: /n_draft N"), ("/n_draft 0", "n_draft must be a whole number from 1 to 128"), ("/gamma 4", "seed 003's /gamma is /n_draft here"), ("/method magic", "unknown method"),
+                          ("/n_draft", "usage: /n_draft N"), ("/n_draft 0", "n_draft must be a whole number from 1 to 128"), ("/gamma 4", "the project documentation's /gamma is /n_draft here"), ("/method magic", "unknown method"),
                           ("/processor beam", "unknown processor"), ("/egag maybe", "expected on or off"),
                           ("/n_draft_min 99", "need n_draft_min <= n_draft_max"), ("/length -1", "length must be a whole number from 0 to 100000"),
                           ("/temperature nan", "temperature must be"), ("/set_ngramstorage fancy", "/set_ngramstorage takes"),
@@ -234,7 +234,7 @@ def test_help_lists_seed_003s_commands(terminal):
     for name in ("/speculative", "/target", "/drafter", "/length", "/gamma", "/egag", "/egag_gamma_min", "/egag_gamma_max",
                  "/egag_ema", "/processor", "/debug", "/cache", "/ngram", "/top_k_filler", "/set_ngramstorage",
                  "/reset_in_between", "/quit"):
-        assert f"[seed 003: {name}" in out or f"[seed 003: {name}]" in out, name
+        assert f"[the project documentation: {name}" in out or f"[the project documentation: {name}]" in out, name
 
 
 def test_ctrl_d_and_quit_leave(tiny_dirs):

@@ -18,7 +18,7 @@ For each held-out prompt of assets/learned-pair/prompts.json:
                 (num_assistant_tokens 4, constant, no confidence stop); and generate(ids, do_sample=False)
                 alone, greedy decoding, for reference;
   this project  the oracle's greedy text through crossvocab.crossvocab_generate by the command line's own route
-                (app/runner.py's prepare and generator, n_draft 4), in this process; and `python workbench.py
+                (workbench/runner.py's prepare and generator, n_draft 4), in this process; and `python workbench.py
                 PROMPT --draft demo-draft-4k --oracle demo-oracle -n N` run by --project-python, whose printed
                 text must be those tokens' text.
 Both must give the oracle's greedy tokens. Where two differ, the first differing token is named with the
@@ -47,7 +47,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 PROMPTS = os.path.join(ROOT, "assets", "learned-pair", "prompts.json")
-NEAR_TIE = 1e-5  # a top-2 logit gap below this: two float32 implementations may choose either (app/suite.py's)
+NEAR_TIE = 1e-5  # a top-2 logit gap below this: two float32 implementations may choose either (workbench/bench/suite.py's)
 
 
 def with_pt_metadata(model_dir, into):

@@ -91,8 +91,7 @@ def measure(draft, draft_enc, prompt, oracle_tokens, oracle_enc):
     pieces = [oracle_enc.decode_single_token_bytes(t) for t in oracle_tokens]
     ends = np.cumsum([len(p) for p in pieces])
     oracle_text = b"".join(pieces)
-    room = draft.n_positions
-    written = greedy_text(draft, draft_enc, prompt, min(2 * N_ORACLE, room - len(encode(draft_enc, prompt))),
+    written = greedy_text(draft, draft_enc, prompt, min(2 * N_ORACLE, draft.n_positions - len(encode(draft_enc, prompt))),
                           until_bytes=len(oracle_text))
     shared = common_prefix(written, oracle_text)
     kept, j = [], 0

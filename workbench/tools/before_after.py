@@ -4,11 +4,11 @@
     python workbench.py bench --quick --models-dir /tmp/bm        # once: random gpt2 and gpt2-xl of the real shapes
     python workbench/tools/before_after.py /tmp/before . --models-dir /tmp/bm
 
-A single bench.py --quick's T(8)/T(1) moves by 10-20% with a busy neighbour, more than
+A single `workbench.py bench --quick`'s T(8)/T(1) moves by 10-20% with a busy neighbour, more than
 the differences a refactoring must rule out. Here each round runs the two checkouts one
 after the other (ABBA order, so neither always goes first), each in a fresh process that
 imports only its own code, and times forwards of 1 and 8 tokens after 128 cached, taking
-turns (as bench.py's cost curve does). The figures are medians over the rounds, beside
+turns (as the benchmark's cost curve does). The figures are medians over the rounds, beside
 their spread and the median of the rounds' after/before ratios.
 
 Other models and k: --models takes a model directory too (the learned oracle, say), and
@@ -37,7 +37,7 @@ REPEATS_OTHER = 41  # a model given by its directory
 
 
 def model_dir(models_dir, name):
-    """A size's random checkpoint in models_dir (random-gpt2, as bench.py makes them), or a model's own directory."""
+    """A size's random checkpoint in models_dir (random-gpt2, as the benchmark makes them), or a model's own directory."""
     return name if os.path.isdir(name) else os.path.join(models_dir, "random-" + name)
 
 

@@ -328,7 +328,7 @@ def main(argv=None):
     if args.export:
         return export()
     torch.set_num_threads(2)
-    torch.set_flush_denormal(True)  # tiny gradients as denormals make CPU arithmetic 10x slower
+    torch.set_flush_denormal(True)  # tiny gradients as denormals make CPU arithmetic many times slower
     train_ids, heldout = load_ids("train"), heldout_windows(load_ids("heldout"))
     print(f"corpus: {len(train_ids):,} training tokens; held out: {heldout.numel():,} tokens in {len(heldout)} windows")
     times, report = {}, {}

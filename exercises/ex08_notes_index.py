@@ -1,6 +1,6 @@
-"""Exercise 8 (core): spot the bug in seed 000's threshold update.   EXERCISES.md, exercise 8
+"""Exercise 8 (core): spot the bug in the threshold notes' threshold update.   EXERCISES.md, exercise 8
 
-Seed 000 (quoted in docs/sources.md), where threshold drafting
+The threshold notes (quoted in docs/sources.md), where threshold drafting
 comes from, updates the threshold after each round with the lines of
 update_threshold below, copied as they are. Its variables: drafted_probs[i] is
 the cumulative probability of the first i + 1 drafts, n_draft how many drafts
@@ -18,7 +18,7 @@ where checked holds the oracle's n_draft + 1 choices (exercise 3's
 oracle_choice). Work out what n_accepted counts, then which draft
 drafted_probs[n_accepted - 1] belongs to. Does the code do what its comment
 says? Make it do what the comment says (threshold.py's choice), keeping the
-seed's n_accepted and this function's arguments.
+notes' n_accepted and this function's arguments.
 
 Held to (exercises/checks/contract.py), before the checker's own cases:
   returns    a Python float (the threshold)
