@@ -97,7 +97,7 @@ def test_next_threshold_as_seed_000_computes_it():
 
 def test_next_threshold_copied_from_seed_000():
     def answer(threshold, cumulative, n_accepted, boost):
-        return checks.seed000_threshold(threshold, cumulative, n_accepted, len(cumulative), boost)
+        return checks.notes_threshold(threshold, cumulative, n_accepted, len(cumulative), boost)
     fails("07", answer, r"next_threshold\(0.4, \[0.9, 0.6\], 0, 0.1\) returned 0.5, expected 0.7: nothing accepted: .*; "
           "that is the threshold notes' update, copied as it is; but the notes' n_accepted also counts the oracle's own token",
           "exercise 8")
@@ -156,18 +156,18 @@ def test_next_threshold_with_the_boost_as_a_factor():
 
 
 def test_seed_000s_update_as_shipped_is_not_solved_yet():
-    fails("08", checks.seed000_threshold, "returns 0.35", "gives 0.5", unsolved=True)
+    fails("08", checks.notes_threshold, "returns 0.35", "gives 0.5", unsolved=True)
 
 
 def test_seed_000s_update_shifted_without_the_empty_prefix():
     def answer(threshold, drafted_probs, n_accepted, n_draft, boost):
-        return checks.seed000_threshold(threshold, drafted_probs, n_accepted - 1, n_draft, boost)
+        return checks.notes_threshold(threshold, drafted_probs, n_accepted - 1, n_draft, boost)
     fails("08", answer, r"drafted_probs\[-1\] = 0.6, Python's LAST element")
 
 
 def test_seed_000s_update_with_the_test_changed_instead_of_the_index():
     def answer(threshold, drafted_probs, n_accepted, n_draft, boost):
-        return checks.seed000_threshold(threshold, drafted_probs, n_accepted, n_draft - 1, boost)  # `<` for `<=`
+        return checks.notes_threshold(threshold, drafted_probs, n_accepted, n_draft - 1, boost)  # `<` for `<=`
     # at n_accepted = 1 the notes' index is still there: the first rejected draft's probability
     fails("08", answer, r"update_threshold\(0.4, \[0.9, 0.6\], 1, 2, 0.1\) returned 0.65, expected 0.7: no draft "
           r"accepted .*; it moved halfway toward drafted_probs\[0\] = 0.9, the cumulative probability of the first "
@@ -282,7 +282,7 @@ def test_seed_000s_update_clipped_by_numpy():
 def test_seed_000s_update_with_the_empty_prefix_prepended():
     def answer(threshold, drafted_probs, n_accepted, n_draft, boost):
         drafted_probs.insert(0, 1.0)  # the empty prefix in front: drafted_probs[n_accepted - 1] is then right
-        return checks.seed000_threshold(threshold, drafted_probs, n_accepted, n_draft, boost)
+        return checks.notes_threshold(threshold, drafted_probs, n_accepted, n_draft, boost)
     fails("08", answer, r"changed its argument drafted_probs: \[0.9, 0.6, 0.3\] became \[1.0, 0.9, 0.6, 0.3\]",
           "the notes' loop goes on with it")
 

@@ -38,7 +38,7 @@ from . import (part1_greedy, part2_threshold, part3_sampling, part3_sps_round, p
                part6_real_text, part6_tree_lookup, part7_batch, part7_vocab)
 from . import contract, promises  # noqa: E402
 from .models import learned_pair, tiny_pair  # noqa: E402,F401  (for EXERCISES.md's snippets and ex05's script)
-from .part2_threshold import seed000_threshold  # noqa: E402,F401
+from .part2_threshold import notes_threshold  # noqa: E402,F401
 from .running import NotSolved, StillBuggy  # noqa: E402,F401
 
 PARTS = (part1_greedy, part2_threshold, part3_sampling, part3_sps_round, part4_lookup_tree, part6_real_text,

@@ -105,7 +105,7 @@ def check_next_threshold(f):
     if not failures:
         return
     args, expected, got = failures[0]
-    if all(abs(got - seed000_threshold(t, c, n, len(c), b)) < 1e-6 for (t, c, n, b), _, got in results):
+    if all(abs(got - notes_threshold(t, c, n, len(c), b)) < 1e-6 for (t, c, n, b), _, got in results):
         raise wrong(f"next_threshold{args} returned {got:.4g}, expected {expected}: your update is the threshold notes', copied "
                     "as it is. But the notes' n_accepted also counts the oracle's own token, one more than this "
                     "function's: copied here, the update moves toward cumulative[-1] when nothing was accepted, and "
@@ -126,7 +126,7 @@ def explain_threshold(args, got, expected, f=None):
         (digits is not None, f"that is the threshold rounded to {digits} decimal{'s' if digits != 1 else ''}",
          "return the threshold as computed: it is compared with products of the draft's probabilities, which are "
          "not rounded"),
-        (bool(cumulative) and abs(got - seed000_threshold(threshold, cumulative, n_accepted, len(cumulative), boost))
+        (bool(cumulative) and abs(got - notes_threshold(threshold, cumulative, n_accepted, len(cumulative), boost))
          < 1e-9,
          "that is the threshold notes' update, copied as it is; but the notes' n_accepted also counts the oracle's own token, "
          "one more than this function's", "exercise 8, which is about this very line: what the notes' n_accepted "
@@ -155,7 +155,7 @@ def explain_threshold(args, got, expected, f=None):
     return "", "when every draft was accepted, lower the threshold by boost"
 
 
-def seed000_threshold(threshold, drafted_probs, n_accepted, n_draft, boost):
+def notes_threshold(threshold, drafted_probs, n_accepted, n_draft, boost):
     """What the threshold notes' update computes, as written there: the shipped bug the checker recognises."""
     if n_accepted <= n_draft:
         threshold = (threshold + drafted_probs[n_accepted - 1]) / 2
@@ -230,7 +230,7 @@ def explain_seed(args, got, expected, f=None):
 def shipped_notes_index(f):
     """StillBuggy if f is the threshold notes' update as shipped: it gives what the notes' line gives on every case."""
     for args, _ in SEED_CASES:
-        if abs(attempt(f"update_threshold{args}", f, *copy.deepcopy(args)) - seed000_threshold(*args)) > 1e-9:
+        if abs(attempt(f"update_threshold{args}", f, *copy.deepcopy(args)) - notes_threshold(*args)) > 1e-9:
             return
     raise StillBuggy(wrong("update_threshold(0.4, [0.9, 0.6, 0.3], 3, 3, 0.1), a round in which 2 of 3 drafts were "
                            "accepted, returns 0.35; moving toward the last accepted draft, as its comment says, gives 0.5",
