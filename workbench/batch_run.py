@@ -12,7 +12,6 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from errors import printable
 from stats import Stats
 from workbench import display, methods, runner
 from workbench.methods.sampling import sps_lines

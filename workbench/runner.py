@@ -26,7 +26,7 @@ from workbench import display, methods
 from workbench.program import UsageError
 from decoding import GenerationError, check_room
 from stats import Stats
-from errors import UserError, printable, quoted
+from errors import UserError, printable
 from gpt2 import GPT2
 from weights import reading
 from weights.models import resolve_model_dir, shown_dir

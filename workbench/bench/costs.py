@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 
+import roofline
 from workbench import program, runner
 from workbench.bench import suite, tables
 from workbench.settings import Settings
@@ -26,89 +27,109 @@ from errors import printable
 from speedup import expected_tokens_per_round, predicted_speedup
 from workbench.bench import measure
 from workbench.speed import second_core, threads
-from workbench.bench.measure import SHAPES
 from weights import files
 
 MAX_CONTEXT = 1024 - 64  # GPT-2's window, less the largest k
 COST_OUTPUTS = ("cost.md", "cost.csv", "cost.json")
-COST_COLUMNS = ["model", "k", "T_ms", "T_min_ms", "T_max_ms", "ratio", "ratio_q1", "ratio_q3", "products_ms", "head_ms",
+WAYS = ("default", "numpy", "numpy-1")  # the planned model; NumPy's own product on every core; on one
+COST_COLUMNS = ["model", "k", "way", "default_ms", "numpy_ms", "numpy-1_ms", "roofline_ms", "default/roofline",
+                "numpy/roofline", "numpy-1/roofline", "default/best_T1", "default/best", "products_ms", "head_ms",
                 "rest_ms"]
 
 
 def cost_main(argv):
-    """python workbench.py bench cost: T(k)/T(1) of named models, k = 1..32, the median of rounds taking turns."""
+    """python workbench.py bench cost: T(k) of named models, k = 1..32, each way taking turns, beside the roofline."""
     parser = program.Parser(
-        prog="workbench.py bench cost", description="What checking k tokens costs: a forward of k new tokens after --context "
-        "cached ones, T(k), over T(1), for each model; its weight products alone and its LM head alone beside it.",
-        epilog="Every k and every part take turns in each round; the figures are medians over the rounds, T(k) with "
-               "its min-max, T(k)/T(1) the median of the rounds' own ratios with their quartiles. gpt2 ... gpt2-xl: "
-               "real weights when --models-dir holds them, else random weights of the real shape (as bench.py). "
-               "--second-core runs a small model's products of two rows or more half on a second core "
-               "(speed/second_core.py), to compare with the default, one core; each figure says which ran.")
+        prog="workbench.py bench cost", description="What checking k tokens costs: a forward of k new tokens after "
+        "--context cached ones, T(k), run the default way (the plan's), by NumPy's own product on every core and on "
+        "one, beside this machine's roofline max(bytes / bandwidth, k x FLOPs / rate), and the plan that ran.",
+        epilog="Every k and every way take turns in each round, in an order shuffled anew each round; the figures are "
+               "medians over the rounds. best_T1: the fastest T(1) of the three ways, the denominator of every ratio "
+               "of speed (a ratio over a path's own slower T(1) would flatter it). The ridge: the k past which a check "
+               "costs more than one token even on the roofline. products/head/rest: the default way's weight products "
+               "alone, its LM head alone, and the rest of its forward. gpt2 ... gpt2-xl: real weights when --models-dir "
+               "holds them, else random weights of the real shape.")
     parser.add_argument("models", nargs="*", default=["demo-oracle", "demo-draft"],
                         help="models: names or directories (default: the learned pair, demo-oracle demo-draft)")
-    parser.add_argument("--ks", nargs="+", type=int, default=list(range(1, 33)), help="k values (default: 1 to 32)")
-    parser.add_argument("--rounds", type=int, default=21, help="rounds, 1 to 1000 (default: 21)")
+    parser.add_argument("--ks", nargs="+", type=int, default=[1, 2, 3, 4, 5, 6, 8, 9, 12, 17, 24, 32],
+                        help="k values, 1 to 64 (default: 1 to 32, those the methods use most)")
+    parser.add_argument("--rounds", type=int, default=15, help="rounds, 1 to 1000 (default: 15)")
     parser.add_argument("--context", type=int, default=128, help="cached tokens before each forward (default: 128)")
-    parser.add_argument("--second-core", action="store_true", help="a small model's products of two rows or more half "
-                        "on a helper process (speed/second_core.py; off by default: one core)")
     parser.add_models_and_results(COST_OUTPUTS)
     args = parser.parse_args(argv)
-    if args.second_core:
-        second_core.use(True)
     if not 1 <= args.rounds <= 1000 or not all(1 <= k <= 64 for k in args.ks) or not 1 <= args.context <= MAX_CONTEXT:
         parser.error(f"--rounds must be from 1 to 1000, --ks from 1 to 64, --context from 1 to {MAX_CONTEXT}")
     parser.check_results(args.out, COST_OUTPUTS)
     ks = sorted(set(args.ks) | {1})
     start = measure.cpu_snapshot()
     facts = {"command": " ".join(["python workbench.py bench cost", *argv]), "date": time.strftime("%Y-%m-%d %H:%M %Z"),
-             "cpu": measure.cpu_name(), "cores": threads.N_THREADS, "numpy": np.__version__, "blas": measure.blas_description(),
-             "load_before": measure.load_average(), "rounds": args.rounds, "context": args.context}
-    rows = []
+             "cpu": measure.cpu_name(), "cores": threads.N_THREADS, "numpy": np.__version__,
+             "blas": measure.blas_description(), "load_before": measure.load_average(), "rounds": args.rounds,
+             "context": args.context}
+    print("measuring this machine: its memory bandwidth and its float32 product rate (all cores)", file=sys.stderr)
+    threads.use_blas_threads(threads.N_THREADS)
+    bandwidth, rate = roofline.memory_bandwidth(), roofline.product_rate()
+    facts.update(bandwidth_gb_s=round(bandwidth / 1e9, 1), rate_gflop_s=round(rate / 1e9, 1))
+    rows, models = [], []
     for name in args.models:
-        if name in SHAPES:
-            model, _, real = measure.bench_model(name, args.models_dir)
-            shown = name if real else f"{name} (random weights)"
-        else:
-            model, _ = runner.load_model(name, args.models_dir)
-            shown = name
-        if args.context + max(ks) > model.n_positions:
+        planned, shown = measure.planned_model(name, args.models_dir)
+        if args.context + max(ks) > planned.n_positions:
             raise program.UsageError(f"{name}: --context {args.context} and k up to {max(ks)} pass its window of "
-                                     f"{model.n_positions}")
-        costs = measure.wide_costs(model, ks, args.context, args.rounds)
-        ones = costs[1]["forward"]
+                                     f"{planned.n_positions}")
+        n_bytes, flops = roofline.weight_bytes(planned), roofline.flops_per_token(planned, args.context)
+        about = {"model": shown, "MB_per_token": round(n_bytes / 1e6, 1), "GFLOP_per_token": round(flops / 1e9, 3),
+                 "memory_roof_ms": round(n_bytes / bandwidth * 1e3, 3),
+                 "ridge_k": round(roofline.ridge(n_bytes, flops, bandwidth, rate), 1),
+                 "plan": {str(r): w for r, w in planned.plan.ways.items()}}
+        models.append(about)
+        costs = measure.way_costs(planned, ks, args.context, args.rounds)
+        medians = {way: {k: statistics.median(costs[way][k]) for k in ks} for way in WAYS}
+        best_one = min(medians[way][1] for way in WAYS)
         for k in ks:
-            t, ratios = costs[k]["forward"], [a / b for a, b in zip(costs[k]["forward"], ones)]
-            q1, _, q3 = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else (ratios[0],) * 3
-            ms = {part: statistics.median(costs[k][part]) * 1e3 for part in ("forward", "products", "head")}
-            rows.append({"model": shown, "k": k, "T_ms": round(ms["forward"], 3), "T_min_ms": round(min(t) * 1e3, 3),
-                         "T_max_ms": round(max(t) * 1e3, 3), "ratio": round(statistics.median(ratios), 3),
-                         "ratio_q1": round(q1, 3), "ratio_q3": round(q3, 3), "products_ms": round(ms["products"], 3),
-                         "head_ms": round(ms["head"], 3), "rest_ms": round(ms["forward"] - ms["products"], 3)})
-        print(f"{printable(shown)}: T(1) {rows[-len(ks)]['T_ms']} ms, "
-              + ", ".join(f"T({k})/T(1) {r['ratio']}" for k, r in zip(ks, rows[-len(ks):]) if k in (5, 9, 17, 32))
-              + f"; {second_core.status()}", file=sys.stderr)
-        del model
+            roof = roofline.roofline(k, n_bytes, flops, bandwidth, rate)
+            ms = {way: medians[way][k] * 1e3 for way in WAYS}
+            parts = {part: statistics.median(costs[part][k]) * 1e3 for part in ("products", "head")}
+            rows.append({"model": shown, "k": k, "way": planned.plan.way(k),
+                         **{f"{way}_ms": round(ms[way], 3) for way in WAYS}, "roofline_ms": round(roof * 1e3, 3),
+                         **{f"{way}/roofline": round(ms[way] / (roof * 1e3), 2) for way in WAYS},
+                         "default/best_T1": round(ms["default"] / (best_one * 1e3), 2),
+                         "default/best": round(ms["default"] / min(ms.values()), 2),
+                         "products_ms": round(parts["products"], 3), "head_ms": round(parts["head"], 3),
+                         "rest_ms": round(ms["default"] - parts["products"], 3)})
+        print(printable(f"{shown}: {about['MB_per_token']} MB and {about['GFLOP_per_token']} GFLOP a token; memory roof "
+                        f"{about['memory_roof_ms']} ms; ridge at k = {about['ridge_k']}; best T(1) "
+                        f"{best_one * 1e3:.3f} ms"), file=sys.stderr)
+        del planned
     end = measure.cpu_snapshot()
     others = measure.others_load(start, end)
-    facts.update(minutes=round((end[0] - start[0]) / 60, 1), cores_used=second_core.status(),
+    facts.update(minutes=round((end[0] - start[0]) / 60, 1), models=models,
                  others_load="unknown" if others is None else f"{others:.2f} cores")
-    header = (f"{facts['date']}, {facts['minutes']} min; {facts['cpu']}, {facts['cores']} cores; NumPy {facts['numpy']}, "
-              f"{facts['blas']}; load average before {facts['load_before']}, other processes used {facts['others_load']} "
-              f"during the run; {facts['cores_used']}. T(k): a forward of k new tokens after {args.context} cached, "
-              f"{args.rounds} rounds, "
-              "every k and part taking turns; medians over the rounds (T with its min-max; T(k)/T(1) the median of the "
-              "rounds' own ratios, with their quartiles); products: its weight products alone, head: the LM head's "
-              "alone, rest: T minus the products.")
+    header = cost_header(facts, args)
     print(f"\n{header}\n{tables.text(rows, COST_COLUMNS)}")
-    titles = ["model", "k", "T(k) ms", "min", "max", "T(k)/T(1)", "q1", "q3", "products ms", "of which LM head ms",
-              "rest ms"]
     files.write_together(args.out, {
         "cost.md": lambda path: files.write_text(path, f"# `{facts['command']}`\n\n{header}\n\n"
-                                                         + tables.markdown(rows, COST_COLUMNS, titles) + "\n"),
+                                                         + tables.markdown(rows, COST_COLUMNS) + "\n"),
         "cost.csv": lambda path: tables.write_csv(path, rows, COST_COLUMNS),
         "cost.json": lambda path: files.write_text(path, json.dumps({"facts": facts, "rows": rows}, indent=1))})
     print(f"wrote {printable(args.out)}/{', '.join(COST_OUTPUTS)}", file=sys.stderr)
+
+
+def cost_header(facts, args):
+    """The run's facts, the machine's roofline, and each model's bytes, FLOPs, ridge and plan, as prose."""
+    lines = [f"{facts['date']}, {facts['minutes']} min; {facts['cpu']}, {facts['cores']} cores; NumPy {facts['numpy']}, "
+             f"{facts['blas']}; load average before {facts['load_before']}, other processes used {facts['others_load']} "
+             f"during the run.",
+             f"This machine: memory bandwidth {facts['bandwidth_gb_s']} GB/s, float32 product rate "
+             f"{facts['rate_gflop_s']} GFLOP/s (NumPy's 2048 x 2048 product, all cores). The roofline of a forward of "
+             f"k tokens: max(bytes / bandwidth, k x FLOPs / rate).",
+             f"T(k): a forward of k new tokens after {args.context} cached, {args.rounds} rounds, every k and way taking "
+             "turns; medians. default: the plan's way for k rows (way); numpy / numpy-1: NumPy's own product on every "
+             "core / on one. default/best_T1: its T(k) over the fastest T(1) of the three."]
+    for m in facts["models"]:
+        ways = ", ".join(f"{r}: {w}" for r, w in m["plan"].items())
+        lines.append(f"{m['model']}: {m['MB_per_token']} MB of weights and {m['GFLOP_per_token']} GFLOP a token; "
+                     f"memory roof {m['memory_roof_ms']} ms; ridge at k = {m['ridge_k']}; its plan (rows: way) {ways}.")
+    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------------------

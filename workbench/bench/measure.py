@@ -7,9 +7,10 @@
   SyntheticDraft     a draft that pays a real model's compute but proposes the oracle's token
                      at exactly a chosen share of the positions;
   round_costs        a round's passes timed as decoding runs them.
-What is run and printed is app/bench.py's (python workbench.py bench).
+What is run and printed is bench/main.py's (python workbench.py bench) and costs.py's.
 """
 
+import contextlib
 import json
 import os
 import platform
@@ -23,8 +24,9 @@ import threadpoolctl
 
 from speedup import expected_tokens_per_round
 from kvcache import KVCache
+from roofline import forward_run, turns, weight_bytes  # noqa: F401  (forward_run, turns: the benchmarks' too)
 from workbench.speed import second_core
-from workbench.speed.accelerate import load_fast, weight_bytes
+from workbench.speed.accelerate import load_fast
 from workbench.speed.threads import N_THREADS, threads_for
 from weights import checkpoint
 
@@ -99,23 +101,6 @@ def memory_bandwidth(data, repeats=5):
 # 2. The verification-cost curve
 # ---------------------------------------------------------------------------
 
-def turns(runs, repeats):
-    """{name: the seconds of each call of run, in the order they ran} for runs = {name: run}.
-
-    The runs take turns, `repeats` rounds of one call each, rather than all
-    repeats of one run and then the next: a bandwidth probe and the forward it
-    bounds then get the same chances at a quiet moment of the shared host, and
-    the i-th calls of two runs, made one right after the other, make a pair.
-    """
-    seconds = {name: [] for name in runs}
-    for _ in range(repeats):
-        for name, run in runs.items():
-            start = time.perf_counter()
-            run()
-            seconds[name].append(time.perf_counter() - start)
-    return seconds
-
-
 def timings(runs, repeats):
     """{name: the seconds of each call of run, fastest first}, the runs taking turns (turns)."""
     return {name: sorted(s) for name, s in turns(runs, repeats).items()}
@@ -134,17 +119,6 @@ def median(seconds):
     return seconds[len(seconds) // 2]
 
 
-def forward_run(model, cache, context, k):
-    """A run() of one forward of k new tokens after `context` cached ones."""
-    ids = np.arange(k) % model.vocab_size
-
-    def run():
-        model.forward(ids, cache)  # all k rows of logits: verification needs them all
-        cache.truncate(context)  # back to `context` cached tokens: O(1), only the length changes
-
-    return run
-
-
 def products_run(model, k=1):
     """A run() of the weight products of a forward of k tokens alone, back to back.
 
@@ -161,11 +135,17 @@ def products_run(model, k=1):
     x = {n_in: np.ones((k, n_in), dtype=np.float32) for n_in in {w.shape[0] for w in weights}}
 
     def run():
-        with threads_for(k, model.shares):  # as FastGPT2.forward runs them
+        with products_setting(model, k):
             for w in weights:
                 x[w.shape[0]] @ w
 
     return run
+
+
+def products_setting(model, k):
+    """The threads a model's products of k rows run on: as FastGPT2.forward sets them; a plain model's as they are
+    (its way's prepare() set them)."""
+    return threads_for(k, model.shares) if hasattr(model, "shares") else contextlib.nullcontext()
 
 
 def cost_curve(model, ks, context, probe_data, repeats):
@@ -192,7 +172,7 @@ def head_run(model, k):
     wte_t = model.params["wte"].T
 
     def run():
-        with threads_for(k, getattr(model, "shares", True)):
+        with products_setting(model, k):
             h @ wte_t
 
     return run
@@ -221,6 +201,56 @@ def wide_costs(model, ks, context, rounds, seed=0):
             run()
             seconds[key].append(time.perf_counter() - start)
     return {k: {part: seconds[part, k] for part in ("forward", "products", "head")} for k in ks}
+
+
+def planned_model(name, models_dir):
+    """(the workbench's model, as the plan runs it, and how to show it) of a GPT-2 size (its real weights when
+    models_dir holds them, else random ones of its shape) or of a named model or directory."""
+    from workbench.runner import load_model
+    from workbench.speed.planned import load_planned
+    if name not in SHAPES:
+        return load_model(name, models_dir)[0], name
+    real = os.path.join(models_dir, name)
+    if has_checkpoint(real):
+        return load_planned(real), name
+    fake = os.path.join(models_dir, f"random-{name}")
+    if not has_checkpoint(fake):
+        checkpoint.random_checkpoint(fake, {**SHAPES[name], "n_positions": 1024, "vocab_size": 50257}, seed=0)
+    return load_planned(fake), f"{name} (random weights)"
+
+
+def way_costs(planned, ks, context, rounds, seed=0):
+    """{way: {k: the seconds of each round}} of a forward of k new tokens after `context` cached ones, for the ways
+    default (the planned model), numpy and numpy-1 (its plain model, the BLAS on every core and on one), and of the
+    default way's weight products alone ("products") and its LM head's alone ("head"); every k, way and part
+    taking turns, in an order shuffled anew each round: no k or way may always be the one that pays."""
+    from workbench.speed.plan import prepared
+    from workbench.speed.planned import numpy_way
+    ways = {"default": (planned, lambda: None), "numpy": (planned.plain, numpy_way(N_THREADS)),
+            "numpy-1": (planned.plain, numpy_way(1))}
+    runs = {}
+    for way, (model, prepare) in ways.items():
+        cache = KVCache()
+        prepare()
+        model.forward(np.arange(context) % model.vocab_size, cache, n_logits=1)
+        for k in ks:
+            runs[way, k] = prepared(forward_run(model, cache, context, k), prepare)
+    for k in ks:
+        planned_way = planned.plan.way(k)
+        parts_of = planned.fast if planned_way == "fast" and planned.fast is not None else planned.plain
+        prepare = ways["numpy" if planned_way == "numpy" else "numpy-1"][1] if parts_of is planned.plain else (lambda: None)
+        runs["products", k] = prepared(products_run(parts_of, k), prepare)
+        runs["head", k] = prepared(head_run(parts_of, k), prepare)
+    for run in runs.values():  # warm-up: page the weights in, make every way's first pass
+        run()
+    seconds = {key: [] for key in runs}
+    order, rng = list(runs), np.random.default_rng(seed)
+    for _ in range(rounds):
+        for i in rng.permutation(len(order)):
+            start = time.perf_counter()
+            runs[order[i]]()
+            seconds[order[i]].append(time.perf_counter() - start)
+    return {name: {k: seconds[name, k] for k in ks} for name in (*ways, "products", "head")}
 
 
 def cpu_name():

@@ -33,6 +33,7 @@ import numpy as np
 
 from errors import printable
 from gpt2 import GPT2, nest
+from roofline import weight_bytes
 from workbench.speed.blocked import BLOCK, Rows, blocked_shape, to_blocks
 from workbench.speed import panels, second_core, threads
 from weights import checkpoint, derived, files, models, reading
@@ -73,17 +74,6 @@ class FastGPT2(GPT2):
     def logits(self, x):
         with threads.threads_for(len(x), self.shares):
             return super().logits(x)
-
-
-def weight_bytes(model):
-    """Bytes a single-token forward streams: every weight (wpe only has a row read)."""
-    def total(node):
-        if isinstance(node, dict):
-            return sum(total(v) for v in node.values())
-        if isinstance(node, list):
-            return sum(total(v) for v in node)
-        return node.nbytes
-    return total(model.params) - model.params["wpe"].nbytes
 
 
 def accelerate(model):

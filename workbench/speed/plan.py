@@ -1,8 +1,8 @@
 """How the machine it runs on should run a model's forwards: measured where it runs, kept beside the model, watched.
 
 Each way the project has of running a forward is timed at the row counts the methods use, the ways
-taking turns, and per row count the fastest is chosen, if it is faster than plain NumPy by more than its
-own spread: a way that is faster on one CPU (AVX-512's small-matrix kernels) is slower on another
+taking turns, and per row count plain NumPy is kept unless another way is faster by more than its own
+spread (choose): a way that is faster on one CPU (AVX-512's small-matrix kernels) is slower on another
 (AVX2), so the choice is made on the machine that runs it, not where the code was written.
 
     numpy-1    NumPy's own product, the BLAS on one thread: what never waits on another core
@@ -89,35 +89,40 @@ def quartiles(values):
     return [statistics.median(values), q[0], q[2]]
 
 
-def choose(ratios):
-    """The way for one row count, from {way: [median, low, high] of its time over numpy-1's}: the fastest of the
-    ways faster than numpy-1 by more than their spread (even their slow quartile beats it), else numpy-1."""
-    better = {way: q for way, q in ratios.items() if way != "numpy-1" and q[2] < 1.0}
-    return min(better, key=lambda way: better[way][0]) if better else "numpy-1"
+def choose(times):
+    """The way for one row count, from {way: [seconds of each turn]}: plain NumPy unless another way beats it by more
+    than its spread (even the slow quartile of its pairs' ratios under 1): numpy-1, then numpy on every core if it
+    beats numpy-1 so, then the fast layout if it beats the plain way chosen so."""
+    chosen = "numpy-1"
+    for way in ("numpy", "fast"):
+        if way in times and quartiles([a / b for a, b in zip(times[way], times[chosen])])[2] < 1.0:
+            chosen = way
+    return chosen
 
 
 def make_plan(runners, rows=ROWS, context=CONTEXT, progress=True, name="the model"):
-    """A Plan from runners = {way: (model, setting)}: each way's forwards of each row count after `context`
+    """A Plan from runners = {way: (model, prepare)}: each way's forwards of each row count after `context`
     cached tokens, the ways taking turns (roofline.turns), repeats cut to about BUDGET_SECONDS in all.
-    setting() is the context the way's forwards run in (the BLAS's threads)."""
+    prepare() sets what the way's forwards run with (the BLAS's threads); it is timed with them, as in a run,
+    where a draft's forwards and the oracle's may each change the setting."""
     caches = {}
-    for way, (model, setting) in runners.items():
+    for way, (model, prepare) in runners.items():
         caches[way] = KVCache()
-        with setting():
-            model.forward(np.arange(context) % model.vocab_size, caches[way], n_logits=1)
+        prepare()
+        model.forward(np.arange(context) % model.vocab_size, caches[way], n_logits=1)
     one = time_one(runners, caches, context)
     repeats = int(min(MAX_REPEATS, max(MIN_REPEATS, BUDGET_SECONDS / max(one * len(runners) * sum(rows) / 4, 1e-9))))
     seconds, ratios, ways = {way: {} for way in runners}, {way: {} for way in runners}, {}
     with tqdm(total=len(rows), desc=f"measuring how to run {name} here (once)", disable=not progress,
               file=sys.stderr, leave=False) as bar:
         for r in rows:
-            runs = {way: in_setting(forward_run(model, caches[way], context, r), setting)
-                    for way, (model, setting) in runners.items()}
+            runs = {way: prepared(forward_run(model, caches[way], context, r), prepare)
+                    for way, (model, prepare) in runners.items()}
             times = turns(runs, repeats)
             for way in runners:
                 seconds[way][r] = statistics.median(times[way])
                 ratios[way][r] = quartiles([t / base for t, base in zip(times[way], times["numpy-1"])])
-            ways[r] = choose({way: ratios[way][r] for way in runners})
+            ways[r] = choose(times)
             bar.update()
     return Plan(ways, seconds, ratios)
 
@@ -125,8 +130,8 @@ def make_plan(runners, rows=ROWS, context=CONTEXT, progress=True, name="the mode
 def time_one(runners, caches, context):
     """Seconds of one forward of one row, by the slowest way: what the repeats are budgeted by."""
     slowest = 0.0
-    for way, (model, setting) in runners.items():
-        run = in_setting(forward_run(model, caches[way], context, 1), setting)
+    for way, (model, prepare) in runners.items():
+        run = prepared(forward_run(model, caches[way], context, 1), prepare)
         run()
         start = time.perf_counter()
         run()
@@ -134,10 +139,10 @@ def time_one(runners, caches, context):
     return slowest
 
 
-def in_setting(run, setting):
+def prepared(run, prepare):
     def timed():
-        with setting():
-            run()
+        prepare()
+        run()
     return timed
 
 
@@ -177,18 +182,13 @@ class Watch:
             self.fallbacks += 1
 
 
-def numpy_threads(n):
-    """The context of a plain forward on n threads (n = 0: every core this process may use)."""
-    return threads.blas_threads(n or threads.N_THREADS)
-
-
 # ---------------------------------------------------------------------------
 # Kept beside the model, for the machine that measured it
 # ---------------------------------------------------------------------------
 
 PLAN_FILE = "model.plan.json"
 PLAN_RECORD = "model.plan.record.json"  # its binding to the checkpoint and the machine, signed (weights/derived.py)
-PLAN_VERSION = 1  # the ways and their measuring: a plan of another version is made again
+PLAN_VERSION = 2  # the ways and their measuring: a plan of another version is made again
 
 
 def machine_key():

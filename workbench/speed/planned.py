@@ -9,7 +9,6 @@ weights a drafter reads, the shapes) is the plain model's. Both give the same to
 near-tie aside): the KV cache holds the same keys and values whichever way filled it.
 """
 
-import os
 import sys
 
 import numpy as np
@@ -31,15 +30,16 @@ class PlannedGPT2:
         return getattr(self.plain, name)
 
     def runner(self, n_rows):
-        """(the model, the setting) of the way the plan gives a forward of n_rows rows."""
+        """(the way, the model) the plan gives a forward of n_rows rows, the BLAS's threads set for it."""
         way = self.watch.way(n_rows)
         if way == "fast" and self.fast is not None:
-            return way, self.fast, contextlib_null
-        return way, self.plain, lambda: threads.blas_threads(threads.N_THREADS if way == "numpy" else 1)
+            return way, self.fast  # its products set their own threads (threads.threads_for)
+        threads.use_blas_threads(threads.N_THREADS if way == "numpy" else 1)
+        return way, self.plain
 
     def _run(self, n_rows, step, *args, **kwargs):
-        way, model, setting = self.runner(n_rows)
-        with setting(), self.watch.watched(way, n_rows):
+        way, model = self.runner(n_rows)
+        with self.watch.watched(way, n_rows):
             return getattr(model, step)(*args, **kwargs)
 
     def forward(self, ids, *args, **kwargs):
@@ -55,33 +55,26 @@ class PlannedGPT2:
         return self._run(len(x), "logits", x)
 
 
-class _Null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
-def contextlib_null():
-    return _Null()
+def numpy_way(n_threads):
+    """The prepare() of a plain forward on n_threads of the BLAS's threads."""
+    return lambda: threads.use_blas_threads(n_threads)
 
 
 def plan_for(plain, fast_in_memory, progress=True):
     """A plan for the plain model, measured here: numpy-1, numpy (where there are cores to share) and the fast
     layout (converted in memory for the measuring: a converted copy is written only where the plan uses it)."""
-    runners = {"numpy-1": (plain, lambda: threads.blas_threads(1))}
+    runners = {"numpy-1": (plain, numpy_way(1))}
     if threads.N_THREADS > 1:
-        runners["numpy"] = (plain, lambda: threads.blas_threads(threads.N_THREADS))
-    runners["fast"] = (fast_in_memory, contextlib_null)
+        runners["numpy"] = (plain, numpy_way(threads.N_THREADS))
+    runners["fast"] = (fast_in_memory, lambda: None)
     return planning.make_plan(runners, progress=progress, name=plain.name)
 
 
-def load_planned(name_or_path, models_dir=None, progress=True):
+def load_planned(name_or_path, models_dir=None, progress=True, again=False):
     """The workbench's model of a named model or a checkpoint directory: the plain model, the plan read from beside
-    it or measured now, and the fast model where the plan uses it."""
+    it or measured now (again=True: measured now, whatever is kept), and the fast model where the plan uses it."""
     plain = GPT2.from_pretrained(name_or_path, models_dir)
-    plan = planning.read(plain.directory)
+    plan = None if again else planning.read(plain.directory)
     if plan is None:
         plan = plan_for(plain, accelerate(plain), progress=progress and sys.stderr.isatty())
         planning.write(plain.directory, plan)

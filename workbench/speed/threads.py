@@ -121,14 +121,22 @@ def _shared_out(n_rows):
                 _blas_shares_rows, _shares, _one_thread = before
 
 
-@contextlib.contextmanager
-def blas_threads(n):
-    """NumPy's own products on n of the BLAS's threads while what runs inside runs, the program's setting after;
-    on one thread, the BLAS's idle threads parked first where they can be (a way of the plan, plan.py)."""
-    with _setting, blas().limit(limits=n, user_api="blas"):
-        if n == 1:
-            park_idle_blas_threads()
-        yield
+def use_blas_threads(n):
+    """NumPy's own products on n of the BLAS's threads from now on; going down to one, the BLAS's idle threads
+    parked (a way of the plan, plan.py). Set where it changes, not around every forward: a draft's forward
+    takes a fraction of a millisecond, about what setting and restoring the BLAS's threads would."""
+    with _setting:
+        for lib in blas_libraries():
+            if lib.get_num_threads() != n:
+                lib.set_num_threads(n)
+                if n == 1:
+                    park_idle_blas_threads()
+
+
+@functools.lru_cache(maxsize=None)
+def blas_libraries():
+    """threadpoolctl's controllers of the BLAS libraries NumPy loaded, found once."""
+    return tuple(blas().select(user_api="blas").lib_controllers)
 
 
 def blas():

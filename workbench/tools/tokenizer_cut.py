@@ -11,7 +11,6 @@ the cut comes out here as the smaller tokens it is merged from.
 import json
 import os
 
-import tiktoken
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GPT2_DIR = os.path.join(ROOT, "assets", "gpt2-tokenizer")

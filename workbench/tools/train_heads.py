@@ -35,7 +35,6 @@ so beyond/ runs them with gpt2.py's own functions. Seeded, two threads, as train
 import argparse
 import hashlib
 import json
-import math
 import os
 import sys
 import time
@@ -50,7 +49,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, ROOT)
 from workbench.tools import train_pair  # noqa: E402  the pair's GPT-2 modules, data and schedule
-from workbench.tools.train_pair import VOCAB, Attention, Block, batch, heldout_windows, learning_rate, load_ids  # noqa: E402
+from workbench.tools.train_pair import Attention, Block, batch, heldout_windows, learning_rate, load_ids  # noqa: E402
 
 ORACLE = os.path.join(ROOT, "assets", "learned-pair", "oracle")
 OUT = os.path.join(HERE, "out")
