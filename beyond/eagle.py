@@ -48,7 +48,7 @@ class EagleHead:
     weights/heads.py reads them (params: gpt2.nest of its tensors)."""
 
     def __init__(self, params, config, oracle):
-        if config.get("kind") != "eagle" or config.get("n_embd") != oracle.n_embd:
+        if config.get("head") != "eagle" or config.get("n_embd") != oracle.n_embd:
             raise GenerationError(f"this head is not an EAGLE head for a model of width {oracle.n_embd}")
         self.params, self.oracle = params, oracle
         self.n_head, self.eps = config["n_head"], np.float32(config["layer_norm_epsilon"])

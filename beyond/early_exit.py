@@ -35,7 +35,7 @@ class ExitAdapter:
     weights/heads.py reads them (params: gpt2.nest of its tensors)."""
 
     def __init__(self, params, config, oracle):
-        if config.get("kind") != "exit" or config.get("n_embd") != oracle.n_embd:
+        if config.get("head") != "exit" or config.get("n_embd") != oracle.n_embd:
             raise GenerationError(f"this is not an exit adapter for a model of width {oracle.n_embd}")
         if not 1 <= config.get("exit_layer", 0) < oracle.n_layer:
             raise GenerationError(f"the adapter's exit layer must be from 1 to {oracle.n_layer - 1}")

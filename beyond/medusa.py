@@ -46,7 +46,7 @@ class MedusaHeads:
     reads them (params: gpt2.nest of its tensors)."""
 
     def __init__(self, params, config, oracle):
-        if config.get("kind") != "medusa" or config.get("n_embd") != oracle.n_embd:
+        if config.get("head") != "medusa" or config.get("n_embd") != oracle.n_embd:
             raise GenerationError(f"these are not Medusa heads for a model of width {oracle.n_embd}")
         self.heads, self.oracle = params["medusa"], oracle
 

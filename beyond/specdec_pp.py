@@ -49,7 +49,7 @@ class AcceptanceHead:
     weights/heads.py reads them from DRAFT/heads/accept (params: gpt2.nest of its tensors)."""
 
     def __init__(self, params, config, draft):
-        if config.get("kind") != "accept" or config.get("n_embd") != draft.n_embd:
+        if config.get("head") != "accept" or config.get("n_embd") != draft.n_embd:
             raise GenerationError(f"this head is not an acceptance head for a draft of width {draft.n_embd}")
         self.blocks, self.out, self.draft = params["accept"]["h"], params["accept"]["out"], draft
 

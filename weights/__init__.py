@@ -7,5 +7,5 @@ download.py     OpenAI's GPT-2 checkpoints from the Hugging Face hub (or a mirro
 http.py         download.py's talk with the server: the endpoint, redirects, deadlines, clear failures
 demo_pair.py    the offline demo pair written into the models directory
 files.py        how every file is written: whole or not at all, never through a link at a name of ours
-reading.py      how every file from outside is read: a regular file, bounded for its kind
+reading.py      how every file from outside is read: a regular file, bounded for what it is
 """

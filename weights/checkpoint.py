@@ -391,9 +391,9 @@ def save_safetensors(path, shapes, tensor, metadata=None, progress=None, dtype="
     writer in that directory, which removes it (files.remove_stale).
     """
     # {"format": "pt"} is what the hub's files carry; transformers' from_pretrained refuses a file without it.
-    header, offset, kind = {"__metadata__": {"format": "pt", **(metadata or {})}}, 0, WRITTEN_DTYPES[dtype]
+    header, offset, written = {"__metadata__": {"format": "pt", **(metadata or {})}}, 0, WRITTEN_DTYPES[dtype]
     for name, shape in shapes.items():
-        n_bytes = np.dtype(kind).itemsize * math.prod(shape)
+        n_bytes = np.dtype(written).itemsize * math.prod(shape)
         header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + n_bytes]}
         offset += n_bytes
     header_bytes = json.dumps(header).encode()
@@ -402,7 +402,7 @@ def save_safetensors(path, shapes, tensor, metadata=None, progress=None, dtype="
                                                          disable=progress is None or offset < 100_000_000) as bar:
         f.write(len(header_bytes).to_bytes(8, "little") + header_bytes)
         for name, shape in shapes.items():
-            t = np.asarray(tensor(name), dtype=kind)  # tofile writes C order; 0-d stays 0-d
+            t = np.asarray(tensor(name), dtype=written)  # tofile writes C order; 0-d stays 0-d
             assert t.shape == tuple(shape), (name, t.shape, shape)
             t.tofile(f)
             bar.update(t.nbytes)

@@ -34,8 +34,8 @@ ROLES = {"demo-draft": "draft", "demo-oracle": "oracle", "demo-draft-4k": "draft
 MODEL_FILES = ("config.json", "model.safetensors")  # each role's, in assets/learned-pair/ROLE/
 TOKENIZER_FILES = ("vocab.json", "merges.txt")       # shared, in assets/learned-pair/, copied into each model directory
 OWN_TOKENIZER = {"demo-draft-4k"}                    # ... but these models' own, in assets/learned-pair/ROLE/
-# The oracle's heads (weights/heads.HEADS) are in assets/learned-pair/heads/KIND/, copied to demo-oracle/heads/KIND/;
-# the draft's (weights/heads.DRAFT_HEADS: SpecDec++'s acceptance head) there too, copied to demo-draft/heads/KIND/.
+# The oracle's heads (weights/heads.HEADS) are in assets/learned-pair/heads/HEAD/, copied to demo-oracle/heads/HEAD/;
+# the draft's (weights/heads.DRAFT_HEADS: SpecDec++'s acceptance head) there too, copied to demo-draft/heads/HEAD/.
 # What the project writes in a demo model's directory: its files and workbench/speed/accelerate.py's converted copy, its
 # record and the key that signs it (weights/derived.py), and the plan of how the machine runs it (its record too);
 # in demo-oracle, the heads/ directory and one directory a head in it, each holding MODEL_FILES.
@@ -86,8 +86,8 @@ def same_file(path, digest):
 def sources(name):
     """{file name in the model directory: its source under assets/learned-pair} for a name of DEMO_NAMES."""
     role = ROLES[name]
-    kinds = {"oracle": HEADS, "draft": DRAFT_HEADS}.get(role, ())
-    heads = {f"heads/{kind}/{f}": f"heads/{kind}/{f}" for kind in kinds for f in MODEL_FILES}
+    own_heads = {"oracle": HEADS, "draft": DRAFT_HEADS}.get(role, ())
+    heads = {f"heads/{head}/{f}": f"heads/{head}/{f}" for head in own_heads for f in MODEL_FILES}
     tokenizer = {f: os.path.join(role, f) if name in OWN_TOKENIZER else f for f in TOKENIZER_FILES}
     return {**{f: os.path.join(role, f) for f in MODEL_FILES}, **tokenizer, **heads}
 
@@ -134,7 +134,7 @@ def write_model(model_dir, name):
     try:
         for f, source in sources(name).items():
             try:
-                os.makedirs(os.path.dirname(os.path.join(tmp, f)), exist_ok=True)  # heads/KIND/: inside our own new directory
+                os.makedirs(os.path.dirname(os.path.join(tmp, f)), exist_ok=True)  # heads/HEAD/: inside our own new directory
                 with reading.open_regular(os.path.join(ASSETS, source)) as src, files.open_new(os.path.join(tmp, f)) as dest:
                     shutil.copyfileobj(src, dest)
             except OSError as e:  # a full disk: the file that failed is the destination, named as the user knows it
@@ -157,7 +157,7 @@ def remove_model(directory, name):
     by the names of its files (OWN_FILES, the heads'), and the temporary files of killed writers in it;
     then its directories, those left empty. Nothing else is removed: what is left stays, in a directory of
     TEMP's name that the next writer in its parent removes once this process is gone (files.remove_stale)."""
-    heads = [os.path.join("heads", kind) for kind in HEADS + DRAFT_HEADS]
+    heads = [os.path.join("heads", head) for head in HEADS + DRAFT_HEADS]
     for folder, names in [(os.path.join(directory, d), MODEL_FILES) for d in heads] + [(directory, OWN_FILES)]:
         for f in names:
             with contextlib.suppress(OSError):  # not there; or planted, not a file: left where it is
@@ -178,14 +178,14 @@ def why_not_ours(model_dir):
     except FileNotFoundError:
         return None
     if not stat.S_ISDIR(mode):
-        return f"{shown} is {reading.kind_of(mode)}, not a demo model this program wrote: {refuse}"
+        return f"{shown} is {reading.file_type(mode)}, not a demo model this program wrote: {refuse}"
     problem = stranger_in(model_dir, OWN_FILES, refuse, dirs=("heads",))
     heads = os.path.join(model_dir, "heads")
     if problem is None and os.path.isdir(heads):  # a real directory: stranger_in refused a link there
         problem = stranger_in(heads, (), refuse, dirs=HEADS + DRAFT_HEADS)
-        for kind in HEADS + DRAFT_HEADS:
-            if problem is None and os.path.isdir(os.path.join(heads, kind)):
-                problem = stranger_in(os.path.join(heads, kind), MODEL_FILES, refuse)
+        for head in HEADS + DRAFT_HEADS:
+            if problem is None and os.path.isdir(os.path.join(heads, head)):
+                problem = stranger_in(os.path.join(heads, head), MODEL_FILES, refuse)
     return problem
 
 

@@ -13,13 +13,13 @@ What a download guarantees:
   and renamed into place (atomically, after an fsync) only once it is what the
   server announced: its size, and its SHA-256 (the hub announces one for
   model.safetensors). A file announced without a checksum must at least have
-  the shape of its kind: a JSON object, BPE merges, a safetensors header that
+  the shape of what it is: a JSON object, BPE merges, a safetensors header that
   checkpoint.py reads and the file's bytes match. So an HTML page from a
   captive portal or a broken mirror is never stored.
 - Resumable. A download that is interrupted, drops, stalls or fills the disk
   keeps FILE.incomplete, and the next run asks only for the missing bytes (an
   HTTP Range request). Bytes that cannot be the file (more than announced, a
-  wrong checksum, the wrong kind of content) are removed instead.
+  wrong checksum, the wrong content) are removed instead.
 - One downloader per file. FILE.lock, held with an OS lock, makes a second
   download of the same file (another process or thread) wait for the first,
   then find the file done.
@@ -130,7 +130,7 @@ def fetch(session, url, dest):
         if os.path.isfile(dest):  # another download finished it while this one waited
             return
         if os.path.lexists(partial) and not stat.S_ISREG(os.lstat(partial).st_mode):
-            raise DownloadError(f"{partial} is {files.kind_of(os.lstat(partial).st_mode)}, not a partial download: "
+            raise DownloadError(f"{partial} is {files.file_type(os.lstat(partial).st_mode)}, not a partial download: "
                                 "remove it, then run the same command again")
         try:
             size, sha256 = announced(session, url)
@@ -259,12 +259,12 @@ def disk_error(error, partial, size):
 
 
 # ---------------------------------------------------------------------------
-# Is it the file? (size, checksum, and the shape of its kind)
+# Is it the file? (size, checksum, and the shape of what it is)
 # ---------------------------------------------------------------------------
 
 def verify(partial, name, size, sha256):
     """Raise NotTheFile unless partial is what was announced: its size, its SHA-256 where one was
-    announced, and the content of its kind, checked as the loader checks it (the weights, where the
+    announced, and the content of what it is, checked as the loader checks it (the weights, where the
     SHA-256 vouches for them, are checked at every load instead)."""
     got = files.size_of(partial)
     if size is not None and got != size:
@@ -274,14 +274,14 @@ def verify(partial, name, size, sha256):
             raise NotTheFile(f"{name}: SHA-256 mismatch (expected {sha256}, got {digest}); removed it")
         if name == "model.safetensors":
             return
-    kind, check = CONTENT[name]
+    what, check = CONTENT[name]
     try:
         check(partial, os.path.dirname(partial))
     except (ValueError, RecursionError, CheckpointError, TokenizerError, reading.ReadError) as e:
         with open(partial, "rb") as f:
             head = f.read(48)
         problem = str(e).removeprefix(f"{name}: ").removeprefix(f"{partial}: ")
-        raise NotTheFile(f"{name}: what arrived is not {kind} (checking it: {problem}); it begins {head!r}; removed it") from None
+        raise NotTheFile(f"{name}: what arrived is not {what} (checking it: {problem}); it begins {head!r}; removed it") from None
 
 
 def hash_file(path, name):
@@ -294,8 +294,8 @@ def hash_file(path, name):
     return digest.hexdigest()
 
 
-def read_json(path, kind):  # as the loader reads it: bounded, strict UTF-8 (json.load on bytes would also take a BOM or UTF-16)
-    return json.loads(reading.read_text(path, kind))
+def read_json(path, what):  # as the loader reads it: bounded, strict UTF-8 (json.load on bytes would also take a BOM or UTF-16)
+    return json.loads(reading.read_text(path, what))
 
 
 def check_config(path, model_dir):
@@ -354,7 +354,7 @@ def try_lock(path):
     object owns its descriptor (reading.open_owned). A link or anything but a regular file at path is never
     opened through: DownloadError."""
     if os.path.lexists(path) and not stat.S_ISREG(os.lstat(path).st_mode):
-        raise DownloadError(f"{path} is {files.kind_of(os.lstat(path).st_mode)}, not a lock file: remove it, "
+        raise DownloadError(f"{path} is {files.file_type(os.lstat(path).st_mode)}, not a lock file: remove it, "
                             "then run the same command again")
     if fcntl is None and msvcrt is None:  # no OS lock here: creating the file is taking the lock
         try:

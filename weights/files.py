@@ -48,7 +48,7 @@ import sys
 import time
 
 from errors import UserError, printable
-from weights.reading import kind_of, open_owned
+from weights.reading import file_type, open_owned
 
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # not on Windows: there links are checked with lstat first
 STALE_SECONDS = 24 * 3600  # where a process cannot be asked whether it lives (Windows), a day-old temporary is stale
@@ -167,7 +167,7 @@ def why_not_writable(path):
             NAMED.add(os.path.abspath(path))
             return None
         if not stat.S_ISREG(mode):
-            return f"{shown(path)} is {kind_of(mode)}: give a file name"
+            return f"{shown(path)} is {file_type(mode)}: give a file name"
         if not os.access(real, os.W_OK):
             return f"{shown(path)} is read-only"
     folder = os.path.dirname(real)
@@ -205,7 +205,7 @@ def why_not_ours_to_replace(path):
     except FileNotFoundError:
         return None
     if not stat.S_ISREG(st.st_mode):
-        return f"{shown(path)} is {kind_of(st.st_mode)}, not a file this program wrote: remove it, or write elsewhere"
+        return f"{shown(path)} is {file_type(st.st_mode)}, not a file this program wrote: remove it, or write elsewhere"
     if not st.st_mode & 0o222 or not os.access(path, os.W_OK):  # the mode bits: root's access() says yes to all
         return f"{shown(path)} is read-only"
     return None
@@ -266,7 +266,7 @@ def keep_mode(fd, target):
 
 
 def words_of(e):
-    """What an OSError says, never "[Errno None] None": its strerror, else its own message, else its kind."""
+    """What an OSError says, never "[Errno None] None": its strerror, else its own message, else its type."""
     return e.strerror or next((a for a in e.args if isinstance(a, str) and a), None) or type(e).__name__
 
 
@@ -426,7 +426,7 @@ def open_for_appending(path, fresh):
     try:
         mode = os.fstat(f.fileno()).st_mode
         if not stat.S_ISREG(mode):
-            raise WriteError(f"{printable(path, newlines=False)} is {kind_of(mode)}, not a partial download: remove it")
+            raise WriteError(f"{printable(path, newlines=False)} is {file_type(mode)}, not a partial download: remove it")
         return f
     except BaseException:
         f.close()

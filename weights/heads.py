@@ -4,7 +4,7 @@ A head lives in a directory of its own (config.json + model.safetensors), inside
 model it was trained on: ORACLE/heads/eagle, ORACLE/heads/medusa, ORACLE/heads/exit for the oracle's
 drafters, DRAFT/heads/accept for SpecDec++'s acceptance head, which reads the draft's states
 (tools/train_acceptance_head.py, beyond/specdec_pp.py). Its config.json
-says its kind and the oracle's shapes; every tensor's name and shape is checked against them before
+says which head it is and the oracle's shapes; every tensor's name and shape is checked against them before
 any is read, and every value is finite (checkpoint.check_finite), as weights/checkpoint.py checks a model.
 beyond/ gets the tensors as float32 arrays.
 """
@@ -17,14 +17,14 @@ import numpy as np
 from weights import checkpoint, reading
 from weights.checkpoint import CheckpointError
 
-HEADS = ("eagle", "medusa", "exit")  # the kinds of head there are for an oracle, each read by its module in beyond/
+HEADS = ("eagle", "medusa", "exit")  # the heads there are for an oracle, each read by its module in beyond/
 DRAFT_HEADS = ("accept",)  # ... and for a draft (beyond/specdec_pp.py)
 MAX_MEDUSA_HEADS = 8
 MAX_ACCEPT_LAYERS = 8
 
 
-def head_dir(oracle_dir, kind):
-    return os.path.join(oracle_dir, "heads", kind)
+def head_dir(oracle_dir, head):
+    return os.path.join(oracle_dir, "heads", head)
 
 
 def block_shapes(prefix, d):
@@ -38,13 +38,13 @@ def block_shapes(prefix, d):
 
 
 def expected_shapes(config, d):
-    kind = config["kind"]
-    if kind == "eagle":  # fc maps [embedding, feature] back to the width; then one block
+    head = config["head"]
+    if head == "eagle":  # fc maps [embedding, feature] back to the width; then one block
         return {"fc.weight": (2 * d, d), "fc.bias": (d,), **block_shapes("h.0.", d)}
-    if kind == "medusa":  # one residual block a head
+    if head == "medusa":  # one residual block a head
         return {f"medusa.{k}.{leaf}": shape for k in range(config["n_heads"])
                 for leaf, shape in (("weight", (d, d)), ("bias", (d,)))}
-    if kind == "accept":  # SpecDec++'s residual blocks, then two logits (rejected, accepted)
+    if head == "accept":  # SpecDec++'s residual blocks, then two logits (rejected, accepted)
         return {**{f"accept.h.{k}.{leaf}": shape for k in range(config["n_layers"])
                    for leaf, shape in (("weight", (d, d)), ("bias", (d,)))},
                 "accept.out.weight": (d, 2), "accept.out.bias": (2,)}
@@ -53,15 +53,15 @@ def expected_shapes(config, d):
             if "mlp" not in key and "ln_2" not in key}
 
 
-def load_config(path, kind, oracle):
+def load_config(path, head, oracle):
     try:
         config = json.loads(reading.read_text(path, "config.json"))
     except reading.ReadError as e:
         raise CheckpointError(str(e)) from None
     except (OSError, ValueError, RecursionError) as e:
         raise CheckpointError(f"{reading.shown(path)}: cannot read it as JSON ({getattr(e, 'strerror', None) or e})") from None
-    if not isinstance(config, dict) or config.get("kind") != kind:
-        raise CheckpointError(f"{reading.shown(path)}: not the config of {kind} heads")
+    if not isinstance(config, dict) or config.get("head") != head:
+        raise CheckpointError(f"{reading.shown(path)}: not the config of {head} heads")
     def whole(name, low, high):
         value = config.get(name)
         if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
@@ -73,33 +73,33 @@ def load_config(path, kind, oracle):
     eps = config.get("layer_norm_epsilon")
     if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not 1e-12 <= eps <= 1:
         raise CheckpointError(f"{reading.shown(path)}: layer_norm_epsilon must be a small positive number, got {eps!r}")
-    if kind == "medusa":
+    if head == "medusa":
         whole("n_heads", 1, MAX_MEDUSA_HEADS)
-    if kind == "exit":
+    if head == "exit":
         whole("exit_layer", 1, oracle.n_layer - 1)
-    if kind == "accept":
+    if head == "accept":
         whole("n_layers", 1, MAX_ACCEPT_LAYERS)
     return config
 
 
-def load(oracle_dir, kind, oracle):
-    """(config, {name: float32 array}) of the `kind` head trained for `oracle`, read from oracle_dir/heads/kind
+def load(oracle_dir, head, oracle):
+    """(config, {name: float32 array}) of the head named `head` trained for `oracle`, read from oracle_dir/heads/HEAD
     (for an accept head, `oracle` is the draft whose states it reads, and oracle_dir the draft's directory)."""
-    if kind not in HEADS + DRAFT_HEADS:
-        raise CheckpointError(f"no head of kind {kind!r}; the kinds are {', '.join(HEADS + DRAFT_HEADS)}")
-    directory = head_dir(oracle_dir, kind)
+    if head not in HEADS + DRAFT_HEADS:
+        raise CheckpointError(f"no head {head!r}; the heads are {', '.join(HEADS + DRAFT_HEADS)}")
+    directory = head_dir(oracle_dir, head)
     if not os.path.isdir(directory):
-        trainer = ("workbench/tools/train_acceptance_head.py trains it" if kind in DRAFT_HEADS else
+        trainer = ("workbench/tools/train_acceptance_head.py trains it" if head in DRAFT_HEADS else
                    "workbench/tools/train_heads.py trains them")
-        raise CheckpointError(f"{reading.shown(oracle_dir)} has no {kind} head (heads/{kind}); "
+        raise CheckpointError(f"{reading.shown(oracle_dir)} has no {head} head (heads/{head}); "
                               f"python demo.py writes the learned pair's, {trainer}")
-    config = load_config(os.path.join(directory, "config.json"), kind, oracle)
+    config = load_config(os.path.join(directory, "config.json"), head, oracle)
     path = os.path.join(directory, "model.safetensors")
     entries, _, data = checkpoint.open_safetensors(path)
     expected = expected_shapes(config, oracle.n_embd)
     if set(entries) != set(expected):
         missing, extra = sorted(set(expected) - set(entries)), sorted(set(entries) - set(expected))
-        raise CheckpointError(f"{reading.shown(path)}: not the tensors of {kind} heads "
+        raise CheckpointError(f"{reading.shown(path)}: not the tensors of {head} heads "
                               f"(missing {', '.join(missing[:3]) or 'none'}; unexpected {', '.join(extra[:3]) or 'none'})")
     tensors = {}
     for name, entry in entries.items():

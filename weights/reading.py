@@ -1,11 +1,11 @@
-"""How every file from outside is read: a regular file, of a size bounded for its kind, checked before reading.
+"""How every file from outside is read: a regular file, of a size bounded for what it is, checked before reading.
 
 A checkpoint directory, a prompts file or SHA256SUMS may be anyone's: a link
 to /dev/zero or a device, a FIFO that never ends, a sparse file of gigabytes.
 Each is opened without waiting (O_NONBLOCK: opening a FIFO with no writer
 would block for ever), looked at through the open file (fstat: what is read
 is what was checked, even if the name is swapped meanwhile), and refused in
-one line unless it is a regular file within LIMITS for its kind. Then at most
+one line unless it is a regular file within LIMITS for what it is. Then at most
 the limit is read, so a file that grows meanwhile is refused too.
 
 Every descriptor the project opens has one owner from the moment it exists:
@@ -19,7 +19,7 @@ through map_read_only): its bound is on its header, MAX_HEADER_BYTES there. A
 mapped file cut short while in use (cp over it, rsync --inplace) would end the
 process at its next read past the new end, by the signal SIGBUS and without a
 word: the handler set on the first mapping names the file in one line instead
-(on_bus_error). The downloader stores no small file bigger than its kind's limit
+(on_bus_error). The downloader stores no small file bigger than its limit
 (weights/download.py), so what it stores can always be read back.
 """
 
@@ -34,7 +34,7 @@ import weakref
 from errors import UserError, printable
 
 MB = 1 << 20
-# The largest file of each kind that is read whole. Real ones are far smaller: GPT-2's config.json
+# The largest file of each sort that is read whole. Real ones are far smaller: GPT-2's config.json
 # is 1 KB, its vocab.json 1 MB, merges.txt 0.5 MB; a limit is what no honest file comes near.
 LIMITS = {
     "config.json": 1 * MB,
@@ -50,10 +50,10 @@ NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # not on Windows, which has no FIFOs in
 
 
 class ReadError(UserError):
-    """A file from outside that is not a regular file, or bigger than its kind allows."""
+    """A file from outside that is not a regular file, or bigger than its LIMITS allow."""
 
 
-def kind_of(mode):
+def file_type(mode):
     """What a file's st_mode says it is, in words for a message."""
     for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISSOCK, "a socket"), (stat.S_ISBLK, "a block device"),
                        (stat.S_ISCHR, "a character device"), (stat.S_ISFIFO, "a pipe"), (stat.S_ISLNK, "a link")):
@@ -66,7 +66,7 @@ def shown(path):
     return printable(path, newlines=False)
 
 
-def open_regular(path, limit=None, kind="file"):
+def open_regular(path, limit=None, what="file"):
     """path opened for reading in binary, when it is a regular file (after links) of at most limit
     bytes (None: any size); else ReadError. OSError as open() raises it (missing, unreadable).
     Opened without waiting (O_NONBLOCK: a FIFO with no writer) and checked through the open file."""
@@ -76,9 +76,9 @@ def open_regular(path, limit=None, kind="file"):
     try:
         st = os.fstat(f.fileno())
         if not stat.S_ISREG(st.st_mode):
-            raise ReadError(f"{shown(path)} is {kind_of(st.st_mode)}, not a file")
+            raise ReadError(f"{shown(path)} is {file_type(st.st_mode)}, not a file")
         if limit is not None and st.st_size > limit:
-            raise ReadError(f"{shown(path)} has {st.st_size} bytes, more than the {limit} a {kind} may have")
+            raise ReadError(f"{shown(path)} has {st.st_size} bytes, more than the {limit} a {what} may have")
         if NONBLOCK:
             os.set_blocking(f.fileno(), True)
         return f
@@ -125,10 +125,10 @@ def interrupts_held():
             signal.raise_signal(signal.SIGINT)
 
 
-def read_bytes(path, kind):
-    """The bytes of the regular file at path, at most LIMITS[kind] of them; else ReadError."""
-    limit = LIMITS[kind]
-    with open_regular(path, limit, kind) as f:
+def read_bytes(path, what):
+    """The bytes of the regular file at path, at most LIMITS[what] of them; else ReadError."""
+    limit = LIMITS[what]
+    with open_regular(path, limit, what) as f:
         # As many bytes as the file has, then what it grew by since, never past the limit:
         # a read of the whole limit at once would allocate it for a file of a kilobyte.
         data = [f.read(os.fstat(f.fileno()).st_size + 1)]
@@ -137,14 +137,14 @@ def read_bytes(path, kind):
             data.append(chunk)
             total += len(chunk)
     if total > limit:  # it grew after the check
-        raise ReadError(f"{shown(path)} has more than the {limit} bytes a {kind} may have")
+        raise ReadError(f"{shown(path)} has more than the {limit} bytes a {what} may have")
     return b"".join(data)
 
 
-def read_text(path, kind):
-    """The UTF-8 text of the regular file at path, at most LIMITS[kind] bytes; ReadError, or
+def read_text(path, what):
+    """The UTF-8 text of the regular file at path, at most LIMITS[what] bytes; ReadError, or
     UnicodeDecodeError (a ValueError) when it is not UTF-8."""
-    return read_bytes(path, kind).decode("utf-8")
+    return read_bytes(path, what).decode("utf-8")
 
 
 # ---------------------------------------------------------------------------

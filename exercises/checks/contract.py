@@ -39,7 +39,7 @@ RAN = defaultdict(set)  # exercise number -> the rules held on its last check
 # Rule 1: what the text says a function returns
 # ---------------------------------------------------------------------------
 
-def kind_of(value):
+def file_type(value):
     """What a value is, in a message: 'a float', 'a NumPy integer (np.int64)', 'a NumPy array of float64', ..."""
     if value is None:
         return "nothing"
@@ -104,12 +104,12 @@ class Int(Kind):
         if type(value) is int:
             return None
         if isinstance(value, np.integer):
-            return f"{kind_of(value)}; {self.what} is a Python int", NUMPY_INT
+            return f"{file_type(value)}; {self.what} is a Python int", NUMPY_INT
         if isinstance(value, (float, np.floating)):
             return f"a float; {self.what} is an int", self.hint
         if value is None:
             return f"nothing; {self.what} is an int", NONE
-        return f"{kind_of(value)}; {self.what} is an int", self.hint
+        return f"{file_type(value)}; {self.what} is an int", self.hint
 
 
 class Float(Kind):
@@ -121,11 +121,11 @@ class Float(Kind):
         if type(value) is float:
             return None
         if isinstance(value, np.floating):
-            return f"{kind_of(value)}; {self.what} is a Python float", NUMPY_FLOAT
+            return f"{file_type(value)}; {self.what} is a Python float", NUMPY_FLOAT
         if value is None:
             return f"nothing; {self.what} is a float", NONE
         if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
-            return (f"{kind_of(value)}; {self.what} is a float",
+            return (f"{file_type(value)}; {self.what} is a float",
                     "return a float on every path: 0.0 and 1.0, not 0 and 1 (or float(...))")
         return f"not a number; {self.what} is a float", "what the function returns on every path: one float"
 
@@ -136,7 +136,7 @@ class Bool(Kind):
     def problem(self, value, args=None):
         if isinstance(value, (bool, np.bool_)):
             return None
-        return f"{kind_of(value)}, not True or False", "return the comparison itself: r < ..., a bool"
+        return f"{file_type(value)}, not True or False", "return the comparison itself: r < ..., a bool"
 
 
 class Bytes(Kind):
@@ -154,7 +154,7 @@ class Bytes(Kind):
         if isinstance(value, list) and all(type(x) is int for x in value):
             return (f"a list of ints; {self.what} is bytes", "iterating over bytes gives ints (list(b'ab') is "
                     "[97, 98]): slice the text, text[end:], to keep bytes")
-        return f"{kind_of(value)}; {self.what} is bytes", "a slice of bytes is bytes: text[end:]"
+        return f"{file_type(value)}; {self.what} is bytes", "a slice of bytes is bytes: text[end:]"
 
 
 class List(Kind):
@@ -164,12 +164,12 @@ class List(Kind):
 
     def problem(self, value, args=None):
         if isinstance(value, np.ndarray):
-            return (f"{kind_of(value)}; the text promises a list ({self.what})", "the type of what you return: "
+            return (f"{file_type(value)}; the text promises a list ({self.what})", "the type of what you return: "
                     "`.tolist()` turns an "
                     "array into a list of Python ints (and an array's == compares entry by entry: `x == [3, 5]` is an "
                     "array, not True or False)")
         if type(value) is not list:
-            return f"{kind_of(value)}, not a list; the text promises a list ({self.what})", self.hint
+            return f"{file_type(value)}, not a list; the text promises a list ({self.what})", self.hint
         for i, entry in enumerate(value):
             problem = self.of.problem(entry)
             if problem is not None:
@@ -188,7 +188,7 @@ class Tuple(Kind):
             if isinstance(value, list) and len(value) == len(self.names):
                 return (f"a list; the text promises a tuple {pair}",
                         f"return {', '.join(self.names)}: a tuple, as the text says")
-            return f"{kind_of(value)}; the text promises a tuple {pair}", f"return {', '.join(self.names)} on every path"
+            return f"{file_type(value)}; the text promises a tuple {pair}", f"return {', '.join(self.names)} on every path"
         for name, kind, entry in zip(self.names, self.kinds, value):
             problem = kind.problem(entry)
             if problem is not None:
@@ -203,7 +203,7 @@ class Dict(Kind):
 
     def problem(self, value, args=None):
         if type(value) is not dict:
-            return f"{kind_of(value)}, not a dict; the text promises a dict {self.what}", "return a dict, one entry per kind"
+            return f"{file_type(value)}, not a dict; the text promises a dict {self.what}", "return a dict, one entry per kind"
         for key, entry in value.items():
             problem = self.values.problem(entry)
             if problem is not None:
@@ -218,10 +218,10 @@ class Array32(Kind):
     def problem(self, value, args):
         expected = self.shape(*args)
         if not isinstance(value, np.ndarray):
-            return (f"{kind_of(value)}, not an array; the text promises a float32 array of shape {expected} "
+            return (f"{file_type(value)}, not an array; the text promises a float32 array of shape {expected} "
                     f"({self.what})", self.hint)
         if value.dtype != np.float32:
-            return (f"{kind_of(value)}; the text promises float32 ({self.what})", "which operation brings in another "
+            return (f"{file_type(value)}; the text promises float32 ({self.what})", "which operation brings in another "
                     "dtype (a "
                     "np.float64 scalar, np.exp of a float64 array, np.zeros or np.full without dtype=np.float32, ...)")
         if value.shape != expected:
@@ -235,7 +235,7 @@ class Nothing(Kind):
     def problem(self, value, args=None):
         if value is None:
             return None
-        return f"{kind_of(value)}; the function returns nothing (None)", "cut the caches in place; return nothing"
+        return f"{file_type(value)}; the function returns nothing (None)", "cut the caches in place; return nothing"
 
 
 class Yields(Kind):
@@ -249,7 +249,7 @@ class Yields(Kind):
         try:
             iter(value)
         except TypeError:
-            return f"{kind_of(value)}, not a generator", "yield the new tokens, round by round"
+            return f"{file_type(value)}, not a generator", "yield the new tokens, round by round"
         return None
 
 

@@ -5,7 +5,7 @@
     python workbench.py bench suite      # every method on held-out text of four kinds, on the learned pair (suite.py)
     python workbench.py bench layers     # self-speculative decoding: acceptance and cost against the draft's depth (layers.py)
     python workbench.py bench cost       # T(k), k = 1..32, of the learned pair (or named models) beside the roofline (costs.py)
-    python workbench.py bench plan       # how this machine runs each model's forwards, and why (plans.py)
+    python workbench.py bench plan       # how your machine runs each model's forwards, and why (plans.py)
     python workbench.py bench rounds     # where speculative decoding's time goes on the learned pair, against its prediction (costs.py)
     python workbench.py bench batch      # many prompts at once: where batched speculative decoding stops paying (batch_bench.py)
     python workbench.py bench ablation "prompt" ...   # every method on your prompts, against the oracle alone (ablation.py)

@@ -25,7 +25,7 @@ PER_KIND = 4
 ITEM = re.compile(r"^([*+-]|\d+\.)\s")
 
 
-def kind_of(paragraph):
+def file_type(paragraph):
     if paragraph.startswith("    "):
         return "code"
     lines = paragraph.split("\n")
@@ -48,8 +48,8 @@ def prompts_of(doc_name, paragraphs):
     prose prompt is not repeated (the two kinds get different text)."""
     prose_seen = False
     for i, paragraph in enumerate(paragraphs):
-        kind = kind_of(paragraph)
-        before = paragraphs[i - 1] if i and kind_of(paragraphs[i - 1]) is None and len(paragraphs[i - 1]) < 300 else ""
+        kind = file_type(paragraph)
+        before = paragraphs[i - 1] if i and file_type(paragraphs[i - 1]) is None and len(paragraphs[i - 1]) < 300 else ""
         intro = before + "\n\n" if before else ""
         lines = paragraph.split("\n")
         if kind == "prose":

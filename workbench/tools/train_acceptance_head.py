@@ -191,7 +191,7 @@ def export(draft_config):
     os.makedirs(ASSETS, exist_ok=True)
     save_safetensors(os.path.join(ASSETS, "model.safetensors"), {key: t.shape for key, t in tensors.items()},
                      tensors.__getitem__, dtype="F16")
-    config = {"kind": "accept", "n_embd": draft_config["n_embd"], "n_head": draft_config["n_head"],
+    config = {"head": "accept", "n_embd": draft_config["n_embd"], "n_head": draft_config["n_head"],
               "layer_norm_epsilon": draft_config["layer_norm_epsilon"], "n_layers": N_LAYERS,
               "draft_sha256": sha256(os.path.join(PAIR, "draft", "model.safetensors"))}
     with open(os.path.join(ASSETS, "config.json"), "w") as f:

@@ -206,24 +206,24 @@ def export(config):
     with torch.serialization.safe_globals([torch.torch_version.TorchVersion]):
         saved = torch.load(os.path.join(OUT, "heads.pt"), weights_only=True)
     sums = []
-    for kind, state in saved["state"].items():
-        folder = os.path.join(ASSETS, kind)
+    for head, state in saved["state"].items():
+        folder = os.path.join(ASSETS, head)
         os.makedirs(folder, exist_ok=True)
         tensors = {key: t.numpy() for key, t in state.items()}
         save_safetensors(os.path.join(folder, "model.safetensors"), {key: t.shape for key, t in tensors.items()},
                          tensors.__getitem__, dtype="F16")
-        head_config = {"kind": kind, "n_embd": config["n_embd"], "n_head": config["n_head"],
+        head_config = {"head": head, "n_embd": config["n_embd"], "n_head": config["n_head"],
                        "layer_norm_epsilon": config["layer_norm_epsilon"], "oracle_sha256": oracle_sha256()}
-        if kind == "medusa":
+        if head == "medusa":
             head_config["n_heads"] = N_MEDUSA
-        if kind == "exit":
+        if head == "exit":
             head_config["exit_layer"] = EXIT_LAYER
         with open(os.path.join(folder, "config.json"), "w") as f:
             json.dump(head_config, f, indent=2)
             f.write("\n")
         for name in ("config.json", "model.safetensors"):
             with open(os.path.join(folder, name), "rb") as f:
-                sums.append(f"{hashlib.sha256(f.read()).hexdigest()}  heads/{kind}/{name}")
+                sums.append(f"{hashlib.sha256(f.read()).hexdigest()}  heads/{head}/{name}")
     sums_path = os.path.join(os.path.dirname(ASSETS), "SHA256SUMS")
     with open(sums_path) as f:
         kept = [line for line in f.read().splitlines() if line and not line.split()[-1].startswith("heads/")]
