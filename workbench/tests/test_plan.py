@@ -1,0 +1,177 @@
+"""The plan (workbench/speed/plan.py, planned.py): made once per machine and model, kept beside the model bound to
+both, remade when either changes, never trusted when edited or planted; plain NumPy kept unless a way beats it by
+more than its spread; a forward on more than one thread that the cores were taken from falls back to one."""
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from fixtures import make_model_dir
+from permissions import permissions_binding_root
+from gpt2 import GPT2
+from speculative import greedy_generate, speculative_generate
+from workbench.speed import plan as planning
+from workbench.speed import planned
+
+
+@pytest.fixture
+def model_dir(tmp_path):
+    return make_model_dir(tmp_path / "m", seed=3)
+
+
+@pytest.fixture
+def measured(monkeypatch):
+    """Counts the plans measured; each measured plan as make_plan makes it, on a small budget."""
+    made = []
+    real = planning.make_plan
+
+    def counted(runners, **kwargs):
+        made.append(sorted(runners))
+        return real(runners, rows=(1, 2, 5), **{**kwargs, "progress": False})
+
+    monkeypatch.setattr(planning, "make_plan", counted)
+    monkeypatch.setattr(planning, "MAX_REPEATS", 3)
+    return made
+
+
+def test_a_plan_is_made_once_and_read_after(model_dir, measured):
+    first = planned.load_planned(model_dir)
+    assert measured == [["fast", "numpy", "numpy-1"]] or measured == [["fast", "numpy-1"]]  # numpy: more than a core
+    assert os.path.isfile(os.path.join(model_dir, planning.PLAN_FILE))
+    assert os.path.isfile(os.path.join(model_dir, planning.PLAN_RECORD))
+    second = planned.load_planned(model_dir)
+    assert len(measured) == 1, "the second load measured again instead of reading the plan"
+    assert second.plan.ways == first.plan.ways and second.plan.seconds == first.plan.seconds
+    assert planned.load_planned(model_dir, again=True) and len(measured) == 2  # bench plan --again
+
+
+@pytest.mark.parametrize("change", ["cpu", "cores", "numpy", "blas", "kernel"])
+def test_a_plan_is_made_again_when_the_machine_changes(model_dir, measured, monkeypatch, change):
+    planned.load_planned(model_dir)
+    key = planning.machine_key()
+    other = {"cpu": {"cpu": "another CPU"}, "cores": {"cores": key["cores"] + 1}, "numpy": {"numpy": "9.9.9"},
+             "blas": {"blas": ["openblas 9.9 Zen pthreads"]}, "kernel": {"forced": {"OPENBLAS_CORETYPE": "Haswell"}}}
+    monkeypatch.setattr(planning, "machine_key", lambda: {**key, **other[change]})
+    assert planning.read(model_dir) is None
+    planned.load_planned(model_dir)
+    assert len(measured) == 2
+
+
+def test_a_plan_is_made_again_when_the_model_changes(model_dir, measured):
+    planned.load_planned(model_dir)
+    make_model_dir(model_dir, seed=4)  # other weights, in place
+    assert planning.read(model_dir) is None
+    planned.load_planned(model_dir)
+    assert len(measured) == 2
+
+
+def test_an_edited_plan_is_not_trusted(model_dir, measured):
+    planned.load_planned(model_dir)
+    path = os.path.join(model_dir, planning.PLAN_FILE)
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    data["ways"] = {r: "fast" for r in data["ways"]}
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(data, f)
+    assert planning.read(model_dir) is None
+
+
+def test_a_planted_plan_is_not_trusted(tmp_path, model_dir, measured):
+    planned.load_planned(model_dir)
+    other = make_model_dir(tmp_path / "other", seed=5)
+    for name in (planning.PLAN_FILE, planning.PLAN_RECORD):  # a plan and record from another model, key and all
+        shutil.copy(os.path.join(model_dir, name), os.path.join(other, name))
+    assert planning.read(other) is None
+    alone = make_model_dir(tmp_path / "alone", seed=5)
+    shutil.copy(os.path.join(model_dir, planning.PLAN_FILE), os.path.join(alone, planning.PLAN_FILE))  # no record
+    assert planning.read(alone) is None
+    os.remove(os.path.join(model_dir, planning.PLAN_RECORD))
+    assert planning.read(model_dir) is None
+
+
+def test_a_plan_that_cannot_be_kept_serves_the_run_and_says_so(model_dir, measured, monkeypatch, capsys):
+    def refuse(path):
+        return f"{path} is not ours to replace"
+    monkeypatch.setattr(planning.files, "why_not_ours_to_replace", refuse)  # as a read-only directory refuses
+    model = planned.load_planned(model_dir)
+    assert model.forward([1, 2, 3]).shape == (3, model.vocab_size)
+    err = capsys.readouterr().err
+    assert "is not kept" in err and "measured again next run" in err and len(err.strip().splitlines()) == 1
+    assert not os.path.exists(os.path.join(model_dir, planning.PLAN_FILE))
+
+
+def test_a_read_only_directory_gets_no_plan_and_the_run_goes_on(model_dir, measured, capfd):
+    if os.name != "posix":
+        pytest.skip("POSIX permission bits")
+    before = sorted(os.listdir(model_dir))
+    os.chmod(model_dir, 0o555)
+    try:
+        with permissions_binding_root() as bound:
+            if not bound:
+                pytest.skip("root writes into read-only directories, and cannot set that aside here")
+            model = planned.load_planned(model_dir)
+            assert model.forward([1, 2]).shape == (2, model.vocab_size)
+            planned.load_planned(model_dir)
+    finally:
+        os.chmod(model_dir, 0o755)
+    assert sorted(os.listdir(model_dir)) == before and len(measured) == 2
+    err = capfd.readouterr().err
+    assert err.count("is not kept") == 2 and "Traceback" not in err
+
+
+def test_the_planned_model_gives_the_plain_models_tokens(tiny_dirs, tmp_path, measured):
+    dirs = {role: shutil.copytree(tiny_dirs[role], tmp_path / role) for role in ("draft", "oracle")}
+    plain = {role: GPT2.from_pretrained(d) for role, d in dirs.items()}
+    fast = {role: planned.load_planned(d) for role, d in dirs.items()}
+    ids = [5, 9, 2, 7, 1]
+    expected = list(greedy_generate(plain["oracle"], ids, 24))
+    assert list(greedy_generate(fast["oracle"], ids, 24)) == expected
+    assert list(speculative_generate(fast["draft"], fast["oracle"], ids, 24, 4)) == expected
+
+
+# ---------------------------------------------------------------------------
+# The choice, and the watch
+# ---------------------------------------------------------------------------
+
+def test_plain_numpy_is_kept_unless_a_way_beats_it_by_more_than_its_spread():
+    base = [1.0, 1.1, 0.9, 1.0, 1.05, 0.95, 1.0]
+    assert planning.choose({"numpy-1": base, "numpy": base, "fast": base}) == "numpy-1"
+    assert planning.choose({"numpy-1": base, "numpy": [t * 0.8 for t in base], "fast": base}) == "numpy"
+    # faster in the median, but not in its slow quartile: not chosen
+    mixed = [t * f for t, f in zip(base, [0.7, 0.7, 0.7, 0.9, 1.2, 1.2, 1.3])]
+    assert planning.choose({"numpy-1": base, "fast": mixed}) == "numpy-1"
+    # the fast layout must beat the plain way chosen, not numpy-1
+    assert planning.choose({"numpy-1": base, "numpy": [t * 0.6 for t in base], "fast": [t * 0.7 for t in base]}) == "numpy"
+    assert planning.choose({"numpy-1": base, "numpy": [t * 0.8 for t in base], "fast": [t * 0.5 for t in base]}) == "fast"
+
+
+def test_a_plan_gives_a_way_for_every_row_count():
+    plan = planning.Plan({1: "numpy", 5: "fast", 17: "numpy-1"}, {"numpy": {1: 1e-3, 5: 2e-3, 17: 4e-3}})
+    assert [plan.way(n) for n in (1, 2, 5, 6, 17, 40)] == ["numpy", "fast", "fast", "numpy-1", "numpy-1", "numpy-1"]
+    assert plan.expected("numpy", 3) == pytest.approx(2e-3)
+    assert plan.expected("numpy", 40) == pytest.approx(4e-3 * 40 / 17)
+    assert plan.expected("fast", 3) is None
+    assert planning.Plan.from_json(json.loads(json.dumps(plan.to_json()))).ways == plan.ways
+
+
+def test_a_forward_the_cores_were_taken_from_falls_back_to_one_thread(monkeypatch):
+    now = [100.0]
+    monkeypatch.setattr(planning.time, "monotonic", lambda: now[0])
+    clock = iter(np.arange(0, 1000, 0.5))  # every watched forward takes 0.5 s
+    monkeypatch.setattr(planning.time, "perf_counter", lambda: float(next(clock)))
+    plan = planning.Plan({1: "numpy", 5: "numpy"}, {"numpy": {1: 0.1, 5: 0.5}})
+    watch = planning.Watch(plan, uses_threads=lambda way: way == "numpy")
+    for _ in range(2):  # 0.5 s against a planned 0.1 s: twice in a row
+        assert watch.way(1) == "numpy"
+        with watch.watched("numpy", 1):
+            pass
+    assert watch.way(1) == "numpy-1" and watch.fallbacks == 1
+    assert watch.way(5) == "numpy", "a row count whose forwards keep their time keeps its way"
+    now[0] += planning.BUSY_SECONDS + 0.1
+    assert watch.way(1) == "numpy", "after BUSY_SECONDS the plan's way is tried again"
+    with watch.watched("numpy", 5):  # 0.5 s as planned: nothing changes
+        pass
+    assert watch.way(5) == "numpy" and watch.fallbacks == 1
