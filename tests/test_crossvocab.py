@@ -590,7 +590,7 @@ def test_a_seed_reproduces_a_run_and_the_trace_holds_each_test(sampling_pair):
     for r in stats.trace:
         d = r.details
         # a test per candidate up to the first rejection
-        assert d.kind == "crossvocab" and len(d.candidates) == len(d.draft_ids) == len(r.drafted)
+        assert isinstance(d, crossvocab.CrossVocabDetails) and len(d.candidates) == len(d.draft_ids) == len(r.drafted)
         assert len(d.tests) == d.kept + (d.kept < len(d.candidates))
         assert [t["token"] for t in d.tests] == d.candidates[:len(d.tests)]
         assert sum(t["accepted"] for t in d.tests) == d.kept
