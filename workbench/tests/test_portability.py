@@ -62,7 +62,7 @@ def test_the_threads_without_register_at_fork():
 
 
 def test_bench_without_proc_or_resource(monkeypatch):
-    # Windows has neither /proc nor the resource module: bench.py says what it could not measure.
+    # Windows has neither /proc nor the resource module: the benchmark says what it could not measure.
     import builtins
     from workbench.bench import measure as bench
     real_open = builtins.open

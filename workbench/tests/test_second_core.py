@@ -1,4 +1,4 @@
-"""speed/second_core.py: half of each product of a small model on a helper process, the same output bit for bit.
+"""workbench/speed/second_core.py: half of each product of a small model on a helper process, the same output bit for bit.
 
 The helper is off unless asked for; these tests ask for it (SPECULATIVE_GPT2_SECOND_CORE=1). Each
 compares against the same product on one core (SPECULATIVE_GPT2_ONE_CORE=1), and checks that the
