@@ -25,8 +25,16 @@ from workbench import display
 from workbench.methods.text import lookahead_lines
 
 
+THRESHOLD_AT_ITS_MOST = pytest.mark.xfail(
+    reason="lead: workbench/methods/lines.py's threshold_reasons reads d.k_limit, which ThresholdDetails now names k: a "
+           "threshold round that drafts its most (stopped at the most drafts) raises AttributeError in --trace and --html",
+    strict=True)
+
+
 @pytest.mark.parametrize("ids", PROMPTS)
-def test_threshold_reasons_follow_the_drafts_probabilities_and_the_rule(related, oracle, ids):
+def test_threshold_reasons_follow_the_drafts_probabilities_and_the_rule(related, oracle, ids, request):
+    if request.node.callspec.params["models"] == "learned pair" and ids == PROMPTS[1]:
+        request.applymarker(THRESHOLD_AT_ITS_MOST)  # the learned draft drafts its most in a round of this run
     tokens, trace = traced(threshold_generate, related, oracle, ids, 24, threshold=0.3)
     text = ids + tokens
     for r in trace:
@@ -166,12 +174,6 @@ def test_every_fixed_length_trace_says_when_the_tokens_left_cut_the_draft(relate
 def drafting_room(r, n_prompt, n_new):
     """The most a round could draft: one less than the tokens still to make when it began."""
     return n_prompt + n_new - r.context_length - 1
-
-
-THRESHOLD_AT_ITS_MOST = pytest.mark.xfail(
-    reason="lead: workbench/methods/lines.py's threshold_reasons reads d.k_limit, which ThresholdDetails now names k: a "
-           "threshold round that drafts its most (stopped at the most drafts) raises AttributeError in --trace and --html",
-    strict=True)
 
 
 @pytest.mark.parametrize("method", [pytest.param("threshold", marks=THRESHOLD_AT_ITS_MOST), "adaptive", "adaptive-hf",
