@@ -22,7 +22,8 @@ import numpy as np
 from errors import Parser, printable, run
 from gpt2 import GPT2
 from kvcache import KVCache
-from roofline import forward_run, median, turns
+from roofline import (flops_per_token, forward_run, median, memory_bandwidth, product_rate, ridge, roofline, turns,
+                      weight_bytes)
 from speculative import Text, greedy_generate, speculative_generate, summary
 from speedup import predicted_speedup
 from stats import Stats
@@ -92,8 +93,10 @@ def main(argv=None):
     print(f"oracle alone (greedy): {len(alone)} tokens in {alone_seconds:.2f} s, {len(alone) / alone_seconds:.1f} "
           f"tokens/s; speedup {alone_seconds / elapsed:.2f}x; "
           + ("identical output" if alone == tokens else "OUTPUT DIFFERS (see README: near-ties)"), file=sys.stderr)
-    for line in prediction(stats, elapsed, alone_seconds, costs(draft, oracle, ids, N_DRAFT), N_DRAFT):
+    seconds = costs(draft, oracle, ids, N_DRAFT)
+    for line in prediction(stats, elapsed, alone_seconds, seconds, N_DRAFT):
         print(line, file=sys.stderr)
+    print(roofline_line(oracle, seconds, N_DRAFT, len(ids) + N_NEW // 2), file=sys.stderr)
     print(printable(NEXT.format(prompt=args.prompt.replace('"', '\\"'))), file=sys.stderr)
 
 
@@ -122,6 +125,19 @@ def costs(draft, oracle, ids, n_draft):
     runs["oracle", "prompt"] = lambda: oracle.forward(list(ids) + [0] * n_draft, KVCache(), n_logits=n_draft + 1)
     runs["draft", "prompt"] = lambda: draft.forward(list(ids), KVCache(), n_logits=1)
     return turns(runs, REPEATS)
+
+
+def roofline_line(oracle, seconds, n_draft, context):
+    """The oracle's T(1) and T(n_draft + 1) beside this machine's roofline, and the ridge: the k up to which a check
+    of k tokens can cost about one token here (roofline.py)."""
+    n_bytes, flops = weight_bytes(oracle), flops_per_token(oracle, context)
+    bandwidth, rate = memory_bandwidth(), product_rate()
+    k = n_draft + 1
+    t1, tk = median(seconds["oracle", 1]), median(seconds["oracle", k])
+    return (f"this machine: the oracle's T(1) {1000 * t1:.2f} ms and T({k}) {1000 * tk:.2f} ms; its roofline "
+            f"max({n_bytes / 1e6:.0f} MB / {bandwidth / 1e9:.0f} GB/s, k x {flops / 1e6:.0f} MFLOP / {rate / 1e9:.0f} "
+            f"GFLOP/s) is {1000 * roofline(1, n_bytes, flops, bandwidth, rate):.2f} ms up to the ridge at "
+            f"k = {ridge(n_bytes, flops, bandwidth, rate):.0f}: a check of fewer tokens streams the weights once")
 
 
 def prediction(stats, elapsed, alone_seconds, seconds, n_draft):

@@ -10,10 +10,11 @@ are in conftest.py at the root, for tests/ and workbench/tests/ alike.
 import json
 import os
 import shutil
+from collections import Counter
 
 import numpy as np
 
-from weights import checkpoint
+from weights import checkpoint, demo_pair
 from weights.tokenizer import ENDOFTEXT, bytes_to_unicode
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -90,3 +91,16 @@ def gpt2_pair_bpe(word, bpe_ranks):
                 i += 1
         word = merged
     return word
+
+
+def held_out(n_per_kind=1):
+    """[(kind, prompt)]: the first prompts of each kind in assets/learned-pair/prompts.json (held-out documents)."""
+    with open(os.path.join(demo_pair.ASSETS, "prompts.json"), encoding="utf-8") as f:
+        prompts = json.load(f)
+    seen = Counter()
+    chosen = []
+    for entry in prompts:
+        if seen[entry["kind"]] < n_per_kind:
+            seen[entry["kind"]] += 1
+            chosen.append((entry["kind"], entry["prompt"]))
+    return chosen

@@ -83,12 +83,16 @@ def test_a_batch_of_one_is_greedy_decoding(draft, oracle):
 @pytest.mark.slow
 @pytest.mark.parametrize("n_draft", [1, 4, 8])
 def test_the_learned_pair_batched_is_greedy_row_for_row(demo_dirs, n_draft):
-    from workbench.speed.accelerate import load_fast
+    import json
+    import os
+    from gpt2 import GPT2
+    from weights import demo_pair
     from weights.tokenizer import encode, load_tokenizer
-    from workbench.bench.suite import PROMPTS, read_prompts
-    draft, oracle = load_fast(demo_dirs["draft"]), load_fast(demo_dirs["oracle"])
+    draft, oracle = GPT2.from_pretrained(demo_dirs["draft"]), GPT2.from_pretrained(demo_dirs["oracle"])
     enc = load_tokenizer(demo_dirs["oracle"])
-    batch_ids = [encode(enc, p["prompt"])[:10 + 7 * i] for i, p in enumerate(read_prompts(PROMPTS)[:8])]
+    with open(os.path.join(demo_pair.ASSETS, "prompts.json"), encoding="utf-8") as f:  # the held-out prompts
+        prompts = json.load(f)[:8]
+    batch_ids = [encode(enc, p["prompt"])[:10 + 7 * i] for i, p in enumerate(prompts)]
     stats = Stats()
     got = batch.speculative_generate_batch(draft, oracle, batch_ids, 48, n_draft=n_draft, stats=stats)
     assert_rows_are_greedy(oracle, batch_ids, 48, got)

@@ -5,24 +5,21 @@ tests; and at temperature 0 it is greedy decoding."""
 
 import itertools
 from collections import Counter
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 import beyond.block_verification as bv
-from workbench import display
-from beyond.block_verification import (acceptance_probabilities, block_sample, block_weights, last_passing,
-                                       reason_line, verify_block)
+from beyond.block_verification import acceptance_probabilities, block_sample, block_weights, last_passing, verify_block
 from stats import Stats
 from processors import Processor, make_processor
 from sps import acceptance_probability, residual, sample
-from speculative import greedy_generate, speculative_generate
+from speculative import speculative_generate
 from test_greedy import prompt
 from test_sps import (assert_a_seed_reproduces_a_run, assert_exactly_n_new_tokens,  # noqa: F401 (small: a fixture)
                       assert_the_context_limit_and_bad_arguments, assert_self_drafting_keeps_every_draft,
                       assert_the_oracles_distribution, assert_temperature_zero_is_greedy, chi_square_rejects,
-                      with_the_draft_as_oracle, generator_chi_square, small, trace_and_page)
+                      with_the_draft_as_oracle, generator_chi_square, small)
 from test_tree_sampling import dirichlet, extend, oracle_sequences
 
 ALMOST_ONE = np.nextafter(1.0, 0.0)  # r just below 1 fails every test whose h is below 1; r = 0 passes every h > 0
@@ -308,7 +305,7 @@ def test_the_generators_chi_square_test_can_tell_draft_from_target(small):
 
 
 # ---------------------------------------------------------------------------
-# Temperature 0, the caches, the statistics, the trace, the registry
+# Temperature 0, the caches, the statistics (the trace, the page and the registry: workbench/tests/test_shown_sampling.py)
 # ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("n_draft", [1, 3, 5])
@@ -333,7 +330,7 @@ def test_caches_and_statistics_after_every_round(related, oracle):
         assert all(s["passed"] is False for s in steps[r.accepted:])  # every prefix after tau failed its test
         if r.accepted:
             assert steps[r.accepted - 1]["passed"] is True
-        assert r.reason == reason_line(r.details) and r.kind == "block"
+        assert isinstance(r.details, bv.BlockDetails)  # its trace lines: workbench/tests/test_shown_sampling.py
     assert length == len(ids) + 30 and stats.n_generated == len(out) == 30
     assert stats.rounds == len(stats.trace) and stats.drafted == sum(len(r.drafted) for r in stats.trace)
     assert stats.accepted == sum(r.accepted for r in stats.trace) > 0
@@ -342,67 +339,6 @@ def test_caches_and_statistics_after_every_round(related, oracle):
 def test_the_oracle_as_its_own_draft_keeps_every_block(oracle):
     # p == q: every w_i is 1, so h_k = 1 and the last prefix always passes.
     assert_self_drafting_keeps_every_draft(block_sample, oracle)
-
-
-def test_the_trace_and_the_page_show_the_rounds(related, oracle):
-    trace, lines, page = trace_and_page(block_sample, "sps-block", related, oracle, n_draft=3)
-    assert sum(line.strip().startswith("why      from the end:") for line in lines) == len(trace)
-    # How to read it: block verification's rule, not token verification's "up to the first disagreement".
-    how_to_read = page.split("<p>", 1)[1].split("</p>", 1)[0]
-    assert "tested from the end" in how_to_read and "first disagreement" not in how_to_read
-
-
-def test_the_reason_line_says_why_the_round_ended():
-    steps = [{"token": 7, "ratio": 0.5, "w": 0.5, "h": 0.4, "r": None, "passed": None, "kept": True},
-             {"token": 8, "ratio": 3.0, "w": 1.0, "h": 0.6, "r": 0.3, "passed": True, "kept": True},
-             {"token": 9, "ratio": 0.1, "w": 0.1, "h": 0.05, "r": 0.7, "passed": False, "kept": False}]
-    said = reason_line(bv.BlockDetails(steps, 2, {"token": 4, "from": "residual", "prob": 0.25, "q": 0.125, "w": 1.0}))
-    assert said == ("from the end: prefix 3 h=0.05 r=0.7 fails, prefix 2 h=0.6 r=0.3 passes; w_2=1 where token "
-                    "verification keeps all 2 with chance 0.5: a later q/p > 1 made up for draft 1 (q/p=0.5); "
-                    "2 of 3 kept: the last token drawn from the block residual max(w_2 q - p, 0), w_2=1 (prob there "
-                    "0.25; q(x) 0.12)")
-    steps[1]["ratio"], steps[1]["w"] = 1.0, 0.5  # nothing made up for: no such clause
-    said = reason_line(bv.BlockDetails(steps[:2], 2, {"token": 4, "from": "bonus", "prob": 0.25, "q": 0.25, "w": 0.5}))
-    assert said == "from the end: prefix 2 h=0.6 r=0.3 passes; all 2 kept: the bonus drawn from the oracle's q (prob 0.25)"
-    steps = [dict(steps[0], r=0.9, passed=False, kept=False), dict(steps[2], kept=False)]
-    said = reason_line(bv.BlockDetails(steps, 0, {"token": 5, "from": "residual", "prob": 0.5, "q": 0.5, "w": 1.0}))
-    assert said == ("from the end: prefix 2 h=0.05 r=0.7 fails, prefix 1 h=0.4 r=0.9 fails, prefix 0 always passes; "
-                    "0 of 2 kept: the last token drawn from the block residual max(w_0 q - p, 0), w_0=1 (prob there "
-                    "0.5; q(x) 0.5)")
-    assert reason_line(bv.BlockDetails([], 0, {"token": 3, "from": "bonus", "prob": 0.5, "q": 0.5, "w": 1.0})).startswith(
-        "nothing")
-
-
-def test_the_reason_line_prints_the_digits_that_decide():
-    """r beside h, q/p beside 1 and w beside token verification's chance: each pair that differs reads different,
-    in the order it has (a q/p of 1.046 that made up a shortfall is 1.05, not 1; r 0.6012 beside h 0.6049)."""
-    steps = [{"token": 7, "p": 0.5, "q": 0.45, "ratio": 0.9, "w": 0.9, "h": 0.5, "r": None, "passed": None, "kept": True},
-             {"token": 8, "p": 0.5, "q": 0.523, "ratio": 1.046, "w": 0.9414, "h": 0.6049, "r": 0.6012, "passed": True,
-              "kept": True},
-             {"token": 9, "p": 0.2, "q": 0.1, "ratio": 0.5, "w": 0.47, "h": 0.47, "r": 0.9996, "passed": False,
-              "kept": False}]
-    details = bv.BlockDetails(steps, 2, {"token": 4, "from": "residual", "prob": 0.25, "q": 0.125, "w": 0.9414})
-    said = reason_line(details)
-    assert "prefix 3 h=0.47 r=0.9996 fails" in said  # r is never shown as 1
-    assert "prefix 2 h=0.605 r=0.601 passes" in said
-    assert "w_2=0.94 where token verification keeps all 2 with chance 0.9" in said
-    r = SimpleNamespace(details=details, drafted=[7, 8, 9], new=[7, 8, 4])
-    show = lambda ts_: " ".join(f"<{t}>" for t in ts_)  # noqa: E731
-    lines = "\n".join(display.block_lines(r, show))
-    assert "q/p 1.05 " in lines and "q/p 1 " not in lines and "r 0.9996 >= h_3" in lines
-    assert "(its chance there 0.25; q(x) 0.125)" in lines  # q is q; the residual's chance beside it, by name
-    assert "draft 2 (q/p 1.05) made up for the shortfall of draft 1 (q/p 0.9)" in "\n".join(display.block_reasons(r, show))
-    # the rule's negative control: two significant digits, the old format, hide the ratio above 1
-    assert f"{1.046:.2g}" == "1" and bv.ratio_text(1.046) == "1.05" and bv.ratio_text(0.9996) == "0.9996"
-
-
-def test_the_method_is_registered(related, oracle):
-    from workbench import methods
-    m = methods.get("sps-block")
-    assert m.samples and m.verifies and m.n_draft == 4 and m.baseline == "sample"
-    call = methods.Call(draft=related, oracle=oracle, ids=[1, 2, 3], n_new=10, n_draft=3, stats=Stats(),
-                        settings=SimpleNamespace(processor=Processor(temperature=0)), rng=np.random.default_rng(0))
-    assert list(m.generate(call)) == list(greedy_generate(oracle, [1, 2, 3], 10))
 
 
 def test_a_seed_reproduces_a_run(related, oracle):
@@ -417,13 +353,3 @@ def test_exactly_n_new_tokens(related, oracle, n_new):
 def test_context_limit_and_bad_arguments(small):
     assert_the_context_limit_and_bad_arguments(block_sample, small, (
         {"n_draft": 0}, {"temperature": -1}, {"top_k": 0}, {"processor": Processor(), "temperature": 0.5}))
-
-
-def test_the_reason_names_only_the_shortfalls_a_later_draft_made_up_for():
-    # q/p = 0.5, 2, 0.7, all three kept: w = 0.5, 1, 0.7 against token verification's 0.5 * 1 * 0.7 = 0.35.
-    # Draft 2's q/p > 1 made up for draft 1; nothing after draft 3 made up for its 0.7.
-    steps = [{"token": t, "p": 0.4, "q": 0.4 * ratio, "ratio": ratio, "w": w, "h": w, "r": r, "passed": passed,
-              "kept": True} for t, ratio, w, r, passed in ((1, 0.5, 0.5, None, None), (2, 2.0, 1.0, None, None),
-                                                           (3, 0.7, 0.7, 0.1, True))]
-    line = reason_line(bv.BlockDetails(steps, 3, {"token": 4, "from": "bonus", "prob": 0.3, "q": 0.3, "w": 0.7}))
-    assert "made up for draft 1 (q/p=0.5)" in line and "3 (q/p=0.7)" not in line, line

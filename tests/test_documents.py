@@ -24,18 +24,18 @@ import urllib.parse
 
 import pytest
 
-from workbench import demo
+import demo
 from fixtures import ROOT
 from test_translations import HEADING, INLINE_CODE, anchors, links, prose
 
-MARKDOWN = ["README.md", "README.zh-CN.md", "READING.md", "EXERCISES.md", "EXERCISES.zh-CN.md", "PERFORMANCE.md",
+MARKDOWN = ["README.md", "README.zh-CN.md", "READING.md", "EXERCISES.md", "EXERCISES.zh-CN.md", "workbench/PERFORMANCE.md",
             "SECURITY.md"] + sorted(os.path.join("docs", name) for name in os.listdir(os.path.join(ROOT, "docs"))
                                     if name.endswith(".md"))
 NOTEBOOK = "walkthrough.ipynb"
 # A document's name in prose -> its files (both editions where there are two).
 DOCUMENTS = {"README": ["README.md", "README.zh-CN.md"], "READING": ["READING.md"],
              "EXERCISES": ["EXERCISES.md", "EXERCISES.zh-CN.md"], "TEACHING": ["docs/TEACHING.md"],
-             "USAGE": ["docs/USAGE.md"], "PERFORMANCE": ["PERFORMANCE.md"], "SECURITY": ["SECURITY.md"],
+             "USAGE": ["docs/USAGE.md"], "PERFORMANCE": ["workbench/PERFORMANCE.md"], "SECURITY": ["SECURITY.md"],
              "LEARNED_PAIR": ["docs/LEARNED_PAIR.md"]}
 DOC = "(" + "|".join(DOCUMENTS) + r")(?:\.zh-CN)?(?:\.md)?"
 QUOTED = r'"[^"]{1,80}"'
@@ -48,7 +48,7 @@ ORDER = [("python demo.py", r"python demo\.py"), ("README", r"README"), ("kvcach
          ("EXERCISES", r"EXERCISES"), ("sps.py", r"(?<![\w/])sps\.py"), ("walkthrough.ipynb", r"walkthrough\.ipynb")]
 PASSAGE = re.compile(r"<!-- reading order -->(.*?)<!-- /reading order -->", re.S)
 ORDERED = ["README.md", "README.zh-CN.md", "READING.md", "EXERCISES.md", "EXERCISES.zh-CN.md", "docs/TEACHING.md",
-           NOTEBOOK, "app/demo.py"]
+           NOTEBOOK, "demo.py"]
 DISCOVER_FIRST = "then exercises 1-5, then `speculative.py`"
 
 
@@ -124,7 +124,7 @@ def test_the_documents_do_refer_to_sections():
 
 def passage(name):
     """The document's statement of the reading order (demo.py: its Next lines), or None."""
-    if name == "app/demo.py":
+    if name == "demo.py":
         return demo.NEXT
     found = PASSAGE.findall(read(name))
     return found[0] if len(found) == 1 else None
@@ -146,7 +146,7 @@ def check_order(text, name, steps=ORDER):
 
 @pytest.mark.parametrize("name", ORDERED)
 def test_every_document_gives_the_same_reading_order(name):
-    steps = ORDER[1:] if name == "app/demo.py" else ORDER  # demo.py's Next: the demo has just run
+    steps = ORDER[1:] if name == "demo.py" else ORDER  # demo.py's Next: the demo has just run
     problems = check_order(passage(name), name, steps)
     assert not problems, "\n".join(problems)
 
@@ -165,7 +165,7 @@ def test_the_readme_stays_short():
 # --- 3. one module to read after each part ---------------------------------------------------------------
 
 READ_NEXT = {"1": ["speculative.py"], "2": ["threshold.py"], "3": ["sps.py"], "4": ["ngram.py", "tree.py"],
-             "5": ["PERFORMANCE.md"], "6": ["app/suite.py"], "7": ["batch.py", "crossvocab.py"]}
+             "5": ["workbench/PERFORMANCE.md"], "6": ["workbench/bench/suite.py"], "7": ["batch.py", "crossvocab.py"]}
 PART = re.compile(r"\bpart (\d)\b|第 (\d) 部分")
 FILE = re.compile(r"[\w/-]+\.(py|md)")
 
@@ -231,4 +231,4 @@ def test_a_swapped_or_missing_step_is_caught():
 def test_a_part_without_its_module_is_caught():
     good = passage("EXERCISES.md")
     assert read_next(good) == READ_NEXT
-    assert read_next(good.replace("after part 6\n`app/suite.py`", "after part 6 nothing"))["6"] == []
+    assert read_next(good.replace("after part 6\n`workbench/bench/suite.py`", "after part 6 nothing"))["6"] == []

@@ -299,9 +299,9 @@ def fill_disk_after(monkeypatch, n_bytes):
             self.f = f
 
         def write(self, data):
-            room = n_bytes - written[0]
-            if len(data) > room:
-                self.f.write(data[:max(room, 0)])
+            space = n_bytes - written[0]  # what the disk still takes
+            if len(data) > space:
+                self.f.write(data[:max(space, 0)])
                 written[0] = n_bytes
                 raise OSError(errno.ENOSPC, "No space left on device")
             written[0] += len(data)

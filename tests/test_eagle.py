@@ -26,7 +26,7 @@ def random_head(oracle, seed=0, scale=0.3):
              "attn": {"c_attn": {"weight": w(d, 3 * d), "bias": w(3 * d)}, "c_proj": {"weight": w(d, d), "bias": w(d)}},
              "mlp": {"c_fc": {"weight": w(d, 4 * d), "bias": w(4 * d)}, "c_proj": {"weight": w(4 * d, d), "bias": w(d)}}}
     params = {"fc": {"weight": w(2 * d, d), "bias": w(d)}, "h": [block]}
-    return EagleHead(params, {"kind": "eagle", "n_embd": d, "n_head": oracle.n_head, "layer_norm_epsilon": 1e-5}, oracle)
+    return EagleHead(params, {"head": "eagle", "n_embd": d, "n_head": oracle.n_head, "layer_norm_epsilon": 1e-5}, oracle)
 
 
 @pytest.mark.parametrize("seed", SEEDS)

@@ -21,7 +21,7 @@ def random_adapter(oracle, exit_layer=1, seed=0, scale=0.3, zero=False):
                           "attn": {"c_attn": {"weight": (rng.standard_normal((d, 3 * d)) * scale).astype(np.float32),
                                               "bias": w(3 * d)},
                                    "c_proj": {"weight": w(d, d), "bias": w(d)}}}}
-    config = {"kind": "exit", "n_embd": d, "n_head": oracle.n_head, "layer_norm_epsilon": 1e-5, "exit_layer": exit_layer}
+    config = {"head": "exit", "n_embd": d, "n_head": oracle.n_head, "layer_norm_epsilon": 1e-5, "exit_layer": exit_layer}
     return ExitAdapter(params, config, oracle)
 
 
@@ -64,7 +64,7 @@ def test_the_checks_run_at_the_call(oracle, draft):
 def test_an_adapter_of_another_kind_or_layer_is_refused(oracle):
     good = random_adapter(oracle)
     with pytest.raises(GenerationError, match="not an exit adapter"):
-        ExitAdapter({"adapter": good.params}, {"kind": "eagle", "n_embd": oracle.n_embd}, oracle)
+        ExitAdapter({"adapter": good.params}, {"head": "eagle", "n_embd": oracle.n_embd}, oracle)
     with pytest.raises(GenerationError, match="exit layer"):
-        ExitAdapter({"adapter": good.params}, {"kind": "exit", "n_embd": oracle.n_embd, "exit_layer": oracle.n_layer,
+        ExitAdapter({"adapter": good.params}, {"head": "exit", "n_embd": oracle.n_embd, "exit_layer": oracle.n_layer,
                                                "n_head": 1, "layer_norm_epsilon": 1e-5}, oracle)

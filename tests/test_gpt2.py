@@ -1,5 +1,5 @@
 """The GPT-2 forward pass, the KV cache and loading a model, on tiny random models: the plain model
-of gpt2.py (the accelerated one: tests/test_speed.py; checkpoint files: tests/test_checkpoint.py)."""
+of gpt2.py (the accelerated one: workbench/tests/test_speed.py; checkpoint files: tests/test_checkpoint.py)."""
 
 import json
 import mmap

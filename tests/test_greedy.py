@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from fixtures import make_model_dir, save_tensors
-from workbench.speed.accelerate import load_fast
 from gpt2 import GPT2
 from decoding import GenerationError
 from stats import Stats
@@ -131,7 +130,7 @@ def zero_oracle(tiny_dirs, tmp_path_factory):
     for name in ("config.json", "vocab.json", "merges.txt"):
         shutil.copy(os.path.join(tiny_dirs["oracle"], name), path)
     save_tensors(os.path.join(path, "model.safetensors"), {**tensors, "wte.weight": wte})
-    return load_fast(str(path))
+    return GPT2.from_pretrained(str(path))
 
 
 def check_token_zero(model):

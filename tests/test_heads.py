@@ -6,46 +6,47 @@ import os
 import numpy as np
 import pytest
 
-from workbench import methods
-from beyond.eagle import eagle_generate
-from beyond.early_exit import early_exit_generate
+from beyond.eagle import EagleHead, eagle_generate
+from beyond.early_exit import ExitAdapter, early_exit_generate
+from beyond.medusa import MedusaHeads
 from beyond.self_speculative import self_speculative_generate
-from fixtures import make_model_dir
+from fixtures import held_out, make_model_dir
+from gpt2 import GPT2
 from stats import Stats
 from speculative import greedy_generate, speculative_generate
-from workbench.speed.accelerate import load_fast
-from test_demo import held_out
 from weights import demo_pair, files, heads
 from weights.checkpoint import CheckpointError
 from weights.tokenizer import encode, load_tokenizer
 
 
+HEAD_CLASSES = {"eagle": EagleHead, "medusa": MedusaHeads, "exit": ExitAdapter}  # weights/heads.HEADS, each its module's
+
+
 @pytest.fixture(scope="module")
 def learned(demo_dirs):
-    draft, oracle = (load_fast(demo_dirs[k]) for k in ("draft", "oracle"))
-    read = {kind: methods.HEAD_CLASSES[kind](*read_head(demo_dirs["oracle"], kind, oracle), oracle)
-            for kind in heads.HEADS}
+    draft, oracle = (GPT2.from_pretrained(demo_dirs[k]) for k in ("draft", "oracle"))
+    read = {head: HEAD_CLASSES[head](*read_head(demo_dirs["oracle"], head, oracle), oracle) for head in heads.HEADS}
     return draft, oracle, load_tokenizer(demo_dirs["oracle"]), read
 
 
-def read_head(oracle_dir, kind, oracle):  # -> (params, config), as the registry builds a head
+def read_head(oracle_dir, head, oracle):  # -> (params, config), as the workbench builds a head
     from gpt2 import nest
-    config, tensors = heads.load(oracle_dir, kind, oracle)
+    config, tensors = heads.load(oracle_dir, head, oracle)
     assert all(t.dtype == np.float32 for t in tensors.values())
     return nest(tensors), config
 
 
 def test_every_head_is_written_beside_the_demo_oracle_and_checked(demo_dirs):
     sums = demo_pair.shipped_sums()
-    for kind in heads.HEADS:
+    for head in heads.HEADS:
         for name in ("config.json", "model.safetensors"):
-            assert demo_pair.same_file(os.path.join(demo_dirs["oracle"], "heads", kind, name), sums[f"heads/{kind}/{name}"])
+            assert demo_pair.same_file(os.path.join(demo_dirs["oracle"], "heads", head, name), sums[f"heads/{head}/{name}"])
     assert os.listdir(os.path.join(demo_dirs["draft"], "heads")) == ["accept"]  # the draft's own: SpecDec++'s
     assert not set(heads.DRAFT_HEADS) & set(os.listdir(os.path.join(demo_dirs["oracle"], "heads")))
 
 
 def test_a_head_for_another_oracle_is_refused(demo_dirs, tmp_path):
-    other = load_fast(make_model_dir(tmp_path / "other", n_embd=32))  # another width
+    other = GPT2.from_pretrained(make_model_dir(tmp_path / "other", n_embd=32))  # another width
     with pytest.raises(CheckpointError, match="n_embd"):
         heads.load(demo_dirs["oracle"], "eagle", other)
     with pytest.raises(CheckpointError, match="has no medusa head"):

@@ -15,7 +15,7 @@ def random_heads(oracle, n_heads=3, seed=0, scale=0.3):
     d = oracle.n_embd
     heads = [{"weight": (rng.standard_normal((d, d)) * scale).astype(np.float32), "bias": np.zeros(d, np.float32)}
              for _ in range(n_heads)]
-    return MedusaHeads({"medusa": heads}, {"kind": "medusa", "n_embd": d}, oracle)
+    return MedusaHeads({"medusa": heads}, {"head": "medusa", "n_embd": d}, oracle)
 
 
 def copying_heads(oracle, n_heads=3):
@@ -23,7 +23,7 @@ def copying_heads(oracle, n_heads=3):
     token the tree's first branch is right and whole branches are kept."""
     d = oracle.n_embd
     return MedusaHeads({"medusa": [{"weight": np.zeros((d, d), np.float32), "bias": np.zeros(d, np.float32)}] * n_heads},
-                       {"kind": "medusa", "n_embd": d}, oracle)
+                       {"head": "medusa", "n_embd": d}, oracle)
 
 
 @pytest.mark.parametrize("seed", SEEDS)

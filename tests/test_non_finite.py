@@ -21,7 +21,6 @@ from beyond import block_verification, tree_sampling, tree_without_replacement
 from fixtures import make_model_dir, save_tensors
 from gpt2 import GPT2
 from processors import Processor
-from workbench.speed.accelerate import BLOCKED_FILE, load_fast
 from test_sps import N_SAMPLES, generator_chi_square, small  # noqa: F401 (small: the fixture)
 from weights import checkpoint, heads
 from weights.checkpoint import CheckpointError
@@ -165,12 +164,12 @@ def test_the_trees_keep_no_child_on_a_nan(tree):
 
 @pytest.mark.parametrize("value", [NAN, INF, -INF], ids=["NaN", "Inf", "-Inf"])
 def test_a_non_finite_weight_is_refused_by_every_loader_naming_file_and_tensor(tmp_path, value):
+    # (the workbench's fast copy refuses it too: workbench/tests/test_non_finite_fast.py)
     model_dir = make_model_dir(tmp_path / "m", seed=5, n_layer=1, tokenizer=False)
-    load_fast(model_dir)  # a converted copy made while the weights were sound
     source = os.path.join(model_dir, "model.safetensors")
     poke(source, "h.0.mlp.c_fc.weight", value, [100])
     said = f"{source}: tensor h.0.mlp.c_fc.weight holds {'NaN' if value != value else 'an infinity'}"
-    for load in (load_fast, GPT2.from_pretrained, lambda d: checkpoint.load(d)):
+    for load in (GPT2.from_pretrained, lambda d: checkpoint.load(d)):
         with pytest.raises(CheckpointError) as e:
             load(model_dir)
         assert str(e.value).startswith(said), str(e.value)
@@ -183,7 +182,7 @@ def test_a_finite_weight_of_3e38_loads():
 
 def f32_eagle_head(demo_oracle, dest, **values):
     """A copy of the demo oracle (no converted copy) whose EAGLE head is stored as F32, with `values` set."""
-    shutil.copytree(demo_oracle, dest, ignore=shutil.ignore_patterns(BLOCKED_FILE, "model.blocked.json"))
+    shutil.copytree(demo_oracle, dest, ignore=shutil.ignore_patterns("model.blocked.*"))
     path = os.path.join(dest, "heads", "eagle", "model.safetensors")
     tensors = {k: np.asarray(t, np.float32) for k, t in checkpoint.load_safetensors(path).items()}
     for name, value in values.items():
@@ -196,22 +195,24 @@ def f32_eagle_head(demo_oracle, dest, **values):
 def test_a_non_finite_head_is_refused_naming_file_and_tensor(demo_dirs, tmp_path, value):
     oracle_dir = f32_eagle_head(demo_dirs["oracle"], tmp_path / "o")
     poke(os.path.join(oracle_dir, "heads", "eagle", "model.safetensors"), "fc.weight", value, [7])
-    oracle = load_fast(oracle_dir)
+    oracle = GPT2.from_pretrained(oracle_dir)
     with pytest.raises(CheckpointError, match=r"heads/eagle/model.safetensors: tensor fc.weight holds (NaN|an infinity)"):
         heads.load(oracle_dir, "eagle", oracle)
 
 
-def test_a_head_of_3e38_loads_and_eagle_sps_keeps_none_of_its_drafts(demo_dirs, tmp_path):
-    from workbench import methods, runner
+def test_a_head_of_3e38_loads_and_eagle_sampling_keeps_none_of_its_drafts(demo_dirs, tmp_path):
+    # (the workbench's eagle-sps on it: workbench/tests/test_non_finite_fast.py)
+    from beyond.eagle import EagleHead, eagle_sample
+    from gpt2 import nest
     from stats import Stats
     oracle_dir = f32_eagle_head(demo_dirs["oracle"], tmp_path / "o", **{"fc.weight": 3e38})
-    draft, oracle = load_fast(demo_dirs["draft"]), load_fast(oracle_dir)
+    oracle = GPT2.from_pretrained(oracle_dir)
+    config, tensors = heads.load(oracle_dir, "eagle", oracle)  # finite: it loads
     stats = Stats()
-    settings = runner.Settings(method="eagle-sps", max_new_tokens=24, seed=1, processor=Processor(0.8))
     with np.errstate(all="ignore"):
-        tokens = list(runner.generator(settings, draft, oracle, [464, 2393, 857], stats))
+        tokens = list(eagle_sample(EagleHead(nest(tensors), config, oracle), oracle, [464, 2393, 857], 24,
+                                   rng=np.random.default_rng(1), processor=Processor(0.8), stats=stats))
     assert len(tokens) == 24 and stats.drafted > 0 and stats.accepted == 0
-    assert methods.get("eagle-sps").head == "eagle"
 
 
 @pytest.mark.parametrize("method", ["speculative", "sps"])

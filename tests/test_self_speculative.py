@@ -8,7 +8,7 @@ import pytest
 
 import beyond.self_speculative as ss
 import gpt2
-from beyond.self_speculative import early_exit_draft, self_speculative_generate
+from beyond.self_speculative import LayersDetails, draft_name, early_exit_draft, self_speculative_generate
 from fixtures import make_model_dir, save_tensors
 from decoding import GenerationError
 from stats import Stats
@@ -134,16 +134,20 @@ def test_caches_hold_all_but_the_newest_token_after_every_round(deeper):
         assert record.cached == {"draft": length - 1, "oracle": length - 1}
         assert record.new[:-1] == record.drafted[:record.accepted]
         assert record.new[-1] == record.oracle[record.accepted]
-        assert record.reason == f"draft = layers 0-1 of 5 + ln_f + LM head; {record.accepted} of " \
-                                           f"{len(record.drafted)} accepted"
+        k = min(4, len(ids) + 30 - record.context_length - 1)
+        assert record.details == LayersDetails(4, k, layers=2, n_layer=5, trained=False)
+        assert draft_name(record.details.layers, record.details.n_layer) == "layers 0-1 of 5 + ln_f + LM head"
     assert length == len(ids) + 30 and stats.trace[-1].cached["oracle"] == len(ids) + 29
     assert {r.accepted for r in stats.trace} != {4}  # rejections happened: the rollback was exercised
 
 
-def test_the_reason_names_one_layer(oracle):
+def test_the_draft_is_named_by_its_layers(oracle):
     stats = Stats(trace=[])
     list(self_speculative_generate(oracle, [1, 2, 3], 4, n_draft=2, n_layers_draft=1, stats=stats))
-    assert stats.trace[0].reason.startswith("draft = layer 0 of 3 + ln_f + LM head; ")
+    d = stats.trace[0].details
+    assert (d.layers, d.n_layer, d.trained) == (1, 3, False)
+    assert draft_name(d.layers, d.n_layer) == "layer 0 of 3 + ln_f + LM head"
+    assert draft_name(2, 3, trained=True) == "layers 0-1 of 3 + the trained adapter + ln_f + LM head"
 
 
 @pytest.mark.parametrize("n_new", range(0, 7))

@@ -5,7 +5,6 @@ functions here that the tests of beyond/'s sampling decoders call too."""
 import itertools
 import math
 from collections import Counter
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -150,20 +149,6 @@ def assert_self_drafting_keeps_every_draft(generate, oracle):
     stats = Stats(trace=[])
     list(generate(oracle, oracle, [1, 2, 3], 24, n_draft=3, rng=np.random.default_rng(0), stats=stats))
     assert [r.accepted for r in stats.trace] == [3] * 6 and all(r.details.last["from"] == "bonus" for r in stats.trace)
-
-
-def trace_and_page(generate, method, related, oracle, n_draft):
-    """12 tokens traced, as --trace prints them and as the page draws them, one of each per round:
-    (the rounds, the --trace lines, the rounds' section of the page)."""
-    from workbench import display
-    from workbench.page import report
-    stats = Stats(trace=[])
-    list(generate(related, oracle, [1, 2, 3], 12, n_draft=n_draft, rng=np.random.default_rng(2), stats=stats))
-    lines = display.format_trace(stats.trace, lambda t: f"<{t}>".encode(), 3)
-    assert sum(line.startswith("round ") for line in lines) == len(stats.trace)
-    page = report.rounds_section(SimpleNamespace(token_bytes=lambda t: f"<{t}>".encode(), method=method), stats.trace)
-    assert page.count("<details") == len(stats.trace)
-    return stats.trace, lines, page
 
 
 def assert_a_seed_reproduces_a_run(generate, related, oracle, n_new=15):

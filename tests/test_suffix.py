@@ -111,18 +111,19 @@ def test_proposals_by_hand():
     assert proposal([0, 0, 0], 0) == []                           # token 0 is a token; k = 0 drafts nothing
     drafter = SuffixDrafter()
     drafter.start([9, 1, 2, 3, 9, 1, 2])
+    # where each proposal came from (the workbench's trace words it: workbench/tests/test_shown_text.py)
     assert drafter.propose(2) == [3, 9]
-    assert drafter.reason == "longest match: 3 token(s) ending at position 2; proposed the 2 that followed"
+    assert drafter.source == {"length": 3, "end": 2, "occurrences": 1}
     drafter.start([1, 2, 7, 1, 2, 8, 1, 2])
     assert drafter.propose(1) == [8]
-    assert drafter.reason == ("longest match: 2 token(s) ending at position 4 (the latest of 2 earlier occurrences); "
-                              "proposed the 1 that followed")
+    assert drafter.source == {"length": 2, "end": 4, "occurrences": 2}  # the latest of 2 earlier occurrences
     drafter.start([1, 2, 3])
-    assert drafter.propose(2) == [] and drafter.reason == "the last token never occurred before: nothing drafted"
+    assert drafter.propose(2) == [] and drafter.source == {"length": 0}  # the last token never occurred before
+    assert drafter.propose(0) == [] and drafter.source == {}  # no room: nothing looked for
     drafter = SuffixDrafter(min_match=2)
     drafter.start([1, 2, 3, 1])
     assert drafter.propose(2) == []
-    assert drafter.reason == "longest match: 1 token(s), below min_match 2: nothing drafted"
+    assert drafter.source == {"length": 1} and drafter.min_match == 2  # a match below min_match
 
 
 # ---------------------------------------------------------------------------
@@ -259,7 +260,7 @@ def test_drafts_are_accepted_on_repetitive_text(oracle):
         assert_same_greedy(greedy(oracle, tuple(ids), 30), got, oracle, ids)
         assert stats.accepted > 0 and stats.rounds < 30
         kept = next(r for r in stats.trace if r.accepted)
-        assert kept.details.reason.startswith("longest match: ")
+        assert kept.details.match["length"] >= 1 and kept.details.match["occurrences"] >= 1
         assert kept.details.match["end"] < kept.context_length - 1
 
 
@@ -270,8 +271,8 @@ def test_a_line_drafts_from_the_latest_occurrence_in_every_round(oracle):
     for r in stats.trace:
         text = out[:r.context_length]
         length, ends = earlier_matches(text)[-1]
-        room = min(4, len(out) - r.context_length - 1)
-        assert r.drafted == (brute_proposal(text, max(ends), room) if length else [])
+        k = min(4, len(out) - r.context_length - 1)
+        assert r.drafted == (brute_proposal(text, max(ends), k) if length else [])
 
 
 @pytest.mark.parametrize("n_new", range(0, 6))

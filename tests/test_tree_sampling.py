@@ -12,7 +12,7 @@ import pytest
 
 import beyond.tree_sampling as ts
 import beyond.tree_without_replacement as wor
-from beyond.tree_sampling import accept_at_node, iid_children, reason_line, tree_sample_generate, walk_tree
+from beyond.tree_sampling import SampledTreeDetails, accept_at_node, iid_children, tree_sample_generate, walk_tree
 from beyond.tree_without_replacement import tree_sample_wor_generate
 from stats import Stats
 from processors import Processor, make_processor
@@ -21,7 +21,7 @@ from test_greedy import prompt
 from test_sps import (assert_a_seed_reproduces_a_run, assert_exactly_n_new_tokens,  # noqa: F401 (small: a fixture)
                       assert_the_context_limit_and_bad_arguments, assert_self_drafting_keeps_every_draft,
                       assert_the_oracles_distribution, assert_temperature_zero_is_greedy, chi_square_rejects,
-                      generator_chi_square, small, trace_and_page)
+                      generator_chi_square, small)
 from tree import Node
 
 ALMOST_ONE = np.nextafter(1.0, 0.0)  # r just below 1 rejects every child whose min(1, q/p) is below 1
@@ -322,7 +322,7 @@ def test_caches_and_statistics_after_every_round(related, oracle, rule):
         assert r.new[:-1] == [r.drafted[i] for i in path] and r.accepted == len(path)
         assert [parents[i] for i in path] == ([-1] + path)[:len(path)]  # a root path
         assert len(r.drafted) <= 32 and all(len(v["checks"]) <= 2 for v in r.details.visits)
-        assert r.oracle[0] == r.new[0] and r.details.reason == reason_line(r.details)
+        assert r.oracle[0] == r.new[0] and isinstance(r.details, SampledTreeDetails)  # shown: test_shown_trees.py
     assert length == len(ids) + 30 and stats.n_generated == len(out) == 30
     assert stats.rounds == len(stats.trace) and stats.oracle_passes == stats.rounds + 1  # + the prompt's pass
     assert stats.drafted == sum(len(r.drafted) for r in stats.trace)
@@ -348,12 +348,6 @@ def test_a_repeated_child_gets_no_subtree(related, oracle):
         for i, parent in enumerate(parents):
             repeat = any(parents[j] == parent and r.drafted[j] == r.drafted[i] for j in range(i))
             assert not (repeat and i in parents)
-
-
-def test_the_trace_and_the_page_show_the_rounds(related, oracle):
-    trace, lines, _ = trace_and_page(tree_sample_generate, "tree-sample", related, oracle, n_draft=2)
-    assert any("tree" in line for line in lines)
-    assert reason_line(trace[0].details, show=lambda ts_: " ".join(f"'{t}'" for t in ts_)).startswith("depth 1: child 1 '")
 
 
 @both_rules

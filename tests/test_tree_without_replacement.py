@@ -13,9 +13,6 @@ import pytest
 import beyond.tree_without_replacement as wor
 from beyond.tree_sampling import iid_children
 from beyond.tree_without_replacement import accept_at_node, sample_children, without
-from stats import Stats
-from processors import Processor
-from speculative import greedy_generate
 from test_tree_sampling import (ALMOST_ONE, depth_two_error, distribution_pairs, enumeration_errors, node_chi_square,
                                 node_distribution, text)
 from tree import Node
@@ -133,19 +130,3 @@ IID = ("sample_children", iid_children)  # tree-sps's i.i.d. children under this
 def test_the_chi_square_test_catches_a_wrong_rule(monkeypatch, patch):
     monkeypatch.setattr(wor, *patch)
     assert node_chi_square(2, wor.sample_children, wor.accept_at_node)[0]  # looked up after the patch
-
-
-# ---------------------------------------------------------------------------
-# The generator: its tests (distribution, temperature 0, caches, statistics, arguments) are tree-sps's, run on
-# both rules in tests/test_tree_sampling.py; here, the registry
-# ---------------------------------------------------------------------------
-
-def test_the_method_is_registered(related, oracle):
-    from types import SimpleNamespace
-    from workbench import methods
-    m = methods.get("tree-sps-wor")
-    assert m.samples and m.verifies and m.needs_cache and m.n_draft == 4
-    call = methods.Call(draft=related, oracle=oracle, ids=[1, 2, 3], n_new=10, n_draft=3, stats=Stats(),
-                        settings=SimpleNamespace(processor=Processor(temperature=0)), rng=np.random.default_rng(0))
-    assert list(m.generate(call)) == list(greedy_generate(oracle, [1, 2, 3], 10))
-

@@ -1,4 +1,5 @@
-"""`python speculative.py "prompt"` end to end on tiny models and the tiny tokenizer, and its error paths."""
+"""`python workbench.py "prompt"` end to end on tiny models and the tiny tokenizer, every method and flag, and its
+error paths. The method lists are the registry's (workbench/methods/)."""
 
 import functools
 import io
@@ -11,10 +12,14 @@ import sys
 
 import pytest
 
-from fixtures import ROOT, make_model_dir
+from fixtures import ROOT, held_out, make_model_dir
+from weights.tokenizer import encode, load_tokenizer
 from workbench import methods
 from workbench.display import stream
-from weights.tokenizer import encode, load_tokenizer
+from workbench.settings import Settings
+
+NO_HEAD = [m for m in methods.METHODS.values() if m.head is None]  # the tiny oracle has no trained heads
+SAMPLING = [m.name for m in methods.METHODS.values() if m.samples]
 
 
 def run(*args, env=None, timeout=120):
@@ -37,18 +42,46 @@ def assert_one_line_error(r, *fragments, code=None):
         assert fragment in lines[-1], lines[-1]
 
 
-@pytest.mark.parametrize("method", ["speculative", "threshold", "sps", "greedy", "sample", "tree", "ngram", "staged",
-                                    "adaptive", "adaptive-hf", "beam", "draft-alone"])
+def compared(m, stderr):
+    """--compare's line for method m, and what it must say: what was compared, and for a text that must be the
+    oracle's, that it is; no speedup for a text that is not the oracle's by design (the draft alone)."""
+    [line] = [line for line in stderr.splitlines() if line.startswith("oracle alone (")]
+    assert line.startswith(f"oracle alone ({m.baseline}"), line
+    if m.draft_writes:
+        assert f"{m.name} writes the draft's own text, not the oracle's: no speedup to compare" in line, line
+        assert not re.search(r"speedup \d", line), line
+        return line
+    assert re.search(r"; speedup \d+\.\d\dx", line), line
+    if m.exact:
+        assert line.endswith("; identical output"), line
+    elif m.samples:
+        assert line.endswith("; sampled: each text is a draw from the oracle's distribution, so the two differ"), line
+    else:
+        assert f"; {m.name}'s text need not be greedy decoding's (" in line, line
+    return line
+
+
+@pytest.mark.parametrize("method", [m.name for m in NO_HEAD])
 def test_each_method_runs_and_reports(pair, method):
+    m = methods.get(method)
     r = run("the cat and", *pair, "--method", method, "-n", "12", "--compare")
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("the cat and")
     assert "\x1b[" not in r.stdout  # piped: plain text
-    assert f"{method}: 12 new tokens" in r.stderr and "tokens/s" in r.stderr and "speedup" in r.stderr
-    if method in ("speculative", "threshold", "sps", "tree", "staged", "adaptive", "adaptive-hf"):
+    assert f"{method}: 12 new tokens" in r.stderr and "tokens/s" in r.stderr
+    if m.draft_model and m.verifies:
         assert "acceptance" in r.stderr
-    if method not in ("sps", "sample", "draft-alone", "beam"):
-        assert "identical output" in r.stderr
+    summary = next(line for line in r.stderr.splitlines() if line.startswith(f"{method}: 12 new tokens"))
+    assert re.search(r"\d+ rounds, \d+ oracle passes, \d+\.\d\d tokens per round" if m.verifies else
+                     r"; \d+ forward passes$", summary), summary
+    compared(m, r.stderr)
+
+
+@pytest.mark.parametrize("method", [m.name for m in methods.METHODS.values() if m.head is not None])
+def test_each_method_that_drafts_with_a_trained_head_needs_it(pair, method):
+    head = methods.get(method).head
+    assert_one_line_error(run("the cat", *pair, "--method", method, "-n", "4"), f"has no {head} head (heads/{head})",
+                          "python demo.py writes the learned pair's")
 
 
 def test_sps_at_temperature_0_is_compared_with_greedy_and_must_equal_it(pair):
@@ -58,9 +91,9 @@ def test_sps_at_temperature_0_is_compared_with_greedy_and_must_equal_it(pair):
 
 
 def test_greedy_methods_print_the_oracles_greedy_text(pair):
-    methods = ("greedy", "speculative", "threshold", "tree", "ngram", "staged", "adaptive", "adaptive-hf")
-    texts = {m: run("the cat the cat", *pair, "--method", m, "-n", "15").stdout for m in methods}
-    assert len(set(texts.values())) == 1, texts
+    greedy = [m.name for m in NO_HEAD if m.exact]
+    texts = {m: run("the cat the cat", *pair, "--method", m, "-n", "15").stdout for m in greedy}
+    assert len(set(texts.values())) == 1 and len(texts) > 10, texts
 
 
 def test_seed_reproduces_sampling(pair):
@@ -89,12 +122,15 @@ def test_trace_shows_each_round(pair):
     assert "round 1:" in r.stderr and "drafted" in r.stderr and "kept" in r.stderr and "caches" in r.stderr
 
 
-@pytest.mark.parametrize("method", ["speculative", "threshold", "sps", "tree", "ngram", "staged", "adaptive", "adaptive-hf"])
+VERIFYING = [m.name for m in NO_HEAD if m.verifies]
+
+
+@pytest.mark.parametrize("method", VERIFYING)
 def test_trace_works_for_every_method_that_verifies_rounds(pair, method):
     r = run("the cat the cat the", *pair, "--method", method, "-n", "12", "--trace")
     assert r.returncode == 0, r.stderr
-    passes = int(r.stderr.split(" oracle passes")[0].rsplit(" ", 1)[-1])
-    assert r.stderr.count("\nround ") == passes  # one block per oracle pass
+    rounds = int(re.search(r"(\d+) rounds, \d+ oracle passes", r.stderr).group(1))
+    assert r.stderr.count("\nround ") == rounds  # one block per round
     assert "caches" in r.stderr
     if method == "sps":  # Chen et al.'s letters: p the draft, q the target
         assert "p(x)" in r.stderr and "q(x)" in r.stderr and " r " in r.stderr
@@ -105,7 +141,7 @@ def test_trace_works_for_every_method_that_verifies_rounds(pair, method):
         assert ", threshold 0.4" in r.stderr  # the threshold the first round drafted with
 
 
-@pytest.mark.parametrize("method", ["speculative", "sps", "tree", "ngram"])
+@pytest.mark.parametrize("method", VERIFYING)
 def test_html_writes_the_page(pair, tmp_path, method):
     page = tmp_path / "run.html"
     r = run("the cat", *pair, "--method", method, "-n", "10", "--html", str(page))
@@ -153,7 +189,8 @@ def test_split_characters_are_never_printed_half(tiny_dirs):
     (["--max-new-tokens", "-3"], "--max-new-tokens"),
     (["--top-p", "1.5"], "--top-p"),
     (["--method", "magic"], "invalid choice"),
-    (["--temperature", "0.5"], "--temperature applies to --method sps, tree-sps, sample"),
+    (["--temperature", "0.5"], f"--temperature applies to --method {', '.join(SAMPLING[:-1])} or {SAMPLING[-1]}, "
+                               "not speculative"),
     (["--bogus"], "unrecognized arguments"),
     (["--method", "sps", "--seed", "-1"], "--seed"),
     (["--method", "sps", "--temperature", "nan"], "a number from 0 to 1000, not 'nan'"),
@@ -230,7 +267,7 @@ def test_sps_with_a_draft_of_another_vocabulary_samples(tiny_dirs, other_vocabul
     assert zero.returncode == 0 and "oracle alone (greedy)" in zero.stderr and "identical output" in zero.stderr
 
 
-REFUSING = [m.name for m in methods.METHODS.values() if m.draft_model and methods.generate_of(m, True) is None]
+REFUSING = [m.name for m in methods.METHODS.values() if m.draft_model and methods.variant(m, True) is None]
 
 
 @pytest.mark.parametrize("method", REFUSING)
@@ -255,6 +292,7 @@ def test_the_draft_alone_writes_in_its_own_tokens(tiny_dirs, other_vocabulary):
             "--compare")
     assert r.returncode == 0 and r.stdout == "the cat" + expected + "\n", r.stderr
     assert "draft-alone: 10 new tokens" in r.stderr and "oracle alone (greedy): 10 tokens" in r.stderr
+    compared(methods.get("draft-alone"), r.stderr)  # the draft's own text: no speedup presented as one
 
 
 def test_a_page_and_a_trace_of_a_run_across_vocabularies(tiny_dirs, other_vocabulary, tmp_path):
@@ -324,7 +362,6 @@ def learned(demo_dirs):
 
 def test_demo_draft_4k_gives_the_oracles_greedy_text_with_drafts_accepted(learned):
     models, oracle, enc = learned
-    from test_demo import held_out
     prompt = held_out()[0][1][:200]
     r = run(prompt, "--draft", "demo-draft-4k", "--oracle", "demo-oracle", *models, "-n", "48")
     assert r.returncode == 0 and r.stdout == greedy_text(oracle, enc, prompt, 48), r.stderr
@@ -336,14 +373,13 @@ def test_demo_draft_4k_on_held_out_prompts_of_every_kind(learned):
     # Two prompts of each kind, the runs of the command line in one process (runner.prepare and runner.run: cli.main's
     # route), each text the oracle's greedy text, with drafts accepted on every kind; then sps samples.
     from workbench import runner
-    from test_demo import held_out
     models, oracle, enc = learned
     names = {"draft": "demo-draft-4k", "oracle": "demo-oracle"}
     load = functools.lru_cache(maxsize=None)(lambda role: runner.load_model(names[role], models[1], log=io.StringIO()))
     for kind, prompt in held_out(n_per_kind=2):
         loaded = runner.prepare(load, "speculative", prompt, 64, names)
         out = io.StringIO()
-        result = runner.run(runner.Settings(max_new_tokens=64), loaded, prompt, runner.View(out, io.StringIO()))
+        result = runner.run(Settings(max_new_tokens=64), loaded, prompt, runner.View(out, io.StringIO()))
         assert out.getvalue() == greedy_text(oracle, enc, prompt, 64), kind
         assert result.stats.accepted > 0, kind
     r = run(held_out()[0][1], "--draft", "demo-draft-4k", "--oracle", "demo-oracle", *models, "--method", "sps",
@@ -389,8 +425,8 @@ def test_piped_output_is_utf8_whatever_the_locale(tiny_dirs):
 def test_help_explains_methods():
     r = run("--help")
     assert r.returncode == 0
-    for word in ("speculative", "threshold", "sps", "--compare", "--n-draft", "NO_COLOR"):
-        assert word in r.stdout
+    for word in ("--compare", "--n-draft", "NO_COLOR", *(f"  {m.name} " for m in methods.METHODS.values())):
+        assert word in r.stdout, word  # every method of the registry, each on a line of its own
 
 
 @pytest.mark.parametrize("delay", [0.5, 0.8, 1.1, 1.4])
@@ -430,8 +466,8 @@ def test_too_many_beams_for_memory_is_one_line(pair, monkeypatch, capsys):
     # --n-beams is bounded (256); within the bound, a search that does not fit is refused before any output.
     assert_one_line_error(run("hi", *pair, "--method", "beam", "--n-beams", "100000000", "-n", "4"), "from 1 to 256", code=2)
     import beam
-    from workbench import cli, methods
-    monkeypatch.setattr(methods, "memory_budget", lambda: 1000)
+    from workbench import cli, system
+    monkeypatch.setattr(system, "memory_budget", lambda: 1000)
     with pytest.raises(beam.GenerationError, match="200 beams of 6 tokens need about .* GB, more than the"):
         cli.main(["hi", *pair, "--method", "beam", "--n-beams", "200", "-n", "4"])
     assert capsys.readouterr().out == ""  # refused before the prompt is printed

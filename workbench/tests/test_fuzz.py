@@ -1,39 +1,28 @@
-"""Property-based fuzzing of every parser of outside input (hypothesis, a test-only dependency).
+"""Property-based fuzzing of every parser of outside input (hypothesis, a test-only dependency): the weights' files.
 
-Each target is one property: given anything, a parser either returns a valid
-result or raises the project's own clear error (errors.UserError's subclass for
-that input), never another exception (KeyError, ValueError, struct.error,
-UnicodeDecodeError, RecursionError...), never a hang, never a huge allocation:
-outside input must end in one clear line, not in a traceback (errors.py).
+Each target is one property (fuzzing.py): given anything, a parser either returns a valid result or raises
+the project's own clear error, never another exception, never a hang, never a huge allocation: outside
+input must end in one clear line, not in a traceback (errors.py).
 
   1. model.safetensors: arbitrary bytes, and near-valid files (a valid header mutated),
      through checkpoint.load_safetensors and checkpoint_tensors (what load() and load_fast use)
   2. config.json: arbitrary JSON, mutated valid configs and raw bytes, through validate_config,
      load_config and the downloader's own check
-  3. vocab.json and merges.txt: through validate_vocab, validate_merges, load_tokenizer and the
-     downloader's checks
-  4. the command line's numeric flags: through runner.parse_setting and cli.parse_args, in process
-  5. the session's numeric commands (/n_draft X, /temperature X, /ngram_n X ...): Session.handle
   6. tensors of any values, NaN, infinities and 3e38 among them: loaded only when every value is
      finite, the refusal naming a tensor that is not; and the acceptance test on any numbers
   7. names like this program's temporary files: remove_stale removes only a killed writer's own
   8. HF_ENDPOINT with any user name and password (/ # ? @ % [ ] ...): used with its real host, or
      refused in one line that holds none of them
 
-A negative control shows the properties catch what they are meant to: a parser
-that lets int()'s ValueError through fails the same property.
-
-Every target runs at least 300 examples, derandomized (the same examples at
-every run) and with no example database; hypothesis's own caches go to a
-temporary directory (hypothesis_outside_the_checkout), so nothing is written
-in the checkout, not even .hypothesis/ (conftest.py's pytest_sessionfinish).
+The others: vocab.json and merges.txt (3) in test_fuzz_tokenizer.py, the command line's and the session's
+numbers (4, 5) in test_fuzz_settings.py, with the negative control: a parser that lets int()'s ValueError
+through fails the same property.
 """
 
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
 
-import atexit  # noqa: E402
 import contextlib  # noqa: E402
 import copy  # noqa: E402
 import io  # noqa: E402
@@ -41,165 +30,18 @@ import json  # noqa: E402
 import math  # noqa: E402
 import os  # noqa: E402
 import shutil  # noqa: E402
-import signal  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
-import threading  # noqa: E402
-import tracemalloc  # noqa: E402
 
 import numpy as np  # noqa: E402
-from hypothesis import HealthCheck, find, given, settings  # noqa: E402
+from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from workbench import cli, runner, session  # noqa: E402
-from workbench.program import UsageError  # noqa: E402
-from workbench.runner import LIMITS  # noqa: E402
-from fixtures import TINY_MERGES  # noqa: E402
-from errors import CONTROL  # noqa: E402
-from processors import Processor  # noqa: E402
+from fuzzing import JSON, ODD_NUMBERS, REFUSED, SCALARS, Bounded, NotClear, encoded, fuzz, parsed, scratch, write  # noqa: E402,F401
 from weights import checkpoint, download, tokenizer  # noqa: E402
 from weights.checkpoint import ITEM_SIZES, CheckpointError  # noqa: E402
 from weights.download import DownloadError  # noqa: E402
-from weights.tokenizer import ENDOFTEXT, TokenizerError, bytes_to_unicode  # noqa: E402
-
-EXAMPLES = 300
-
-
-def fuzz(examples=EXAMPLES):
-    """The settings of every target: reproducible, no database, no deadline (the machine is shared)."""
-    return settings(max_examples=examples, derandomize=True, deadline=None, database=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-
-
-def hypothesis_outside_the_checkout():
-    """hypothesis caches its Unicode tables and the constants it finds in our modules in .hypothesis/ of
-    the working directory, database or not, and its pytest plugin does so while collecting (before any
-    fixture): so here, on import, they are sent to a temporary directory, removed at exit. A
-    HYPOTHESIS_STORAGE_DIRECTORY the user set is left as it is."""
-    if os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
-        return
-    from hypothesis import configuration
-    home = tempfile.mkdtemp(prefix="hypothesis-")
-    configuration.set_hypothesis_home_dir(home)
-    atexit.register(shutil.rmtree, home, ignore_errors=True)
-
-
-hypothesis_outside_the_checkout()
-
-
-@pytest.fixture(scope="module")
-def scratch(tmp_path_factory):
-    """A directory the examples write their files into (a function-scoped tmp_path would be one for all examples)."""
-    return str(tmp_path_factory.mktemp("fuzz"))
-
-
-# ---------------------------------------------------------------------------
-# The property: a valid result or the clear error, in bounded time and memory
-# ---------------------------------------------------------------------------
-
-SECONDS = 20            # per call: a parser of a few kilobytes that takes longer hangs
-MEGABYTES = 32          # per call, at its peak (tracemalloc sees NumPy's allocations too)
-REFUSED = object()      # what `parsed` returns when the parser raised its clear error
-
-
-class NotClear(AssertionError):
-    """A parser of outside input raised something that is not its clear error (a traceback for the
-    user), hung, or allocated far more than its input could justify."""
-
-
-class Bounded:
-    """The body must end within SECONDS (SIGALRM, where there is one) and allocate at most MEGABYTES."""
-
-    def __enter__(self):
-        self.alarm = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
-        if self.alarm:
-            self.handler = signal.signal(signal.SIGALRM, self.timeout)
-            signal.setitimer(signal.ITIMER_REAL, SECONDS)
-        self.started = not tracemalloc.is_tracing()
-        if self.started:
-            tracemalloc.start()
-        tracemalloc.reset_peak()
-        self.base = tracemalloc.get_traced_memory()[0]
-        return self
-
-    def timeout(self, signum, frame):
-        raise NotClear(f"no answer within {SECONDS} s: a hang")
-
-    def __exit__(self, *exc):
-        if self.alarm:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, self.handler)
-        peak = tracemalloc.get_traced_memory()[1] - self.base
-        if self.started:
-            tracemalloc.stop()
-        if peak > MEGABYTES << 20:
-            raise NotClear(f"allocated {peak >> 20} MB for a few kilobytes of input")
-        return False
-
-
-def parsed(call, clear):
-    """call()'s value, or REFUSED when it raised `clear` (the error the project promises for this
-    input) with a message. Anything else fails the property as NotClear."""
-    try:
-        with Bounded():
-            return call()
-    except clear as e:
-        assert str(e).strip(), f"{type(e).__name__} without a message"
-        return REFUSED
-    except (NotClear, KeyboardInterrupt):
-        raise
-    except BaseException as e:  # BaseException: a Rust panic in tiktoken (pyo3's PanicException) is one too
-        raise NotClear(f"{type(e).__name__} instead of {clear.__name__}: {str(e)[:300]}") from e
-
-
-def encoded(text, encoding):
-    """text in encoding; a lone surrogate as UTF-8/16/32 would write it, a character latin-1 lacks as a JSON escape."""
-    return text.encode(encoding, "surrogatepass" if encoding.startswith("utf") else "backslashreplace")
-
-
-def write(path, content):
-    with open(path, "wb") as f:
-        f.write(content if isinstance(content, bytes) else content.encode("utf-8", "surrogatepass"))
-    return path
-
-
-# ---------------------------------------------------------------------------
-# Strategies
-# ---------------------------------------------------------------------------
-
-ODD_NUMBERS = [0, -1, 1, 2, 3, 4, 8, 2 ** 31, 2 ** 32, 2 ** 62, 2 ** 63 - 1, 2 ** 63, 2 ** 64, -2 ** 63, 10 ** 30, 10 ** 400,
-               0.0, -0.0, 1.0, 2.0, 0.5, 1e-5, 1e-46, 5e-324, 1e308, 3.4028235e38, 3.5e38, float("nan"), float("inf"),
-               -float("inf"), True, False]
-SCALARS = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=12),
-                    st.sampled_from(ODD_NUMBERS), st.sampled_from(["", "1", "-1", "1e5", "F32", ENDOFTEXT, "\x1b[2J"]))
-JSON = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-                    max_leaves=12)
-
-# What a user may type for a number: text of any kind, and the spellings that trip up int() and float().
-TRICKY_NUMBERS = ["", " ", "0", "-0", "+0", "-0.0", "00", "1", "-1", "2", "4", "64", "65", "128", "129", "1000", "1000.0",
-                  "1000.0000001", "100000", "100001", "1e-46", "5e-324", "1e-400", "1e308", "1e309", "-1e309", "2e-45",
-                  "nan", "NaN", "-nan", "inf", "-inf", "Infinity", "infinity", "1_000", "1__0", "_1", "1_", "0x10", "0b1",
-                  "0o7", "1.", ".5", "0.5", "1.0", "1e3", "1E-3", "1e", "e3", " 5 ", "\t5\n", "5\x00", "\x005", "٣", "١٢",
-                  "１２", "𝟙", "²", "Ⅻ", "٣.٥", "1,5", "1/2", "True", "None", "[]", str(2 ** 63 - 1), str(2 ** 63), str(-2 ** 63),
-                  "9" * 5000, "1" + "0" * 4300, "0." + "0" * 400 + "1", "\x1b[31m5", "5\u202e", "\udc805", "5\udcff",
-                  "\u2028", "½", "0.99999999999999999", "1.00000000000000001", "0.000000000000000000001"]
-NUMBERISH = st.one_of(
-    st.sampled_from(TRICKY_NUMBERS),
-    st.text(max_size=20),
-    st.integers().map(str),
-    st.integers(min_value=-3, max_value=2 ** 64).map(str),
-    st.floats().map(repr),
-    st.floats().map("{:e}".format),
-    st.floats(min_value=-2, max_value=2000).map(str),
-    st.from_regex(r"\A[ \t]?[+-]?[0-9٠-٩０-９_]{0,6}\.?[0-9_]{0,4}([eE][+-]?[0-9]{1,4})?[ \t]?\Z"),
-    st.tuples(st.sampled_from(TRICKY_NUMBERS), st.text(max_size=3)).map("".join),
-)
-
-
-def in_bounds(field, value):
-    """value is what LIMITS allows for field: its kind, within its bounds (top_p above 0)."""
-    kind, low, high = LIMITS[field]
-    return type(value) is kind and low <= value <= high and (field != "top_p" or value > 0)
+from weights.tokenizer import TokenizerError  # noqa: E402
 
 
 # ---------------------------------------------------------------------------
@@ -483,307 +325,6 @@ def test_2_config_files_through_the_loader_and_the_downloader(scratch, content):
         assert_valid_config(config)
     partial = write(os.path.join(model_dir, "config.json.incomplete"), content)
     parsed(lambda: download.verify(partial, "config.json", len(content), None), DownloadError)
-
-
-# ---------------------------------------------------------------------------
-# 3. vocab.json and merges.txt
-# ---------------------------------------------------------------------------
-
-def tiny_vocab():
-    """The tests' tiny BPE (conftest.write_tiny_bpe): the bytes, the merges' tokens, <|endoftext|>."""
-    vocab = {c: i for i, c in enumerate(bytes_to_unicode().values())}
-    for merge in TINY_MERGES:
-        vocab[merge.replace(" ", "")] = len(vocab)
-    vocab[ENDOFTEXT] = len(vocab)
-    return vocab
-
-
-TINY_MERGES_TEXT = "#version: 0.2\n" + "\n".join(TINY_MERGES) + "\n"
-ALPHABET = "".join(bytes_to_unicode().values())
-TOKENS = st.one_of(st.text(alphabet=ALPHABET, min_size=1, max_size=4), st.text(max_size=4),
-                   st.sampled_from([ENDOFTEXT, "", "Ġ", "the", "Ġthe", "he", " ", "\x00", "<|endoftext|> ", "\udc80"]))
-IDS = st.one_of(st.integers(min_value=-2, max_value=300), st.sampled_from(ODD_NUMBERS), SCALARS)
-
-
-@st.composite
-def mutated_vocabs(draw):
-    vocab = tiny_vocab()
-    tokens = list(vocab)
-    for _ in range(draw(st.integers(min_value=1, max_value=3))):
-        token = draw(st.sampled_from(tokens))
-        kind = draw(st.sampled_from(["drop", "id", "add", "rename", "swap ids"]))
-        if token not in vocab:
-            continue
-        if kind == "drop":
-            del vocab[token]
-        elif kind == "id":
-            vocab[token] = draw(IDS)
-        elif kind == "add":
-            vocab[draw(TOKENS)] = draw(st.one_of(st.just(len(vocab)), IDS))
-        elif kind == "rename":
-            vocab[draw(TOKENS)] = vocab.pop(token)
-        else:
-            other = draw(st.sampled_from(tokens))
-            if other in vocab:
-                vocab[token], vocab[other] = vocab[other], vocab[token]
-    return vocab
-
-
-@st.composite
-def mutated_merges(draw):
-    lines = ["#version: 0.2", *TINY_MERGES, ""]
-    for _ in range(draw(st.integers(min_value=0, max_value=3))):
-        i = draw(st.integers(min_value=0, max_value=len(lines) - 1))
-        kind = draw(st.sampled_from(["drop", "duplicate", "swap", "replace", "insert", "separator", "end"]))
-        if kind == "drop":
-            lines.pop(i)
-        elif kind == "duplicate":
-            lines.insert(i, lines[i])
-        elif kind == "swap" and i + 1 < len(lines):
-            lines[i], lines[i + 1] = lines[i + 1], lines[i]
-        elif kind == "replace":
-            lines[i] = draw(st.one_of(st.text(max_size=12), st.tuples(TOKENS, TOKENS).map(" ".join)))
-        elif kind == "insert":
-            lines.insert(i, draw(st.one_of(st.text(max_size=12), st.tuples(TOKENS, TOKENS).map(" ".join),
-                                           st.sampled_from(["#version: 0.2", "# a comment", "   ", "h e f"]))))
-        elif kind == "separator":
-            lines[i] = lines[i].replace(" ", draw(st.sampled_from(["  ", "\t", "\u3000", "\x1c", "", " \r"])))
-        if not lines:
-            lines = [""]
-    newline = draw(st.sampled_from(["\n", "\n", "\r\n", "\r"]))
-    return newline.join(lines)
-
-
-def assert_usable(enc, vocab):
-    """What a loaded tokenizer must do: have the vocabulary's tokens, and give back the text it encoded."""
-    assert enc.n_vocab == len(vocab)
-    for text in ("the cat sat on the mat", " é 中文\t\n", "\x00\x1b[31m"):
-        assert enc.decode(tokenizer.encode(enc, text)) == text
-
-
-@fuzz()
-@given(vocab=st.one_of(JSON, mutated_vocabs()))
-def test_3_vocabs(vocab):
-    parsed(lambda: tokenizer.validate_vocab("vocab.json", vocab), TokenizerError)
-
-
-@fuzz()
-@given(text=st.one_of(mutated_merges(), st.text(max_size=80)), vocab=st.one_of(st.just(tiny_vocab()), mutated_vocabs()))
-def test_3_merges_against_a_valid_vocabulary(text, vocab):
-    if parsed(lambda: tokenizer.validate_vocab("vocab.json", vocab), TokenizerError) is not REFUSED:  # as the loader does
-        parsed(lambda: tokenizer.validate_merges("merges.txt", text, vocab), TokenizerError)
-
-
-def dumped(vocab):
-    return json.dumps(vocab, ensure_ascii=False).encode("utf-8", "surrogatepass")
-
-
-@fuzz()
-@given(vocab=st.one_of(mutated_vocabs().map(dumped), JSON.map(dumped), st.binary(max_size=100),
-                       st.sampled_from([b"", b"\xef\xbb\xbf" + dumped(tiny_vocab()), b"\xff" + dumped(tiny_vocab())])),
-       merges=st.one_of(mutated_merges().map(lambda t: t.encode("utf-8", "surrogatepass")), st.binary(max_size=100)))
-def test_3_tokenizer_files_through_the_loader_and_the_downloader(scratch, vocab, merges):
-    model_dir = os.path.join(scratch, "tokenizer")
-    os.makedirs(model_dir, exist_ok=True)
-    write(os.path.join(model_dir, "vocab.json"), vocab)
-    write(os.path.join(model_dir, "merges.txt"), merges)
-    enc = parsed(lambda: tokenizer.load_tokenizer(model_dir), TokenizerError)
-    if enc is not REFUSED:
-        assert_usable(enc, json.loads(vocab))
-    # The downloader checks vocab.json as it arrives, and merges.txt against a valid vocab.json beside it.
-    partial = write(os.path.join(model_dir, "vocab.json.incomplete"), vocab)
-    parsed(lambda: download.verify(partial, "vocab.json", None, None), DownloadError)
-    write(os.path.join(model_dir, "vocab.json"), dumped(tiny_vocab()))
-    partial = write(os.path.join(model_dir, "merges.txt.incomplete"), merges)
-    parsed(lambda: download.verify(partial, "merges.txt", None, None), DownloadError)
-
-
-@fuzz()
-@given(vocab=st.one_of(mutated_vocabs().map(dumped), JSON.map(dumped), st.binary(max_size=100)),
-       merges=st.one_of(st.just(TINY_MERGES_TEXT.encode()), mutated_merges().map(lambda t: t.encode("utf-8", "surrogatepass"))))
-def test_3_the_downloaders_merges_check_against_any_vocab_json_beside_it(scratch, vocab, merges):
-    """download() fetches only the files missing: the vocab.json merges.txt is checked against may be one
-    already in the model's directory, never checked by this download (a corrupt or hostile one)."""
-    model_dir = os.path.join(scratch, "merges-check")
-    os.makedirs(model_dir, exist_ok=True)
-    write(os.path.join(model_dir, "vocab.json"), vocab)
-    partial = write(os.path.join(model_dir, "merges.txt.incomplete"), merges)
-    parsed(lambda: download.verify(partial, "merges.txt", None, None), DownloadError)
-
-
-# ---------------------------------------------------------------------------
-# Agreement: the downloader stores exactly what the loader will read
-# ---------------------------------------------------------------------------
-
-@fuzz()
-@given(name=st.sampled_from(["config.json", "vocab.json"]), encoding=st.sampled_from(ENCODINGS),
-       ensure_ascii=st.booleans(), surrogate=st.booleans())
-def test_2_3_the_downloader_accepts_what_the_loader_reads(scratch, name, encoding, ensure_ascii, surrogate):
-    """A small file the downloader checks and stores must be one the loader then reads: else it is kept,
-    never downloaded again, and every load fails (weights/download.py: 'checked as the loader checks it')."""
-    model_dir = os.path.join(scratch, "agreement")
-    os.makedirs(model_dir, exist_ok=True)
-    value = VALID_CONFIG if name == "config.json" else tiny_vocab()
-    if surrogate and name == "vocab.json":  # a lone surrogate, which strict UTF-8 refuses
-        value = {**value, "\ud800": len(value)}
-    content = encoded(json.dumps(value, ensure_ascii=ensure_ascii), encoding)
-    write(os.path.join(model_dir, name), content)
-    if name == "vocab.json":
-        write(os.path.join(model_dir, "merges.txt"), TINY_MERGES_TEXT)
-        loads = parsed(lambda: tokenizer.load_tokenizer(model_dir), TokenizerError)
-    else:
-        loads = parsed(lambda: checkpoint.load_config(model_dir), CheckpointError)
-    partial = write(os.path.join(model_dir, name + ".incomplete"), content)
-    stored = parsed(lambda: download.verify(partial, name, len(content), None), DownloadError)
-    assert (stored is not REFUSED) == (loads is not REFUSED), \
-        f"{name} in {encoding}: the downloader {'stores' if stored is not REFUSED else 'refuses'} it, " \
-        f"the loader {'reads' if loads is not REFUSED else 'refuses'} it"
-
-
-# ---------------------------------------------------------------------------
-# 4. The command line's numbers
-# ---------------------------------------------------------------------------
-
-# flag -> (its setting in LIMITS, the other arguments it needs to apply)
-FLAGS = {"--n-draft": ("n_draft", []), "--max-new-tokens": ("max_new_tokens", []),
-         "--temperature": ("temperature", ["--method", "sps"]), "--top-k": ("top_k", ["--method", "sps"]),
-         "--top-p": ("top_p", ["--method", "sps"]), "--seed": ("seed", ["--method", "sps"]),
-         "--n-beams": ("n_beams", ["--method", "beam"])}
-
-
-def check_setting(parse, field, text):
-    """The property of a number a user types: a value of LIMITS' kind within its bounds, or UsageError."""
-    value = parsed(lambda: parse(field, text), UsageError)
-    if value is not REFUSED:
-        if not in_bounds(field, value):
-            raise NotClear(f"{field} {text!r} accepted as {value!r}, outside {LIMITS[field]}")
-    return value
-
-
-@fuzz(500)
-@given(field=st.sampled_from(sorted(LIMITS)), text=NUMBERISH)
-def test_4_parse_setting(field, text):
-    check_setting(runner.parse_setting, field, text)
-
-
-@fuzz()
-@given(flag=st.sampled_from(sorted(FLAGS)), text=NUMBERISH, form=st.sampled_from(["=", " "]))
-def test_4_command_line_flags(flag, text, form):
-    field, others = FLAGS[flag]
-    argv = ([f"{flag}={text}"] if form == "=" else [flag, text]) + others
-    stderr = io.StringIO()
-    try:
-        with Bounded(), contextlib.redirect_stderr(stderr):
-            args = cli.parse_args(argv)
-            cli.settings_from(args)  # and the processor the values make
-    except SystemExit as e:
-        lines = stderr.getvalue().split("\n")
-        assert e.code == 2 and len(lines) == 2 and lines[0].startswith("error: ") and lines[1] == "", stderr.getvalue()
-        assert not CONTROL.search(stderr.getvalue()), stderr.getvalue()
-        assert form == " " or flag in lines[0], lines[0]  # ("--flag -1" is read as two flags: argparse's own message)
-        return
-    except (NotClear, KeyboardInterrupt):
-        raise
-    except BaseException as e:
-        raise NotClear(f"{argv}: {type(e).__name__}: {str(e)[:300]}") from e
-    assert stderr.getvalue() == ""
-    assert in_bounds(field, getattr(args, field)), (argv, getattr(args, field))
-
-
-# ---------------------------------------------------------------------------
-# 5. The session's numeric commands
-# ---------------------------------------------------------------------------
-
-# command -> the setting it changes (session.command_table; SHOWN_AS)
-NUMERIC_COMMANDS = {"length": "max_new_tokens", "n_draft": "n_draft", "temperature": "temperature", "seed": "seed",
-                    "n_draft_min": "n_draft_min", "n_draft_max": "n_draft_max", "egag_ema": "ema", "ngram_n": "ngram_n",
-                    "top_k_filler": "top_k_filler", "beams": "n_beams"}
-OTHER_COMMANDS = ["processor topk", "processor nucleus", "processor topknucleus", "processor topknucleus 20",
-                  "processor greedy", "processor multinomial", "set_ngramstorage basic", "set_ngramstorage onelevel"]
-
-
-def assert_settings_in_bounds(s):
-    for field in LIMITS:
-        value = getattr(s, field, None)
-        assert value is None or in_bounds(field, value), (field, value)
-    p = s.processor
-    assert in_bounds("temperature", float(p.temperature)), p
-    assert p.top_k is None or in_bounds("top_k", p.top_k), p
-    assert p.top_p is None or in_bounds("top_p", p.top_p), p
-    assert s.n_draft_min <= s.n_draft_max
-
-
-@fuzz()
-@given(command=st.sampled_from(sorted(NUMERIC_COMMANDS) + OTHER_COMMANDS), argument=NUMBERISH,
-       more=st.one_of(st.just(""), NUMBERISH.map(lambda t: " " + t)))
-def test_5_session_numeric_commands(command, argument, more):
-    out = io.StringIO()
-    s = session.Session("draft", "oracle", None, runner.Settings(processor=Processor(0.0)), out=out)
-    assert command.split()[0] in s.commands
-    before = copy.deepcopy(s.settings)
-    line = f"/{command} {argument}{more}"
-    try:
-        with Bounded():
-            going_on = s.handle(line)
-    except (NotClear, KeyboardInterrupt):
-        raise
-    except BaseException as e:
-        raise NotClear(f"{line!r}: {type(e).__name__}: {str(e)[:300]}") from e
-    said = out.getvalue()
-    assert going_on is True, line
-    assert not CONTROL.search(said), said  # everything typed is shown escaped
-    assert said.endswith("\n") and said.count("\n") == 1, said  # one line: the new value, or the error
-    if said.startswith("error: "):
-        assert vars(s.settings) == vars(before), (line, said)  # a refused value changes nothing
-    assert_settings_in_bounds(s.settings)
-
-
-# ---------------------------------------------------------------------------
-# Negative controls: the same properties catch a parser that breaks them
-# ---------------------------------------------------------------------------
-
-def raw_parse_setting(field, text, name=None):
-    """parse_setting without its try: int()'s and float()'s ValueError reach the user as a traceback."""
-    kind, low, high = LIMITS[field]
-    value = kind(text)
-    if not low <= value <= high:
-        raise UsageError(f"{name or field} must be {runner.bounds(field)}")
-    return value
-
-
-def unbounded_parse_setting(field, text, name=None):
-    """parse_setting without its bounds: any number at all (nan, inf, a billion) gets through."""
-    try:
-        return LIMITS[field][0](text)
-    except (TypeError, ValueError, OverflowError):
-        raise UsageError(f"{name or field} must be a number") from None
-
-
-def fails(parse, field, text):
-    try:
-        check_setting(parse, field, text)
-    except NotClear:
-        return True
-    return False
-
-
-@pytest.mark.parametrize("broken, found", [(raw_parse_setting, "ValueError instead of UsageError"),
-                                           (unbounded_parse_setting, "outside")])
-def test_the_property_catches_a_broken_parser(broken, found):
-    # The same property, the same strategies and settings as test_4_parse_setting, on a broken parser:
-    # hypothesis finds a failing example, shrinks it and raises its failure.
-    @fuzz()
-    @given(field=st.sampled_from(sorted(LIMITS)), text=NUMBERISH)
-    def the_property_on_the_broken_parser(field, text):
-        check_setting(broken, field, text)
-
-    with pytest.raises(NotClear, match=found):
-        the_property_on_the_broken_parser()
-    # find: the smallest text that breaks it, which the real parser refuses clearly.
-    text = find(NUMBERISH, lambda t: fails(broken, "n_draft", t), settings=fuzz())
-    assert not fails(runner.parse_setting, "n_draft", text)
-    with pytest.raises(UsageError):
-        runner.parse_setting("n_draft", text)
 
 
 # ---------------------------------------------------------------------------

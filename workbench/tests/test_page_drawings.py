@@ -1,5 +1,5 @@
-"""The page's drawings of the newer beyond/ methods (app/page/): each round drawn from its own record, every
-number in the drawing the record's, every token escaped. tests/test_report.py has the page as a whole."""
+"""The page's drawings of the newer beyond/ methods (each its family's, workbench/methods/): each round drawn from its
+own record, every number in the drawing the record's, every token escaped. test_report.py has the page as a whole."""
 
 import html
 import re
@@ -8,9 +8,10 @@ import unicodedata
 import numpy as np
 import pytest
 
+from workbench import methods
+from workbench.methods.sampling import step_digits
+from workbench.methods.text import SUFFIX_WINDOW
 from workbench.page import report
-from workbench.page import figures as page_figures
-from workbench.page.block import step_digits
 from workbench.page.tokens import probability, svg_label
 from beyond.block_verification import BlockDetails, block_sample
 from beyond.self_speculative import LayersDetails, self_speculative_generate
@@ -32,7 +33,7 @@ def traced_run(method, generate, enc, settings, models=None, prompt=PROMPT):
     from stats import Stats
     ids, stats = encode(enc, prompt), Stats(trace=[])
     tokens = list(generate(ids, stats))
-    return report.Run(prompt, ids, tokens, stats, method, settings, models or {"oracle": "tiny oracle"}, 0.5,
+    return report.Run(prompt, ids, tokens, stats, methods.get(method), settings, models or {"oracle": "tiny oracle"}, 0.5,
                       enc.decode_single_token_bytes)
 
 
@@ -106,7 +107,7 @@ def test_tree_sampling_draws_the_tree_every_check_and_the_last_token(runs, tmp_p
 def test_self_speculative_marks_the_drafts_layers_and_where_verification_starts(oracle, enc, n_layers, tmp_path):
     ids, stats = encode(enc, PROMPT), Stats(trace=[])
     tokens = list(self_speculative_generate(oracle, ids, 20, n_draft=3, n_layers_draft=n_layers, stats=stats))
-    run = report.Run(PROMPT, ids, tokens, stats, "self-speculative", {"k": 3, "layers": n_layers},
+    run = report.Run(PROMPT, ids, tokens, stats, methods.get("self-speculative"), {"n_draft": 3, "draft_layers": n_layers},
                      {"oracle": "tiny oracle (3 layers of width 64)"}, 0.5, enc.decode_single_token_bytes)
     report.write_page(str(tmp_path / "page.html"), run)
     text, parsed = read_page(tmp_path / "page.html")
@@ -159,7 +160,7 @@ def test_suffix_drafts_show_the_match_and_what_followed_it(runs, method, tmp_pat
         assert len(ends) == m["occurrences"] and max(ends) == end
         occurrences = {i: full[i] for e in ends for i in range(e - m["length"] + 1, e + 1)}
         others = marked("sfx-other")
-        assert others == occurrences if n <= page_figures.SUFFIX_WINDOW else others.items() <= occurrences.items()
+        assert others == occurrences if n <= SUFFIX_WINDOW else others.items() <= occurrences.items()
         # what followed it, in the text, and in the caption: the draft itself (a line), or the tree's latest line
         follows = marked("sfx-follow")
         assert sorted(follows) == list(range(end + 1, min(end + 1 + len(follows), n))) and follows
@@ -182,7 +183,8 @@ def beyond_run(method, prompt_ids, rounds):
                         details=details)
         tokens += new
         context += len(new)
-    return report.Run("a <b> & \"c\"\x07", prompt_ids, tokens, stats, method, {"n_draft": 4}, {"oracle": "o <x>"}, 1.0,
+    return report.Run("a <b> & \"c\"\x07", prompt_ids, tokens, stats, methods.get(method), {"n_draft": 4}, {"oracle": "o <x>"},
+                      1.0,
                       NASTY.__getitem__)
 
 
@@ -195,14 +197,14 @@ HOSTILE_RUNS = {
                     {"node": 0, "children": [2, 3], "checks": [
                         {"token": 2, "p": 0.4, "q": 0.1, "accept_prob": 0.25, "r": 0.7, "accepted": False},
                         {"token": 9, "p": 0.3, "q": 0.0, "accept_prob": 0.0, "r": 0.2, "accepted": False}]}],
-         last={"token": 11, "from": "residual", "prob": 0.9}, reason="hand-made"))]),
+         last={"token": 11, "from": "residual", "prob": 0.9}))]),
     "self-speculative": lambda: beyond_run("self-speculative", [10, 3], [(
         [0, 1, 2], 1, [0, 9], [0, 9, 4, 5],
         LayersDetails(n_draft=3, k=3, layers=1, n_layer=2))]),
     # the text 10 0 1 0 1 ends in "0 1", which ended earlier at position 2; after it came 0 1, then (copied on) 0 1
     "suffix": lambda: beyond_run("suffix", [10, 0, 1, 0, 1], [(
         [0, 1, 0, 1], 2, [0, 1, 9], [0, 1, 9, 2, 3],
-        SuffixDetails({"length": 2, "end": 2, "occurrences": 1}, "hand-made"))]),
+        SuffixDetails({"length": 2, "end": 2, "occurrences": 1}, min_match=1))]),
 }
 
 
@@ -238,7 +240,7 @@ def test_a_long_texts_suffix_picture_keeps_the_match_and_the_end_and_counts_the_
     # 0 1 2 9, then 120 tokens of 10 11, then 0 1: the match "0 1" ended at position 1, 2 9 10 11 followed it
     prompt = [0, 1, 2, 9] + [10, 11] * 60 + [0, 1]
     run = beyond_run("suffix", prompt, [([2, 9, 10, 11], 0, [3], [3, 9, 9, 9, 9],
-                                         SuffixDetails({"length": 2, "end": 1, "occurrences": 1}, "hand-made"))])
+                                         SuffixDetails({"length": 2, "end": 1, "occurrences": 1}, min_match=1))])
     parsed = Page(report.page(run))
     [figure] = parsed.having("suffix", "figure")
     [strip] = inside(parsed, figure, "div", "strip")
@@ -405,7 +407,7 @@ def test_medusa_draws_each_heads_candidates_and_the_oracles_choices(oracle, enc,
     assert len(figures) == len(rounds) and len(parsed.having("tree", "ul")) == len(rounds)
     for svg, r in zip(figures, rounds):
         d = r.details
-        widths = (3, 2, 2)[:d.depth]
+        widths = (3, 2, 2)[:d.k]
         boxes = [e for e in inside(parsed, svg, "rect") if {"cand-kept", "cand-reached", "cand-off"} & set(e["classes"])]
         assert len(boxes) == sum(widths)  # each head's candidates once, not once per parent
         assert [token_of(parsed, e) for e in inside(parsed, svg, "rect", "cand-kept")] == [r.drafted[i] for i in d.path]
@@ -421,7 +423,6 @@ def test_medusa_draws_each_heads_candidates_and_the_oracles_choices(oracle, enc,
 # ---------------------------------------------------------------------------
 
 def test_the_trained_exit_shows_its_adapter_and_the_untrained_one_does_not(oracle, enc):
-    from workbench import display
     from beyond.early_exit import early_exit_generate
     from beyond.self_speculative import self_speculative_generate
     from test_early_exit import random_adapter
@@ -438,7 +439,7 @@ def test_the_trained_exit_shows_its_adapter_and_the_untrained_one_does_not(oracl
         assert exits.count("exit: adapter, ln_f, head") == (len(svgs) if trained else 0)
         assert ("Kangaroo" in text) == trained and ("the adapter, ln_f and the LM head" in text) == trained
         for r in run.stats.trace:
-            why = " | ".join(display.round_reasons(r, lambda t: " ".join(map(str, t))))
+            why = " | ".join(run.method.shown.reasons(r, lambda t: " ".join(map(str, t))))
             assert ("the early exit after block 0 is trained" in why) == trained
 
 
@@ -471,7 +472,7 @@ def test_eagle_draws_the_chain_of_guessed_features_and_drafts(oracle, enc, metho
         assert labels.count("kept \u2713") == r.accepted
         newest = page_label(run, whole[r.context_length - 1])
         assert newest in labels
-    run.method = "speculative"  # the same rounds under a method without the head: no chain drawn
+    run.method = methods.get("speculative")  # the same rounds under a method without the head: no chain drawn
     assert 'class="eagle"' not in report.page(run)
 
 
@@ -485,14 +486,15 @@ def hostile_lookahead():
     from beyond.lookahead import LookaheadDetails
     window = [[1, 2], [9, 3, 0], [4, 5, 6]]
     return beyond_run("lookahead", [10, 0], [([0, 9, 2], 1, [0, 11], [0, 11, 1, 2],
-                                              LookaheadDetails(window, [[1, 2, 3], [0, 9, 2]], 1, [[0, 9, 4, 7]], 12))])
+                                              LookaheadDetails(window, [[1, 2, 3], [0, 9, 2]], 1, [[0, 9, 4, 7]], 12, W=3,
+                                                               N=4, pool_size=1, left=5))])
 
 
 def hostile_medusa():
     from beyond.medusa import MedusaDetails
     return beyond_run("medusa", [10, 3], [([0, 9, 2, 1], 1, [0, 11], [0, 11, 5, 6, 7],
                                            MedusaDetails(parents=[-1, -1, 0, 0], path=[0], probs=[0.5, 0.2, 0.4, 0.3],
-                                                         n_draft=2, depth=2, widths=[2, 2]))])
+                                                         n_draft=2, k=2, widths=[2, 2]))])
 
 
 def hostile_eagle():

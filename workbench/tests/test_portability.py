@@ -1,6 +1,6 @@
 """Windows and other non-Linux systems: every call that exists only on Linux or POSIX has a
 fallback, checked here by removing the call (the checkpoint's madvise/fadvise and the download
-locks have theirs in tests/test_checkpoint.py and tests/test_download.py)."""
+locks have theirs in workbench/tests/test_fast_copy.py and tests/test_download.py)."""
 
 import io
 import os
@@ -8,9 +8,10 @@ import subprocess
 import sys
 import types
 
-from workbench import display, runner, session
 from fixtures import ROOT
 from processors import Processor
+from workbench import display, session
+from workbench.settings import Settings
 
 
 def test_no_ansi_colours_where_the_console_cannot_show_them(monkeypatch):
@@ -29,7 +30,7 @@ def test_the_session_works_without_readline(monkeypatch, tiny_dirs):
     monkeypatch.setattr(session, "readline", None)
     lines = iter(["/length 3", "the cat", "/quit"])
     out = io.StringIO()
-    s = session.Session(tiny_dirs["related"], tiny_dirs["oracle"], None, runner.Settings(processor=Processor(0.0)), out=out)
+    s = session.Session(tiny_dirs["related"], tiny_dirs["oracle"], None, Settings(processor=Processor(0.0)), out=out)
     s.loop(read=lambda prompt: next(lines))
     assert "length 3" in out.getvalue() and "speculative: 3 new tokens" in out.getvalue()
 
@@ -43,7 +44,8 @@ def test_thread_count_without_sched_getaffinity():
 
 def test_ctrl_c_handling_needs_only_sigint():
     # signal.SIGINT is the one signal Windows shares with POSIX; nothing here uses SIGPIPE, SIGTERM handlers or alarms.
-    for name in ("app/program.py", "app/session.py", "app/cli.py", "app/runner.py", "speculative.py"):
+    for name in ("errors.py", "speculative.py", "demo.py", "download_weights.py", "workbench.py", "workbench/program.py",
+                 "workbench/session.py", "workbench/cli.py", "workbench/runner.py"):
         with open(os.path.join(ROOT, name), encoding="utf-8") as f:
             source = f.read()
         assert "SIGPIPE" not in source and "signal.alarm" not in source and "SIGALRM" not in source, name
@@ -60,7 +62,7 @@ def test_the_threads_without_register_at_fork():
 
 
 def test_bench_without_proc_or_resource(monkeypatch):
-    # Windows has neither /proc nor the resource module: bench.py says what it could not measure.
+    # Windows has neither /proc nor the resource module: the benchmark says what it could not measure.
     import builtins
     from workbench.bench import measure as bench
     real_open = builtins.open

@@ -1,6 +1,6 @@
 """The interactive workbench, driven as a person would drive it: through a pseudo-terminal (pty).
 
-Each test starts `python speculative.py -i` on a terminal of its own, types lines,
+Each test starts `python workbench.py -i` on a terminal of its own, types lines,
 and reads what the terminal shows: the prompt "> ", the streamed text, the
 statistics line, the answers to /commands. Ctrl-C is a real ^C typed on the
 terminal, which the terminal driver turns into SIGINT.
@@ -28,7 +28,7 @@ ON_TERMINAL = "import fcntl, os, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY,
 class Terminal:
     def __init__(self, *args):
         self.fd, terminal = pty.openpty()
-        self.proc = subprocess.Popen([sys.executable, "-c", ON_TERMINAL, "speculative.py", "-i", *args], cwd=ROOT,
+        self.proc = subprocess.Popen([sys.executable, "-c", ON_TERMINAL, "workbench.py", "-i", *args], cwd=ROOT,
                                      stdin=terminal, stdout=terminal, stderr=terminal, start_new_session=True)
         os.close(terminal)
         self.pid = self.proc.pid
@@ -109,13 +109,13 @@ def test_commands_change_the_settings(terminal):
 def test_every_documented_toggle_answers(terminal):
     for line, answer in [("/egag", "method adaptive"), ("/egag off", "method speculative"), ("/ngram on", "method ngram"),
                          ("/n_draft_min 2", "n_draft_min 2"), ("/n_draft_max 6", "n_draft_max 6"),
-                         ("/egag_ema 0.9", "egag_ema 0.9"), ("/ngram_n 3", "ngram_n 3"), ("/top_k_filler 3", "top_k_filler 3"),
+                         ("/egag_ema 0.9", "ema 0.9"), ("/ema 0.8", "ema 0.8"), ("/ngram_n 3", "ngram_n 3"), ("/top_k_filler 3", "top_k_filler 3"),
                          ("/set_ngramstorage onelevel 3", "n-gram storage onelevel, n 3"), ("/reset_in_between off", "reset_in_between off"),
                          ("/target", "method greedy"), ("/draft_alone", "method draft-alone"), ("/speculative", "method speculative"),
                          ("/trace on", "trace on"), ("/debug off", "trace off"), ("/cache off", "cache off"), ("/cache on", "cache on"),
                          ("/compare on", "compare on"), ("/method sps", "method sps"), ("/temperature 0.5", "temperature 0.5"),
                          ("/processor greedy", "processor greedy"), ("/plain on", "plain on"), ("/plain off", "plain off"),
-                         ("/method beam", "method beam"), ("/beams 2", "beams 2"), ("/html off", "html off")]:
+                         ("/method beam", "method beam"), ("/n_beams 2", "n_beams 2"), ("/html off", "html off")]:
         assert answer in terminal.command(line), line
 
 
@@ -149,7 +149,7 @@ def test_length_and_draft_layers_are_refused_at_the_command_with_the_models_rang
     assert "error: draft_layers must be a whole number from 1 to 2 with the oracle" in out and "(3 layers)" in out
     assert "draft_layers 2" in terminal.command("/draft_layers 2")
     settings = terminal.command("/settings")
-    assert "length 127" in settings and "draft layers 2" in settings
+    assert "length 127" in settings and "draft_layers 2 (self-speculative)" in settings
 
 
 def test_the_session_answers_once(terminal):
@@ -171,7 +171,8 @@ def test_ngram_with_options_still_gives_the_oracles_text(terminal):
 
 def test_bad_commands_are_one_line_and_the_session_goes_on(terminal):
     for line, message in [("/bogus", "unknown command /bogus"), ("/n_draft x", "n_draft must be a whole number"),
-                          ("/n_draft", "usage: /n_draft N"), ("/n_draft 0", "n_draft must be a whole number from 1 to 128"), ("/gamma 4", "the project documentation's /gamma is /n_draft here"), ("/method magic", "unknown method"),
+                          ("/n_draft", "usage: /n_draft N"), ("/n_draft 0", "n_draft must be a whole number from 1 to 128"), ("/gamma 4", "the project documentation's /gamma is /n_draft here"),
+                          ("/beams 2", "unknown command /beams; /help lists the commands"), ("/method magic", "unknown method"),
                           ("/processor beam", "unknown processor"), ("/egag maybe", "expected on or off"),
                           ("/n_draft_min 99", "need n_draft_min <= n_draft_max"), ("/length -1", "length must be a whole number from 0 to 100000"),
                           ("/temperature nan", "temperature must be"), ("/set_ngramstorage fancy", "/set_ngramstorage takes"),
@@ -229,12 +230,12 @@ def test_a_draft_of_another_vocabulary_runs_or_is_refused_in_one_line(terminal, 
     assert "error: the draft" in out and "has a vocabulary of its own" in out
 
 
-def test_help_lists_seed_003s_commands(terminal):
+def test_help_lists_the_project_documentations_commands(terminal):
     out = terminal.command("/help")
     for name in ("/speculative", "/target", "/drafter", "/length", "/gamma", "/egag", "/egag_gamma_min", "/egag_gamma_max",
                  "/egag_ema", "/processor", "/debug", "/cache", "/ngram", "/top_k_filler", "/set_ngramstorage",
                  "/reset_in_between", "/quit"):
-        assert f"[the project documentation: {name}" in out or f"[the project documentation: {name}]" in out, name
+        assert f"[docs: {name}]" in out, name
 
 
 def test_ctrl_d_and_quit_leave(tiny_dirs):

@@ -23,6 +23,7 @@ from kvcache import KVCache
 from speculative import greedy_generate
 from workbench.speed import blocked, panels, threads
 from workbench.speed.accelerate import BLOCKED_FILE, FastGPT2, accelerate, load_fast
+from test_beam import MEMORY_CASES, assert_the_estimate_holds_the_peak
 from test_gpt2 import reference_logits
 
 
@@ -506,3 +507,10 @@ def test_weights_are_mapped_with_huge_pages_requested(tiny_dirs, monkeypatch):
             elif "-" in line.split()[0]:  # a mapping's first line: address range ... path
                 current = line.split()[-1]
     assert flags and "hg" in flags[0]  # hg: madvise(MADV_HUGEPAGE) is in force
+
+
+@pytest.mark.parametrize("vocab_size, n_embd, n_beams, n_new", MEMORY_CASES)
+@pytest.mark.slow
+def test_beam_searchs_memory_estimate_holds_the_fast_models_peak(tmp_path, vocab_size, n_embd, n_beams, n_new):
+    # The workbench runs beam search on the fast model, with the budget the estimate is checked against.
+    assert_the_estimate_holds_the_peak(load_fast, str(tmp_path / "m"), vocab_size, n_embd, n_beams, n_new)
