@@ -128,8 +128,8 @@ def costs(draft, oracle, ids, n_draft):
 
 
 def roofline_line(oracle, seconds, n_draft, context):
-    """The oracle's T(1) and T(n_draft + 1) beside this machine's roofline, and the ridge: the k up to which a check
-    of k tokens can cost about one token here (roofline.py)."""
+    """The oracle's T(1) and T(n_draft + 1) beside the machine's roofline, and the ridge: the k up to which a check
+    of k tokens can cost about one token there (roofline.py)."""
     n_bytes, flops = weight_bytes(oracle), flops_per_token(oracle, context)
     bandwidth, rate = memory_bandwidth(), product_rate()
     k = n_draft + 1

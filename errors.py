@@ -15,7 +15,6 @@ the cursor, recolour or rewrite what the user sees. printable() is the one
 place that makes such text safe to show.
 """
 
-import argparse
 import os
 import re
 import signal
@@ -100,10 +99,20 @@ def exit_now(message, code):
     os._exit(code)
 
 
-class Parser(argparse.ArgumentParser):
-    """argparse's parser, whose errors are one line (the script's name and --help), not a usage dump."""
-    def error(self, message):
-        fail(f"{message} (see {self.prog} --help)", code=2)
+def __getattr__(name):
+    """errors.Parser, made at its first use: argparse is imported then, after the script's interrupt_quietly(),
+    so that a Ctrl-C while it loads is one line too (this module is the one a script imports before that)."""
+    if name != "Parser":
+        raise AttributeError(f"module 'errors' has no attribute {name!r}")
+    import argparse
+
+    class Parser(argparse.ArgumentParser):
+        """argparse's parser, whose errors are one line (the script's name and --help), not a usage dump."""
+        def error(self, message):
+            fail(f"{message} (see {self.prog} --help)", code=2)
+
+    globals()["Parser"] = Parser
+    return Parser
 
 
 def fail(message, code=1):

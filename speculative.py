@@ -135,6 +135,7 @@ def main(argv=None):
     draft, oracle = (GPT2.from_pretrained(name, args.models_dir) for name in (args.draft, args.oracle))
     enc = load_tokenizer(oracle.directory)
     ids, stats, text = prompt_ids(enc, args.prompt), Stats(trace=[] if args.trace else None), Text(sys.stdout)
+    check_args(ids, args.n, draft, oracle, n_draft=args.n_draft)  # before the prompt is printed: an error is its own line
     text.write_prompt(args.prompt)
     start = time.perf_counter()
     for token in speculative_generate(draft, oracle, ids, args.n, args.n_draft, stats):

@@ -57,6 +57,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpt2 import GPT2
 from decoding import GenerationError, cache_lengths, check_lengths, check_room
 from stats import Line, Stats
 from kvcache import KVCache
@@ -77,13 +78,13 @@ def check_layers(oracle, n_layers):
 
 
 def layers_of(oracle, layers, name):
-    """A model of the oracle's own class whose blocks are the oracle's blocks `layers` (a slice), the same
-    layer dicts, with the same wte, wpe and ln_f: nothing is copied."""
+    """A gpt2.GPT2 whose blocks are the oracle's blocks `layers` (a slice), the same layer dicts, with the same
+    wte, wpe and ln_f: nothing is copied."""
     params = {**oracle.params, "h": oracle.params["h"][layers]}
     config = {"n_layer": len(params["h"]), "n_head": oracle.n_head, "n_embd": oracle.n_embd,
               "n_positions": oracle.n_positions, "vocab_size": oracle.vocab_size,
               "layer_norm_epsilon": float(oracle.eps)}
-    return type(oracle)(params, config, name=name)
+    return GPT2(params, config, name=name)
 
 
 def early_exit_draft(oracle, n_layers):

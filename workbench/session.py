@@ -399,7 +399,7 @@ def command_table(s):
     for option in methods.options():
         value = "on|off" if option.type is bool else "|".join(option.choices) if option.type is str else \
             "N" if option.type is int else "X"
-        table[option.name] = (lambda v=None, option=option: s.set_option(option, v),
+        table[option.name] = (lambda v=None, *, option=option: s.set_option(option, v),  # one word at most
                               f"{option.help}, {option.bounds()}", f"/{option.name} {'[' + value + ']' if option.type is bool else value}",
                               SOURCE_NAMES.get(option.name, ""))
     table.update({

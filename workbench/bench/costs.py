@@ -90,12 +90,12 @@ def cost_main(argv):
             ms = {way: medians[way][k] * 1e3 for way in WAYS}
             parts = {part: statistics.median(costs[part][k]) * 1e3 for part in ("products", "head")}
             rows.append({"model": shown, "k": k, "way": planned.plan.way(k),
-                         **{f"{way}_ms": round(ms[way], 3) for way in WAYS}, "roofline_ms": round(roof * 1e3, 3),
+                         **{f"{way}_ms": figure(ms[way]) for way in WAYS}, "roofline_ms": figure(roof * 1e3),
                          **{f"{way}/roofline": round(ms[way] / (roof * 1e3), 2) for way in WAYS},
                          "default/best_T1": round(ms["default"] / (best_one * 1e3), 2),
                          "default/best": round(ms["default"] / min(ms.values()), 2),
-                         "products_ms": round(parts["products"], 3), "head_ms": round(parts["head"], 3),
-                         "rest_ms": round(ms["default"] - parts["products"], 3)})
+                         "products_ms": figure(parts["products"]), "head_ms": figure(parts["head"]),
+                         "rest_ms": figure(ms["default"] - parts["products"])})
         print(printable(f"{shown}: {about['MB_per_token']} MB and {about['GFLOP_per_token']} GFLOP a token; memory roof "
                         f"{about['memory_roof_ms']} ms; ridge at k = {about['ridge_k']}; best T(1) "
                         f"{best_one * 1e3:.3f} ms"), file=sys.stderr)
@@ -112,6 +112,11 @@ def cost_main(argv):
         "cost.csv": lambda path: tables.write_csv(path, rows, COST_COLUMNS),
         "cost.json": lambda path: files.write_text(path, json.dumps({"facts": facts, "rows": rows}, indent=1))})
     print(f"wrote {printable(args.out)}/{', '.join(COST_OUTPUTS)}", file=sys.stderr)
+
+
+def figure(x):
+    """x to four significant digits: a tiny model's roofline is thousandths of a millisecond."""
+    return float(f"{x:.4g}")
 
 
 def cost_header(facts, args):

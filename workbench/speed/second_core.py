@@ -56,7 +56,7 @@ import weakref
 import numpy as np
 
 if __name__ == "__main__":  # run as the helper process: its imports start at the project's root, not at speed/
-    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout
 
 from errors import UserError, printable, quoted  # noqa: E402
 from weights import reading  # noqa: E402

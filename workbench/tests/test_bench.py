@@ -39,10 +39,6 @@ def tiny_models(tiny_dirs, base):
 
 
 # --quick measures loading in a process of its own, which it starts as the old entry point did
-LOAD_PROBE = pytest.mark.xfail(
-    reason="lead: workbench/bench/measure.py's measure_loading runs os.path.join(ROOT, 'bench.py') --load-probe, ROOT "
-           "being workbench/ (two dirnames of workbench/bench/measure.py): no such script, so python workbench.py bench "
-           "--quick ends in a traceback (CalledProcessError) after the cost curve", strict=True)
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +50,6 @@ def bench_run(tiny_dirs, tmp_path_factory):
     return r, base / "out"
 
 
-@LOAD_PROBE
 def test_bench_runs_and_writes_its_files(bench_run):
     r, out = bench_run
     assert r.returncode == 0, r.stderr
@@ -125,7 +120,6 @@ def test_best_seconds_takes_turns():
     assert set(best) == {"probe", 1} and all(0 < s < 1 for s in best.values())
 
 
-@LOAD_PROBE
 def test_bench_end_to_end_rows(bench_run):
     _, out = bench_run
     with open(out / "end_to_end.csv") as f:
@@ -136,7 +130,6 @@ def test_bench_end_to_end_rows(bench_run):
     assert {int(row["prompt"]) for row in rows} == set(range(len(bench.PROMPTS)))
 
 
-@LOAD_PROBE
 def test_loading_is_measured_in_a_fresh_process(bench_run):
     # The parent holds a 2 GiB bandwidth probe before it starts the load probe:
     # a peak RSS inherited across fork + exec would show up here.
@@ -375,8 +368,9 @@ def test_before_after_compares_two_checkouts_round_by_round(tiny_dirs, tmp_path)
     assert [line.split()[0:2] for line in lines[1:]] == [["gpt2", "T(1)"], ["gpt2", "T(8)/T(1)"], ["gpt2", "ms"]]
 
 
-def test_the_cost_bench_times_every_k_of_each_model_taking_turns(tiny_dirs, tmp_path):
-    # python workbench.py bench cost: T(k)/T(1) per model, the median of rounds; the CPU and the command named in cost.md
+def test_the_cost_bench_times_every_k_of_each_way_beside_the_roofline(tiny_dirs, tmp_path):
+    # python workbench.py bench cost: T(k) by the default way, NumPy on every core and on one, each beside this
+    # machine's roofline; every ratio of speed over the best T(1) of the three; the ridge and the plan named in cost.md
     r = run_bench("cost", tiny_dirs["oracle"], tiny_dirs["draft"], "--ks", 2, 5, "--rounds", 3, "--context", 8,
                   "--out", tmp_path / "out")
     assert r.returncode == 0, r.stderr
@@ -385,12 +379,22 @@ def test_the_cost_bench_times_every_k_of_each_model_taking_turns(tiny_dirs, tmp_
     assert [(row["model"], int(row["k"])) for row in rows] == [(d, k) for d in (tiny_dirs["oracle"], tiny_dirs["draft"])
                                                                for k in (1, 2, 5)]
     for row in rows:
-        assert float(row["T_min_ms"]) <= float(row["T_ms"]) <= float(row["T_max_ms"])
-        assert float(row["ratio_q1"]) <= float(row["ratio"]) <= float(row["ratio_q3"])
+        ms = {way: float(row[f"{way}_ms"]) for way in ("default", "numpy", "numpy-1")}
+        roof = float(row["roofline_ms"])
+        assert all(t > 0 for t in ms.values()) and roof > 0 and row["way"] in ("numpy-1", "numpy", "fast")
+        for way, t in ms.items():
+            assert float(row[f"{way}/roofline"]) == pytest.approx(t / roof, rel=0.005, abs=0.01)
+        assert float(row["default/best"]) == pytest.approx(ms["default"] / min(ms.values()), rel=0.005, abs=0.01)
+        assert float(row["default/best"]) >= 1.0
         assert 0 < float(row["head_ms"]) and 0 < float(row["products_ms"])
-        assert row["k"] != "1" or float(row["ratio"]) == 1.0
+    for model in (tiny_dirs["oracle"], tiny_dirs["draft"]):
+        mine = [row for row in rows if row["model"] == model]
+        best_one = min(float(mine[0][f"{way}_ms"]) for way in ("default", "numpy", "numpy-1"))
+        for row in mine:  # the denominator of every ratio of speed: the best T(1) measured, not the path's own
+            assert float(row["default/best_T1"]) == pytest.approx(float(row["default_ms"]) / best_one, rel=0.005, abs=0.01)
     md = (tmp_path / "out" / "cost.md").read_text()
     assert "python workbench.py bench cost" in md and measure.cpu_name() in md and "3 rounds" in md
+    assert "memory bandwidth" in md and "GFLOP/s" in md and md.count("ridge at k = ") == 2 and "its plan" in md
     r = run_bench("cost", tiny_dirs["oracle"], "--ks", 0, "--out", tmp_path / "out")
     assert r.returncode != 0 and "Traceback" not in r.stderr and r.stderr.strip().splitlines()[-1].startswith("error:")
 

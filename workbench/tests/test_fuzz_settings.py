@@ -184,10 +184,6 @@ def test_5_session_numeric_commands(command, argument, more):
     assert_one_line_and_bounded(command, argument, more)
 
 
-@pytest.mark.xfail(reason="lead: workbench/session.py's command_table makes each method option's handler "
-                          "lambda v=None, option=option: ..., so a second word binds option: /n_beams 2 3 (or "
-                          "/draft_layers 0 0) raises AttributeError ('str' object has no attribute 'parse'), a "
-                          "traceback that ends the session, not 'usage: /n_beams N'", strict=True)
 @fuzz()
 @given(command=st.sampled_from(OWN_COMMANDS), argument=NUMBERISH, more=st.one_of(st.just(""), NUMBERISH.map(lambda t: " " + t)))
 def test_5_session_commands_of_the_methods_own_options(command, argument, more):

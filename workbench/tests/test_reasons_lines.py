@@ -25,16 +25,10 @@ from workbench import display
 from workbench.methods.text import lookahead_lines
 
 
-THRESHOLD_AT_ITS_MOST = pytest.mark.xfail(
-    reason="lead: workbench/methods/lines.py's threshold_reasons reads d.k_limit, which ThresholdDetails now names k: a "
-           "threshold round that drafts its most (stopped at the most drafts) raises AttributeError in --trace and --html",
-    strict=True)
 
 
 @pytest.mark.parametrize("ids", PROMPTS)
-def test_threshold_reasons_follow_the_drafts_probabilities_and_the_rule(related, oracle, ids, request):
-    if request.node.callspec.params["models"] == "learned pair" and ids == PROMPTS[1]:
-        request.applymarker(THRESHOLD_AT_ITS_MOST)  # the learned draft drafts its most in a round of this run
+def test_threshold_reasons_follow_the_drafts_probabilities_and_the_rule(related, oracle, ids):
     tokens, trace = traced(threshold_generate, related, oracle, ids, 24, threshold=0.3)
     text = ids + tokens
     for r in trace:
@@ -176,7 +170,7 @@ def drafting_room(r, n_prompt, n_new):
     return n_prompt + n_new - r.context_length - 1
 
 
-@pytest.mark.parametrize("method", [pytest.param("threshold", marks=THRESHOLD_AT_ITS_MOST), "adaptive", "adaptive-hf",
+@pytest.mark.parametrize("method", ["threshold", "adaptive", "adaptive-hf",
                                     "tree", "ngram", "staged", "suffix", "suffix-tree", "tree-sps", "self-speculative"])
 def test_every_trace_says_when_the_tokens_left_cut_the_draft(related, oracle, method):
     from adaptive import adaptive_generate as adaptive

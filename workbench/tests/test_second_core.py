@@ -26,10 +26,6 @@ from workbench.speed import panels, second_core
 from workbench.speed.accelerate import load_fast
 
 needs_helper = pytest.mark.skipif(not second_core.supported(), reason="the helper runs on Linux x86-64 with 2 cores")
-HELPER_CANNOT_START = pytest.mark.xfail(
-    reason="lead: workbench/speed/second_core.py's helper process puts workbench/, not the checkout, first on sys.path "
-           "(two dirnames of its file where it now needs three): it cannot import errors and dies, so --second-core "
-           "never starts it", strict=True)
 
 
 @pytest.fixture
@@ -91,7 +87,6 @@ def one_core(x, weights, monkeypatch):
 
 
 @needs_helper
-@HELPER_CANNOT_START
 # Every shape of the learned pair (oracle 288 wide, draft 128), a width that is no multiple of a panel, and a tiny one.
 @pytest.mark.parametrize("shape", [(288, 864), (288, 288), (288, 1152), (1152, 288), (288, 8192), (128, 384),
                                    (128, 128), (128, 512), (512, 128), (128, 8192), (40, 200), (16, 128)])
@@ -108,7 +103,6 @@ def test_split_products_equal_one_core_bit_for_bit(running, monkeypatch, shape, 
 
 
 @needs_helper
-@HELPER_CANNOT_START
 def test_a_verification_on_the_learned_oracle_is_bit_for_bit_the_one_core_forward(fresh, monkeypatch, demo_dirs):
     oracle = load_fast(demo_dirs["oracle"])
     started(oracle.params["h"][0]["mlp"]["c_fc"]["weight"])
@@ -123,7 +117,6 @@ def test_a_verification_on_the_learned_oracle_is_bit_for_bit_the_one_core_forwar
 
 
 @needs_helper
-@HELPER_CANNOT_START
 def test_one_row_and_the_setting_keep_products_on_this_core(fresh, monkeypatch):
     w = split((288, 1152))
     helper = started(w)
@@ -139,7 +132,6 @@ def test_one_row_and_the_setting_keep_products_on_this_core(fresh, monkeypatch):
 
 
 @needs_helper
-@HELPER_CANNOT_START
 @pytest.mark.parametrize("how", ["killed", "stopped"])
 def test_a_helper_that_dies_or_hangs_costs_a_note_not_the_answer(fresh, monkeypatch, capfd, how):
     w = split((288, 1152))
@@ -163,7 +155,6 @@ def test_a_helper_that_dies_or_hangs_costs_a_note_not_the_answer(fresh, monkeypa
 
 
 @needs_helper
-@HELPER_CANNOT_START
 def test_the_helper_ignores_ctrl_c_and_forgets_dropped_weights(fresh, monkeypatch):
     w, other = split((288, 1152)), split((288, 864), seed=1)
     helper = started(w)
@@ -197,7 +188,6 @@ CHILD = textwrap.dedent("""
 
 
 @needs_helper
-@HELPER_CANNOT_START
 @pytest.mark.parametrize("idle", [0.0, 0.5])  # killed while the helper spins, and after it has gone to sleep
 def test_the_helper_ends_when_its_parent_is_killed(idle):
     child = subprocess.run([sys.executable, "-c", CHILD, ROOT, str(idle)], capture_output=True, text=True, timeout=60,
@@ -240,7 +230,6 @@ FORKS_THEN_DIES = textwrap.dedent("""
 
 
 @needs_helper
-@HELPER_CANNOT_START
 @pytest.mark.parametrize("child", ["plain", "holding the pipe"])
 def test_the_helper_of_a_parent_killed_after_it_forked_is_gone_within_two_seconds(child):
     # The parent forks a child that goes on living, then is killed while its helper sleeps: the child
@@ -292,7 +281,6 @@ FORKED = textwrap.dedent("""
 
 
 @needs_helper
-@HELPER_CANNOT_START
 def test_a_forked_child_does_not_use_its_parents_helper():
     # In a process of its own: forking the test run, with its threads, could deadlock the child.
     child = subprocess.run([sys.executable, "-c", FORKED, ROOT], capture_output=True, text=True, timeout=60, env=asking())

@@ -301,13 +301,9 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 
 
 SCRIPTS = ("speculative.py", "demo.py", "workbench.py", "download_weights.py")  # every script a user runs
-ARGPARSE_BEFORE_THE_HANDLER = pytest.mark.xfail(
-    reason="lead: errors.py imports argparse at its top, and every script imports errors before it calls "
-           "errors.interrupt_quietly(): a Ctrl-C while argparse loads is a KeyboardInterrupt traceback", strict=True)
 
 
-@pytest.mark.parametrize("script,module", [pytest.param(s, m, marks=ARGPARSE_BEFORE_THE_HANDLER) if m == "argparse" else
-                                           (s, m) for s in SCRIPTS for m in ("argparse", "numpy")]
+@pytest.mark.parametrize("script,module", [(s, m) for s in SCRIPTS for m in ("argparse", "numpy")]
                          + [("speculative.py", "decoding"), ("workbench.py", "workbench.methods")])
 def test_43_7_ctrl_c_at_the_first_import_of_numpy_argparse_or_the_decoders_is_one_line(tmp_path, script, module):
     args = {"workbench.py": ["bench", "--quick", "--out", tmp_path / "o"], "download_weights.py": ["gpt2", "--models-dir", tmp_path]
