@@ -21,6 +21,8 @@ references, and the registry of those exercises at its end:
     part6_tree_lookup.py  exercises 24, 25
     part7_batch.py        exercise 26
     part7_vocab.py        exercise 27
+    part8_traversal.py    exercise 28
+    part8_sequoia.py      exercise 29
 
 EXERCISES maps each hands-on exercise's number to its file, the function you
 write there, its check, and its reference: the project's own function (or a
@@ -35,14 +37,14 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # the project
 
 from . import (part1_greedy, part2_threshold, part3_sampling, part3_sps_round, part4_lookup_tree,  # noqa: E402
-               part6_real_text, part6_tree_lookup, part7_batch, part7_vocab)
+               part6_real_text, part6_tree_lookup, part7_batch, part7_vocab, part8_sequoia, part8_traversal)
 from . import contract, promises  # noqa: E402
 from .models import learned_pair, tiny_pair  # noqa: E402,F401  (for EXERCISES.md's snippets and ex05's script)
 from .part2_threshold import notes_threshold  # noqa: E402,F401
 from .running import NotSolved, StillBuggy  # noqa: E402,F401
 
 PARTS = (part1_greedy, part2_threshold, part3_sampling, part3_sps_round, part4_lookup_tree, part6_real_text,
-         part6_tree_lookup, part7_batch, part7_vocab)
+         part6_tree_lookup, part7_batch, part7_vocab, part8_traversal, part8_sequoia)
 EXERCISES = {e.number: e for part in PARTS for e in part.EXERCISES}
 
 

@@ -190,7 +190,7 @@ class Tuple(Kind):
                         f"return {', '.join(self.names)}: a tuple, as the text says")
             return f"{file_type(value)}; the text promises a tuple {pair}", f"return {', '.join(self.names)} on every path"
         for name, kind, entry in zip(self.names, self.kinds, value):
-            problem = kind.problem(entry)
+            problem = kind.problem(entry, args)
             if problem is not None:
                 return f"whose {name} is {shown(entry, 80)}, {problem[0]}", problem[1]
         return None
@@ -283,6 +283,7 @@ class Contract:
     close: callable = None     # (a, b) -> whether two outcomes agree (default: the same, exactly)
     display: callable = None   # an outcome as a boundary's failure shows it (default: shown)
     hints: tuple = ()          # ((exception type, where to look), ...) for a call of the stages that raises one
+    #                            (where to look: a string, or running.attempt's function of the call)
     verb: str = "returned"     # how a failure says what a call did ("left its caches at": what observe saw)
     notes: tuple = field(default=())  # more lines for the docstring's "Held to"
 
@@ -313,7 +314,8 @@ class Contract:
 
 
 def same(a, b):
-    """Deep equality that tells types apart: arrays by dtype, shape and values; lists, tuples, dicts entry by entry."""
+    """Deep equality that tells types apart: arrays by dtype, shape and values; lists, tuples, dicts entry by entry;
+    a float NaN is the same as a NaN (an answer that gives NaN twice gives the same answer)."""
     if isinstance(a, np.ndarray):
         return (isinstance(b, np.ndarray) and a.dtype == b.dtype and a.shape == b.shape
                 and bool(np.array_equal(a, b, equal_nan=a.dtype.kind == "f")))
@@ -323,7 +325,7 @@ def same(a, b):
         return isinstance(b, dict) and a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
     if isinstance(b, np.ndarray):
         return False
-    return type(a) is type(b) and bool(a == b)
+    return type(a) is type(b) and (bool(a == b) or (isinstance(a, float) and a != a and b != b))  # NaN is NaN
 
 
 class Counted:

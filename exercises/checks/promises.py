@@ -23,6 +23,8 @@ from .part6_real_text import explain_draft_length, explain_kinds
 from .part6_tree_lookup import GuardedTokens, explain_replay, explain_tree_path
 from .part7_batch import explain_cut
 from .part7_vocab import explain_alignment
+from .part8_sequoia import CRASH_HINTS as TOO_DEEP, agree as same_value, sequoia_boundaries, sequoia_probes
+from .part8_traversal import CRASH_HINTS as RS_HINTS, agree, display, traversal_boundaries, traversal_probes
 
 ID, IDS = Int("a token id"), List(Int("a token id"), "the token ids")
 
@@ -573,4 +575,26 @@ CONTRACTS = {
                    "UTF-8 character", hints=(
                        (UnicodeDecodeError, "the drafts and the text are bytes and can end inside a UTF-8 character: "
                                             "compare and slice bytes, never decode them to str"),)),
+    "28": Contract(("parents", "tokens", "q", "p", "rs"), Tuple(("path", "last"), (
+                       List(Int("a node index"), "the nodes kept, root first"),
+                       Array32(lambda parents, tokens, q, p, rs: np.shape(q)[1:], "a float32 array [V]", "the last "
+                               "token's distribution", "one probability per token: the kept node's target")),
+                       "the nodes kept, root first, a list of Python ints; the last token's distribution, a float32 "
+                       "array [V]"),
+                   {"parents": "the trace shows the round's tree", "tokens": "the trace shows the round's drafts",
+                    "q": "the round goes on with the oracle's rows", "p": "the trace shows each draft's p",
+                    "rs": "the trace shows each node's r"},
+                   traversal_probes, traversal_boundaries, "a tree of the root alone; one node of weight 1 at r just "
+                   "below 1; r = 0.0 where q(x) = 0; a line whose shortfall is made up below; a node kept after its "
+                   "child was rejected; a weight that falls to 0 (Z = 0); every node rejected",
+                   randomness_hint="every r comes from rs, in the walk's order: the walk draws none of its own",
+                   close=agree, display=display, hints=RS_HINTS, notes=(("uniforms", "rs holds exactly the r's the "
+                   "walk uses, one per node tested, in the walk's order, none for the root: one more asked for is "
+                   "an error"),)),
+    "29": Contract(("acceptance", "n_nodes", "max_depth"), Float("the best F"),
+                   {"acceptance": "sequoia_shape reads the same measured rates for every size and depth"},
+                   sequoia_probes, sequoia_boundaries,
+                   "no drafted node (n_nodes = 0); max_depth = 1; more nodes than max_depth = 1 holds (-inf); a single "
+                   "rank, a line that fits and one longer than max_depth (-inf); a rank of acceptance 0",
+                   close=same_value, hints=TOO_DEEP),
 }

@@ -4,6 +4,7 @@ A failure says first what went wrong, on a concrete input (what your function
 gave, what it should give), then, on a line of its own, where to look.
 """
 
+import copy
 import os
 import traceback
 from dataclasses import dataclass
@@ -56,8 +57,11 @@ def wrong(what, hint):
 
 def attempt(call_text, f, *args, hint=None, hints=()):
     """f(*args), with a crash turned into a one-paragraph failure naming the line of your file.
-    hints ((exception type, hint), ...) choose the hint by the exception's type; hint is the one otherwise.
+    hints ((exception type, hint), ...) choose the hint by the exception's type; hint is the one otherwise. A hint
+    may be a function (f, the arguments as they came) -> (what more, where to look): a crash the exercise tells
+    apart by calling f again (exercise 28: a walk that asks for more r's than it is given).
     f held to its exercise's contract (contract.Held) is told the call's text, for the contract's messages."""
+    given = copy.deepcopy(args) if any(callable(h) for _, h in hints) else None
     try:
         return f.call(call_text, *args) if hasattr(f, "call") else f(*args)
     except (NotImplementedError, Wrong):
@@ -65,7 +69,12 @@ def attempt(call_text, f, *args, hint=None, hints=()):
     except Endless as e:
         raise wrong(f"{call_text} did not finish: {e.what}", e.hint) from None
     except Exception as e:
-        raise crash(call_text, e, next((h for kind, h in hints if isinstance(e, kind)), hint)) from None
+        chosen = next((h for kind, h in hints if isinstance(e, kind)), hint)
+        if callable(chosen):
+            more, chosen = chosen(f, given)
+            if more:
+                raise wrong(f"{crashed(call_text, e)}; {more}", chosen) from None
+        raise crash(call_text, e, chosen) from None
 
 
 def crash(call_text, e, hint=None):
