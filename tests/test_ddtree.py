@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import beyond.ddtree as dd
-from beyond.ddtree import best_first_tree, ddtree_generate, predicted_tokens
+from beyond.ddtree import DDTreeDetails, best_first_tree, ddtree_generate, predicted_tokens
+from beyond.medusa import MedusaHeads
 from decoding import GenerationError
 from stats import Stats
 from speculative import greedy_generate
@@ -68,7 +69,7 @@ def test_greedy_text_is_greedy_decodings(oracle, seed, budget):
     assert_same_greedy(list(greedy_generate(oracle, ids, 24)), got, oracle, ids)
     for r in stats.trace[1:]:
         assert r.cached["oracle"] == r.context_length + len(r.new) - 1 and len(r.drafted) <= budget
-        assert r.kind == "ddtree" and predicted_tokens(r.details.chances) == pytest.approx(1 + sum(r.details.chances))
+        assert isinstance(r.details, DDTreeDetails) and predicted_tokens(r.details.chances) == pytest.approx(1 + sum(r.details.chances))
 
 
 def test_kept_branches_are_the_oracles(oracle):
@@ -101,13 +102,11 @@ def test_bad_settings_are_refused(oracle, draft):
 
 @pytest.mark.parametrize("budget", [1, 3, 8, 16])
 def test_greedy_text_on_the_learned_pair(demo_dirs, budget):
-    from workbench import methods
-    from gpt2 import nest
-    from workbench.speed.accelerate import load_fast
+    from gpt2 import GPT2, nest
     from weights import heads
-    oracle = load_fast(demo_dirs["oracle"])
+    oracle = GPT2.from_pretrained(demo_dirs["oracle"])
     config, tensors = heads.load(demo_dirs["oracle"], "medusa", oracle)
-    medusa_heads = methods.HEAD_CLASSES["medusa"](nest(tensors), config, oracle)
+    medusa_heads = MedusaHeads(nest(tensors), config, oracle)
     ids = [464, 2163, 5860, 257, 1351]
     got = list(ddtree_generate(medusa_heads, oracle, ids, 32, budget=budget))
     assert_same_greedy(list(greedy_generate(oracle, ids, 32)), got, oracle, ids)

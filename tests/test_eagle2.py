@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import beyond.eagle2 as e2
-from beyond.eagle2 import (accept_top_k, draft_dynamic_tree, eagle2_generate, eagle2_sample, predicted_tokens,
+from beyond.eagle import EagleHead
+from beyond.eagle2 import (Eagle2Details, accept_top_k, draft_dynamic_tree, eagle2_generate, eagle2_sample, predicted_tokens,
                            rerank)
 from decoding import GenerationError
 from stats import Stats
@@ -129,14 +130,12 @@ def test_bad_settings_are_refused(oracle, draft):
 
 @pytest.fixture(scope="module")
 def learned(demo_dirs):
-    from workbench import methods
-    from gpt2 import nest
-    from workbench.speed.accelerate import load_fast
+    from gpt2 import GPT2, nest
     from weights import heads
     from weights.tokenizer import load_tokenizer
-    oracle = load_fast(demo_dirs["oracle"])
+    oracle = GPT2.from_pretrained(demo_dirs["oracle"])
     config, tensors = heads.load(demo_dirs["oracle"], "eagle", oracle)
-    return oracle, methods.HEAD_CLASSES["eagle"](nest(tensors), config, oracle), load_tokenizer(demo_dirs["oracle"])
+    return oracle, EagleHead(nest(tensors), config, oracle), load_tokenizer(demo_dirs["oracle"])
 
 
 @pytest.mark.parametrize("n_draft, top_k, total_tokens", SETTINGS)
@@ -253,5 +252,5 @@ def test_the_sampled_rounds_record(oracle):
                        total_tokens=5, rng=np.random.default_rng(0), temperature=0.8, stats=stats))
     for r in stats.trace[1:]:
         d = r.details
-        assert r.kind == "eagle2" and len(d.confidences) == len(r.drafted) and d.reason.startswith("EAGLE-2: ")
+        assert isinstance(d, Eagle2Details) and len(d.confidences) == len(r.drafted)
         assert r.new[:-1] == [r.drafted[i] for i in d.path] and all(c["p"] == 1.0 for v in d.visits for c in v["checks"])

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import beyond.recycling as rc
-from beyond.recycling import (EMPTY, TEMPLATE, check_template, draft_from_table, new_table, recycling_generate,
+from beyond.recycling import (EMPTY, TEMPLATE, RecyclingDetails, check_template, draft_from_table, new_table, recycling_generate,
                               template_parents, update_table)
 from beyond.sequoia import expected_tokens
 from decoding import GenerationError
@@ -50,7 +50,7 @@ def test_greedy_text_is_greedy_decodings(oracle, seed, template, n_successors):
         got = list(recycling_generate(oracle, ids, 30, template=TEMPLATES[template], n_successors=n_successors, table=table, stats=stats))
         assert_same_greedy(want, got, oracle, ids)
         for r in stats.trace:
-            assert r.cached["oracle"] == r.context_length + len(r.new) - 1 and r.kind == "recycling"
+            assert r.cached["oracle"] == r.context_length + len(r.new) - 1 and isinstance(r.details, RecyclingDetails)
             assert len(r.drafted) <= len(TEMPLATES[template])
     assert stats.accepted > 0  # warm, the matrix knows this text
 

@@ -14,10 +14,10 @@ from beyond.sequoia import (acceptance_by_rank, best_shape, best_values, depth, 
 from beyond.tree_without_replacement import tree_sample_wor_generate
 from decoding import GenerationError
 from stats import Stats
-from processors import Processor, make_processor
+from processors import Processor
 from speculative import greedy_generate
 from test_greedy import SEEDS, assert_same_greedy, prompt
-from test_sps import assert_the_oracles_distribution, generator_chi_square, small  # noqa: F401 (small: a fixture)
+from test_sps import assert_the_oracles_distribution, small  # noqa: F401 (small: a fixture)
 from tree import check_shape, tree_generate
 
 
@@ -160,7 +160,7 @@ def test_tree_with_a_shape_is_greedy(request, oracle, seed, shape, kind):
     assert_same_greedy(list(greedy_generate(oracle, ids, 30)), got, oracle, ids)
     for r in stats.trace:  # the tree drafted is the shape (cut to the round's depth near the end)
         assert r.details.parents == shape[:len(r.details.parents)]
-        assert r.details.depth < depth(shape) or len(r.drafted) == len(shape)
+        assert r.details.k < depth(shape) or len(r.drafted) == len(shape)
 
 
 def test_tree_with_a_shape_on_the_learned_pair(demo_dirs):

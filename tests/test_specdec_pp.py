@@ -16,10 +16,10 @@ from beyond.specdec_pp import AcceptanceHead, SpecDecDetails, draft_line, specde
 from decoding import GenerationError
 from stats import Stats
 from processors import Processor, make_processor
-from sps import acceptance_probability, residual, sample, speculative_sample
+from sps import acceptance_probability, residual, speculative_sample
 from test_greedy import prompt
 from test_sps import (assert_exactly_n_new_tokens, assert_temperature_zero_is_greedy,  # noqa: F401 (small: a fixture)
-                      chi_square_rejects, exact_distribution, generator_chi_square, small)
+                      chi_square_rejects, generator_chi_square, small)
 from test_tree_sampling import dirichlet, extend, oracle_sequences
 
 
@@ -215,10 +215,9 @@ def test_bad_arguments(related, oracle, draft):
 
 @pytest.fixture(scope="module")
 def learned(demo_dirs):
-    from gpt2 import nest
-    from workbench.speed.accelerate import load_fast
+    from gpt2 import GPT2, nest
     from weights import heads
-    draft, oracle = (load_fast(demo_dirs[k]) for k in ("draft", "oracle"))
+    draft, oracle = (GPT2.from_pretrained(demo_dirs[k]) for k in ("draft", "oracle"))
     config, tensors = heads.load(demo_dirs["draft"], "accept", draft)
     return draft, oracle, AcceptanceHead(nest(tensors), config, draft)
 

@@ -20,10 +20,12 @@ import pytest
 
 import batch
 from workbench import display, runner, session
+from workbench.settings import Settings
 from fixtures import ROOT, gpt2_pair_bpe, make_model_dir, write_bpe
 from errors import quoted
 from gpt2 import GPT2
 from workbench.speed import accelerate, second_core
+from workbench.speed import plan as planning
 from weights import checkpoint, derived, files, reading, tokenizer
 
 IDS = [5, 0, 17]
@@ -139,7 +141,8 @@ def test_1_compare_checks_the_oracle_against_its_checkpoint_in_full(tmp_path, ti
     fast = accelerate.load_fast(oracle)
     with pytest.raises(checkpoint.CheckpointError, match=f"{accelerate.BLOCKED_FILE}: the fast model's wte.weight is not"):
         accelerate.same_as_checkpoint(fast)
-    r = run("speculative.py", "the cat", "--draft", tiny_dirs["draft"], "--oracle", oracle, "-n", "4", "--compare")
+    planning.write(oracle, planning.Plan({r: "fast" for r in planning.ROWS}, {}))  # a plan that runs the copy
+    r = run("workbench.py", "the cat", "--draft", tiny_dirs["draft"], "--oracle", oracle, "-n", "4", "--compare")
     one_line_error(r, accelerate.BLOCKED_FILE, "wte.weight", "remove")
     assert r.stdout == ""  # proven before any text
 
@@ -297,8 +300,8 @@ def test_3_a_record_or_a_checksum_file_that_is_interrupted_is_not_taken_for_a_mi
 # ---------------------------------------------------------------------------
 
 def test_4_a_batch_of_no_new_tokens_runs_no_model(draft, oracle, monkeypatch):
+    monkeypatch.setattr(batch, "forward_batch", None)  # any pass would fail
     for model in (draft, oracle):
-        monkeypatch.setattr(model, "forward_batch", None)  # any pass would fail
         monkeypatch.setattr(model, "forward", None)
     prompts = [[1, 2, 3], [4]]
     assert batch.greedy_generate_batch(oracle, prompts, 0) == [[], []]
@@ -311,7 +314,7 @@ def test_4_a_batch_of_no_new_tokens_runs_no_model(draft, oracle, monkeypatch):
 def test_4_prompts_with_no_new_tokens_end_at_once(tiny_dirs, tmp_path, method):
     prompts = tmp_path / "prompts.txt"
     prompts.write_text("the cat\nthe dog sat\n")
-    r = run("speculative.py", "--prompts", prompts, "-n", "0", "--method", *method.split(), "--draft",
+    r = run("workbench.py", "--prompts", prompts, "-n", "0", "--method", *method.split(), "--draft",
             tiny_dirs["draft"], "--oracle", tiny_dirs["oracle"])
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     assert r.stdout == "=== 1 of 2 ===\n  the cat\n=== 2 of 2 ===\n  the dog sat\n"
@@ -348,6 +351,7 @@ def test_5_a_copy_cut_short_under_a_run_is_one_line(tmp_path, size):
 def test_5_a_copy_cut_short_under_a_session_is_one_line(tiny_dirs, tmp_path):
     from test_session import Terminal
     oracle = make_model_dir(tmp_path / "oracle", seed=2, n_layer=3)
+    planning.write(oracle, planning.Plan({r: "fast" for r in planning.ROWS}, {}))  # a plan that maps the copy
     term = Terminal("--draft", tiny_dirs["draft"], "--oracle", oracle)
     term.read_until("> ")
     term.command("/length 3")
@@ -456,7 +460,7 @@ def test_prompts_files_strip_a_byte_order_mark_and_say_their_escapes(tmp_path):
     path = tmp_path / "prompts.txt"
     path.write_bytes("\ufeffthe cat\\nsat\nC:\\\\new and C:\\x\nend \\\\n\n".encode())
     assert runner.read_prompt_lines(str(path)) == ["the cat\nsat", "C:\\new and C:\\x", "end \\n"]
-    assert "\\n is a newline and \\\\ a backslash" in " ".join(run("speculative.py", "--help").stdout.split())
+    assert "\\n is a newline and \\\\ a backslash" in " ".join(run("workbench.py", "--help").stdout.split())
 
 
 def test_no_text_can_pass_for_a_header_of_a_batch():
@@ -466,7 +470,7 @@ def test_no_text_can_pass_for_a_header_of_a_batch():
 
 
 def test_out_refuses_a_missing_parent_as_html_does(tiny_dirs, tmp_path):
-    r = run("bench.py", "batch", "--out", tmp_path / "typo" / "deeper" / "results", "--draft", tiny_dirs["draft"],
+    r = run("workbench.py", "bench", "batch", "--out", tmp_path / "typo" / "deeper" / "results", "--draft", tiny_dirs["draft"],
             "--oracle", tiny_dirs["oracle"])
     one_line_error(r, "its parent directory does not exist", code=2)
     assert os.listdir(tmp_path) == []
@@ -485,13 +489,13 @@ def test_the_ablations_take_a_bounded_number_of_prompts(tmp_path):
     from workbench.bench import ablation
     path = tmp_path / "many.txt"
     path.write_text("a prompt\n" * (ablation.MAX_PROMPTS + 1))
-    r = run("bench.py", "ablation", "--prompts", path, "--draft", "no-such-model", "--out", tmp_path / "a.csv")
+    r = run("workbench.py", "bench", "ablation", "--prompts", path, "--draft", "no-such-model", "--out", tmp_path / "a.csv")
     one_line_error(r, f"{ablation.MAX_PROMPTS + 1} prompts", f"the {ablation.MAX_PROMPTS} the ablations take")
 
 
 def test_the_session_names_a_file_called_off_and_paths_with_spaces(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    s = session.Session("d", "o", str(tmp_path), runner.Settings(), out=open(os.devnull, "w"))
+    s = session.Session("d", "o", str(tmp_path), Settings(), out=open(os.devnull, "w"))
     for line, html in [("/html my page.html", "my page.html"), ("/html ./off", "./off"), ("/html off", None)]:
         s.handle(line)
         assert s.html == html, line
@@ -501,6 +505,6 @@ def test_the_session_names_a_file_called_off_and_paths_with_spaces(tmp_path, mon
 
 @pytest.mark.slow
 def test_compare_says_which_baseline_it_ran(tiny_dirs):
-    r = run("speculative.py", "the cat", "--method", "draft-alone", "--temperature", "0.7", "--seed", "3", "-n", "6",
+    r = run("workbench.py", "the cat", "--method", "draft-alone", "--temperature", "0.7", "--seed", "3", "-n", "6",
             "--compare", "--draft", tiny_dirs["draft"], "--oracle", tiny_dirs["oracle"])
     assert r.returncode == 0 and "oracle alone (sample: multinomial, temperature 0.7, seed 3)" in r.stderr, r.stderr
