@@ -434,17 +434,20 @@ def test_6_interrupts_while_models_are_freed_are_raised_never_lost(tiny_dirs):
 
 
 @pytest.mark.slow
-def test_6_ctrl_c_in_the_last_moments_of_a_run_is_one_line_or_nothing(tiny_dirs):
+@pytest.mark.parametrize("script", ["speculative.py", "workbench.py"])
+def test_6_ctrl_c_in_the_last_moments_of_a_run_is_one_line_or_nothing(tiny_dirs, script):
     # Interrupts timed from the statistics line, the run's last output, to past its end: each run ends with exit
     # 0 and nothing more, or "error: interrupted" and 130; never "Exception ignored", never a traceback.
     rng = random.Random(2)
     for _ in range(20):
-        proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "speculative.py"), "the cat", "-n", "8",
+        proc = subprocess.Popen([sys.executable, os.path.join(ROOT, script), "the cat", "-n", "8",
                                  "--draft", tiny_dirs["draft"], "--oracle", tiny_dirs["oracle"]], cwd=ROOT,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        said = ""
-        while "tokens per pass" not in said:
-            said += proc.stderr.readline()
+        said, line = "", None
+        while "new tokens" not in said and line != "":  # the statistics line, or the end of what it says
+            line = proc.stderr.readline()
+            said += line
+        assert "new tokens" in said, said
         time.sleep(rng.uniform(0, 0.01))
         proc.send_signal(signal.SIGINT)
         rest = proc.stderr.read()
