@@ -7,7 +7,7 @@
     python workbench.py bench cost       # T(k), k = 1..32, of the learned pair (or named models) beside the roofline (costs.py)
     python workbench.py bench plan       # how your machine runs each model's forwards, and why (plans.py)
     python workbench.py bench rounds     # where speculative decoding's time goes on the learned pair, against its prediction (costs.py)
-    python workbench.py bench batch      # many prompts at once: where batched speculative decoding stops paying (batch_bench.py)
+    python workbench.py bench batch      # many prompts at once: where batched speculative decoding stops paying (batch.py)
     python workbench.py bench ablation "prompt" ...   # every method on your prompts, against the oracle alone (ablation.py)
 
 1. machine:    memory bandwidth, the bound on decoding speed.
@@ -274,7 +274,7 @@ def plot(curves):
 
 
 def parse_args(argv):
-    parser = program.Parser(prog="workbench.py bench", description=__doc__.split("\n\n")[0],
+    parser = program.Parser(prog="workbench.py bench", description="\n\n".join(__doc__.split("\n\n")[:2]),  # what it is, and the benchmarks
                             formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 2)[2])
     parser.add_argument("--quick", action="store_true", help="gpt2 and gpt2-xl shapes only, a smaller sweep")
     parser.add_argument("--sizes", nargs="+", choices=SHAPES, help="sizes for the cost curve (default: all four)")
