@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from workbench import program, runner
+from workbench import program
 from workbench.bench import suite, tables
 import batch
 from batch import BatchKVCache, greedy_generate_batch, speculative_generate_batch
@@ -61,12 +61,7 @@ def parse_args(argv):
 
 def main(argv):
     args = parse_args(argv)
-    names = {"draft": args.draft, "oracle": args.oracle}
-    loaded = runner.prepare(lambda role: runner.load_model(names[role], args.models_dir), "speculative", "", 1, names,
-                            by_token_id=True)
-    draft, oracle = loaded.draft, loaded.oracle
-    prompts = [runner.prompt_ids(loaded.enc, p["prompt"]) for p in suite.read_prompts(suite.PROMPTS)]
-    context = int(np.median([len(ids) for ids in prompts]))
+    draft, oracle, prompts, context = suite.pair_and_prompts(args.draft, args.oracle, args.models_dir)
     facts = {"command": " ".join(["python workbench.py bench batch", *argv]), "date": time.strftime("%Y-%m-%d %H:%M %Z"),
              "cpu": measure.cpu_name(), "load_before": measure.load_average(), "new_tokens": args.new_tokens,
              "n_draft": args.n_draft, "rounds": args.rounds, "context": context, "cores_used": second_core.status()}

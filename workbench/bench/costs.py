@@ -238,12 +238,7 @@ def rounds_main(argv):
     if not 1 <= args.new_tokens <= 512 or not 1 <= args.n_draft <= 16 or not 1 <= args.rounds <= 50:
         parser.error("--new-tokens must be from 1 to 512, --n-draft from 1 to 16, --rounds from 1 to 50")
     parser.check_results(args.out, ROUNDS_OUTPUTS)
-    names = {"draft": args.draft, "oracle": args.oracle}
-    loaded = runner.prepare(lambda role: runner.load_model(names[role], args.models_dir), "speculative", "", 1, names,
-                            by_token_id=True)
-    draft, oracle = loaded.draft, loaded.oracle
-    prompts = [runner.prompt_ids(loaded.enc, p["prompt"]) for p in suite.read_prompts(suite.PROMPTS)]
-    context = int(np.median([len(ids) for ids in prompts]))
+    draft, oracle, prompts, context = suite.pair_and_prompts(args.draft, args.oracle, args.models_dir)
     t_draft, t_oracle = suite.cost_probe(draft, oracle, context)  # the suite's prices
     by_round = []
     for _ in range(args.rounds):

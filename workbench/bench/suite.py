@@ -77,6 +77,15 @@ PREDICTION_COLUMNS = ["method", "c", "alpha", "mean_k", "tokens_per_round", "pre
                       "predicted_measured_check", "measured", "verdict"]
 
 
+def pair_and_prompts(draft_name, oracle_name, models_dir):
+    """(draft, oracle, the held-out prompts' ids, their median length) for the benchmarks that time one pair."""
+    names = {"draft": draft_name, "oracle": oracle_name}
+    loaded = runner.prepare(lambda role: runner.load_model(names[role], models_dir), "speculative", "", 1, names,
+                            by_token_id=True)
+    prompts = [runner.prompt_ids(loaded.enc, p["prompt"]) for p in read_prompts(PROMPTS)]
+    return loaded.draft, loaded.oracle, prompts, int(np.median([len(ids) for ids in prompts]))
+
+
 def read_prompts(path):
     try:
         prompts = json.loads(reading.read_text(path, "prompts"))  # bounded, a regular file only
