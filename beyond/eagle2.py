@@ -237,7 +237,9 @@ def accept_top_k(q, p, children, uniforms):
                        "accepted": bool(r < a)})
         if r < a:
             return i, q, checks
-        q = residual(q, np.eye(len(q), dtype=q.dtype)[x])  # q without x; q itself if nothing else is left
+        p_one_hot = np.zeros_like(q)  # the draft's chance: 1 at x (a row of an identity would cost V x V)
+        p_one_hot[x] = 1.0
+        q = residual(q, p_one_hot)  # q without x; q itself if nothing else is left
     return None, q, checks
 
 
