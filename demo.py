@@ -24,7 +24,7 @@ from gpt2 import GPT2
 from kvcache import KVCache
 from roofline import (flops_per_token, forward_run, median, memory_bandwidth, product_rate, ridge, roofline, turns,
                       weight_bytes)
-from speculative import Text, greedy_generate, speculative_generate, summary
+from speculative import Text, greedy_generate, one_blas_thread, speculative_generate, summary
 from speedup import predicted_speedup
 from stats import Stats
 from weights import files
@@ -74,6 +74,7 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    one_blas_thread()  # as speculative.py runs: the figures below are what its runs see
     draft_dir, oracle_dir = build_pair(args.models_dir)
     draft, oracle = (load(name, directory) for name, directory in zip(NAMES.values(), (draft_dir, oracle_dir)))
     enc = load_tokenizer(oracle_dir)
@@ -128,13 +129,13 @@ def costs(draft, oracle, ids, n_draft):
 
 
 def roofline_line(oracle, seconds, n_draft, context):
-    """The oracle's T(1) and T(n_draft + 1) beside the machine's roofline, and the ridge: the k up to which a check
-    of k tokens can cost about one token there (roofline.py)."""
+    """The oracle's T(1) and T(n_draft + 1) beside the roofline of one core of this machine, and the ridge: the k up
+    to which a check of k tokens can cost about one token there (roofline.py)."""
     n_bytes, flops = weight_bytes(oracle), flops_per_token(oracle, context)
-    bandwidth, rate = memory_bandwidth(), product_rate()
+    bandwidth, rate = memory_bandwidth(n_threads=1), product_rate()  # one core's: the one the run's products use
     k = n_draft + 1
     t1, tk = median(seconds["oracle", 1]), median(seconds["oracle", k])
-    return (f"this machine: the oracle's T(1) {1000 * t1:.2f} ms and T({k}) {1000 * tk:.2f} ms; its roofline "
+    return (f"one core of this machine: the oracle's T(1) {1000 * t1:.2f} ms and T({k}) {1000 * tk:.2f} ms; its roofline "
             f"max({n_bytes / 1e6:.0f} MB / {bandwidth / 1e9:.0f} GB/s, k x {flops / 1e6:.0f} MFLOP / {rate / 1e9:.0f} "
             f"GFLOP/s) is {1000 * roofline(1, n_bytes, flops, bandwidth, rate):.2f} ms up to the ridge at "
             f"k = {ridge(n_bytes, flops, bandwidth, rate):.0f}: a check of fewer tokens streams the weights once")

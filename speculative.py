@@ -131,6 +131,7 @@ def main(argv=None):
     parser.add_argument("--trace", action="store_true", help="print every round: drafts, the oracle's choices, kept")
     parser.add_argument("--models-dir", default=None, help="where named models live (default: models/)")
     args = parser.parse_args(argv)
+    one_blas_thread()
     from weights.tokenizer import load_tokenizer, prompt_ids  # reading files is weights/' job, as from_pretrained's
     draft, oracle = (GPT2.from_pretrained(name, args.models_dir) for name in (args.draft, args.oracle))
     enc = load_tokenizer(oracle.directory)
@@ -144,6 +145,14 @@ def main(argv=None):
     for line in trace_lines(stats.trace or [], enc.decode_single_token_bytes):
         print(printable(line), file=sys.stderr)
     print(summary(stats, time.perf_counter() - start), file=sys.stderr)
+
+
+def one_blas_thread():
+    """NumPy's BLAS on one thread. Its threads wait on each other at every product: beside a busy program (a
+    browser, a build) each small product then waits for the scheduler, and a run takes several times as long
+    (workbench/PERFORMANCE.md, "The reading house beside busy programs"). One thread never waits."""
+    from threadpoolctl import threadpool_limits  # imported here: `import speculative` loads NumPy alone
+    threadpool_limits(1, user_api="blas")
 
 
 class Text:
