@@ -129,7 +129,7 @@ def costs(draft, oracle, ids, n_draft):
 
 
 def roofline_line(oracle, seconds, n_draft, context):
-    """The oracle's T(1) and T(n_draft + 1) beside the roofline of one core of this machine, and the ridge: the k up
+    """The oracle's T(1) and T(n_draft + 1) beside the roofline of one core where it runs, and the ridge: the k up
     to which a check of k tokens can cost about one token there (roofline.py)."""
     n_bytes, flops = weight_bytes(oracle), flops_per_token(oracle, context)
     bandwidth, rate = memory_bandwidth(n_threads=1), product_rate()  # one core's: the one the run's products use
