@@ -27,12 +27,12 @@ def test_the_guide_cites_code():
 def test_the_traced_round_is_what_the_code_prints(demo_dirs):
     # The command as READING.md prints it, on the test run's own demo pair (the same seeded construction).
     command = re.search(r"```bash\n(python speculative.py [^\n]*--trace)\n```", GUIDE).group(1)
-    shown = re.search(r"```\n(trace: .*?)\n```", GUIDE, re.S).group(1)
+    shown = re.search(r"```\n(round 1: .*?)\n```", GUIDE, re.S).group(1)
     args = shlex.split(command)[2:] + ["--models-dir", os.path.dirname(demo_dirs["draft"])]
     r = subprocess.run([sys.executable, os.path.join(ROOT, "speculative.py"), *args], capture_output=True, text=True,
                        timeout=300, cwd=ROOT)
     assert r.returncode == 0, r.stderr
-    printed = r.stderr[r.stderr.index("trace:"):].split("\nspeculative:")[0].rstrip()
+    printed = r.stderr[r.stderr.index("round 1:"):].split("\nspeculative:")[0].rstrip()
     assert printed == shown
 
 

@@ -123,10 +123,6 @@ SETUP = "import weights.models; weights.models.DEFAULT_MODELS_DIR = 'models'"  #
 @pytest.mark.skipif(os.name != "posix", reason="pseudo-terminals are POSIX-only")
 @pytest.mark.skipif(sys.version_info >= (3, 13), reason="READING.md's transcripts are Python 3.10-3.12's pdb; 3.13's "
                     "stops at breakpoint() itself and steps differently, as READING.md says")
-@pytest.mark.xfail(reason="lead: READING.md's two transcripts are from before the move: 'Stepping through the code' "
-                          "runs python -m pdb speculative.py ... --plain (speculative.py takes no --plain now) and its "
-                          "steps and line numbers have moved (errors.run, speculative.py's main); rewrite them with "
-                          "python tests/test_reading_sessions.py --fix and reread their explanations", strict=True)
 @pytest.mark.parametrize("title", ["Stepping through the code", "From Python"])
 def test_the_documented_session_is_what_the_terminal_shows(demo_here, title):
     command, transcript = documented_sessions()[title]
