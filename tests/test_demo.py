@@ -279,8 +279,8 @@ def test_the_readme_demo_session_is_what_the_demo_prints(demo_dirs):
     why = [line for line in out.stderr.splitlines() if line.startswith("why ")]
     assert len(why) <= 1, why  # one line of why, only when the speedup is under 1 or far from the prediction
     # The roofline line: this machine's T(1) and T(k) beside its roofline and the ridge, the same words as shown.
-    shown_roofline = [line for line in lines if line.startswith("this machine: ")]
-    got_roofline = [line for line in out.stderr.splitlines() if line.startswith("this machine: ")]
+    shown_roofline = [line for line in lines if line.startswith("one core of this machine: ")]
+    got_roofline = [line for line in out.stderr.splitlines() if line.startswith("one core of this machine: ")]
     assert len(shown_roofline) == len(got_roofline) == 1, (shown_roofline, got_roofline)
     assert [re.sub(r"\d+(\.\d+)?", "N", line) for line in got_roofline] == \
         [re.sub(r"\d+(\.\d+)?", "N", line) for line in shown_roofline]
