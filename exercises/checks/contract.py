@@ -528,11 +528,11 @@ def hold_boundaries(number, contract, held, reference):
         if contract.agree(got, expected):
             continue
         try:
-            closer = b.explain(got, expected, held) if b.explain else None
+            closer = in_float32(got, expected) or (b.explain(got, expected, held) if b.explain else None)
         except Exception:  # an answer odd enough to trip the diagnosis still gets the boundary's own message
             closer = None
         if not (closer and closer[0]):
-            closer = near_miss(got, expected) or closer
+            closer = rounded(got, expected) or closer
         display = contract.display or shown
         said = display(got), display(expected)
         if said[0] == said[1]:  # numbers that differ past the digits shown
@@ -555,13 +555,28 @@ def crashed_at(b, held, e):
 
 def near_miss(got, expected):
     """(what, where to look) for a float a hair from the right one: float32's rounding, or a rounding to decimals."""
-    if type(got) is not float or type(expected) is not float or got == expected or got != got or expected != expected:
-        return None
-    if np.float32(got) == np.float32(expected) and abs(got - expected) <= 1e-6 * max(abs(expected), 1e-30):
+    return in_float32(got, expected) or rounded(got, expected)
+
+
+def floats(got, expected):
+    return (type(got) is float and type(expected) is float and got != expected and got == got
+            and expected == expected)
+
+
+def in_float32(got, expected):
+    """(what, where to look) for the right value rounded to float32's 7 digits, or None: said before any other
+    diagnosis (the rest of the answer is right)."""
+    if floats(got, expected) and np.float32(got) == np.float32(expected) and abs(got - expected) <= 1e-6 * max(
+            abs(expected), 1e-30):
         return (f"that is the right value in float32, off by {abs(got - expected):.2g}: float32 carries 7 digits",
                 "compute it in Python floats: a np.float32, or an entry of a float32 array, carries float32's rounding "
                 "into everything computed from it (float(x) of a float32 keeps its 7 digits)")
-    digits = next((d for d in range(1, 7) if got == round(expected, d)), None)
+    return None
+
+
+def rounded(got, expected):
+    """(what, where to look) for the right value rounded to a few decimals, or None."""
+    digits = next((d for d in range(1, 7) if got == round(expected, d)), None) if floats(got, expected) else None
     if digits is not None:
         return (f"that is the right value rounded to {digits} decimal{'s' if digits != 1 else ''}",
                 "return the value as computed: no round(...), which only a display needs")

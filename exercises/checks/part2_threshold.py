@@ -9,7 +9,7 @@ from stats import Stats
 from gpt2 import softmax
 from kvcache import KVCache
 
-from .contract import near_miss
+from .contract import in_float32, rounded
 from .models import tiny_pair
 from .running import Exercise, StillBuggy, attempt, confirmed, project, show, wrong
 
@@ -120,8 +120,8 @@ def check_next_threshold(f):
                     "function's: copied here, the update moves toward cumulative[-1] when nothing was accepted, and "
                     "takes a round in which every draft was accepted for a rejection (n_accepted <= n_draft)",
                     "exercise 8, which is about this very line: what the notes' n_accepted counts")
-    what, hint = explain_threshold(args, got, expected, f)
-    what, hint = (what, hint) if what else near_miss(got, expected) or (what, hint)
+    what, hint = in_float32(got, expected) or explain_threshold(args, got, expected, f)
+    what, hint = (what, hint) if what else rounded(got, expected) or (what, hint)
     raise wrong(f"next_threshold{args} returned {told(got, expected)}" + (f": {what}" if what else ""), hint)
 
 
@@ -238,8 +238,8 @@ def check_notes_index(f):
     if not failures:
         return
     args, expected, got = failures[0]
-    what, hint = explain_seed(args, got, expected)
-    what, hint = (what, hint) if what else near_miss(got, expected) or (what, hint)
+    what, hint = in_float32(got, expected) or explain_seed(args, got, expected)
+    what, hint = (what, hint) if what else rounded(got, expected) or (what, hint)
     raise wrong(f"update_threshold{args} returned {told(got, expected)} ({args[2] - 1} of {args[3]} drafts "
                 f"accepted)" + (f": {what}" if what else ""), hint)
 

@@ -61,11 +61,26 @@ CHOICE = ("the indices into choice, which has one entry more than there are node
           "(0 to n - 1), never its token")
 
 
+TREES = [([-1, -1, 0, 0, 1, 2], [11, 12, 13, 14, 15, 16], [11, 13, 0, 16, 0, 0, 0]), ([-1, 0, 1], [5, 6, 7], [5, 6, 7, 8]),
+         ([-1, 0, 0], [1, 0, 2], [1, 2, 0, 0]),
+         ([-1, 0, 1], [1, 2, 3], [1, 2, 3, 9])]  # trees on which a diagnosis must hold too (tokens that are indices)
+
+
+def path_under_tokens(parents, tokens, choice):
+    """The path of a walk that, after keeping node j, goes on under its token tokens[j] as if it were an index."""
+    path, at = [], -1
+    while (child := next((j for j, p in enumerate(parents) if p == at and 0 <= at + 1 < len(choice)
+                          and tokens[j] == choice[at + 1]), None)) is not None:
+        path.append(child)
+        at = tokens[child]
+    return path
+
+
 def diagnose_tree_path(f, parents, tokens, choice, expected, shift_ruled_out=False):
     call = f"accepted_path(parents={list(parents)}, tokens={list(tokens)}, choice={list(choice)})"
     got = attempt(call, f, list(parents), fresh(tokens), fresh(choice), hints=((IndexError, CHOICE),))
     if got != expected:
-        what, hint = explain_tree_path((parents, tokens, choice), got, expected, shift_ruled_out=shift_ruled_out)
+        what, hint = explain_tree_path((parents, tokens, choice), got, expected, f, shift_ruled_out=shift_ruled_out)
         raise wrong(f"{call} returned {got}, expected {expected}: {what}", hint)
 
 
@@ -86,6 +101,10 @@ def explain_tree_path(args, got, expected, f=None, shift_ruled_out=False):
     if got == [tokens[i] for i in expected] or not all(0 <= i < len(parents) for i in got):
         return ("those are the path tokens" if got == [tokens[i] for i in expected] else "not node indices",
                 f"return the nodes' indices (0 to {len(parents) - 1}), root first, not their tokens")
+    if got == path_under_tokens(parents, tokens, choice) != expected and confirmed(f, path_under_tokens, TREES):
+        return ("that is the path whose walk goes on under the kept node's TOKEN, not its index",
+                "after keeping node j, look among j's children (parents[i] == j), for the oracle's choice after j, "
+                "choice[j + 1]: j the node's index")
     d = next(d for d in range(len(got) + 1) if d == len(got) or d == len(expected) or got[d] != expected[d])
     at = got[d - 1] if d else -1
     here = "the root" if at == -1 else f"node {at}"
@@ -104,7 +123,9 @@ def explain_tree_path(args, got, expected, f=None, shift_ruled_out=False):
     if parents[g] != at:
         return (f"node {g} is not a child of {here} (its parent is "
                 f"{'the root' if parents[g] == -1 else f'node {parents[g]}'})",
-                index_hint or "each step goes to a child of the last node kept: parents[j] == that node")
+                index_hint or ("each step goes to a child of the last node kept, the first to a child of the root "
+                               "(parents[j] == -1): the walk starts at the root, -1" if d == 0 else
+                               "each step goes to a child of the last node kept: parents[j] == that node"))
     if d == len(expected):
         return (f"after {here} the oracle chose {want} (choice[{at + 1}]), and no child of {here} has it (node {g}'s "
                 f"token is {tokens[g]}): the round keeps nothing more",
