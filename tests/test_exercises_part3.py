@@ -162,8 +162,10 @@ def test_residual_with_an_epsilon_in_the_sum():
     def answer(q, p):
         r = np.maximum(q - p, 0)
         return r / (r.sum() + np.float32(1e-9)) if r.sum() > 0 else q  # "never divide by 0"
-    fails("11", answer, r"p=\[0.60000104, 0.2499995, 0.1499995\]\) returned \[0, 0.5, 0.5\], expected \[0, 0.5, 0.5\]: "
-          r"it is \(q - p\)\+ divided by 1.01\d*e-06, where its mass is 1.01\d*e-06 \(an epsilon", "divide by the sum exactly")
+    # the two differ past 3 digits: the message shows each float32 in full
+    fails("11", answer, r"p=\[0.60000104, 0.2499995, 0.1499995\]\) returned \[0.0, 0.4995\d*, 0.4995\d*\], expected "
+          r"\[0.0, 0.5, 0.5\]: it is \(q - p\)\+ divided by 1.01\d*e-06, where its mass is 1.01\d*e-06 \(an epsilon",
+          "divide by the sum exactly")
 
 
 def test_residual_divided_by_one_minus_alpha():
@@ -265,7 +267,8 @@ def test_keep_in_log_space():
 def test_keep_only_what_the_draft_over_proposes():
     fails("12", lambda q, p, x, r: r < q[x] / p[x] if p[x] > q[x] else False,
           r"keep_draft\(\[0.3, 0.7\], \[0.3, 0.7\], 1, 0.9999999999999999\) returned False, expected True: q\(x\) = p\(x\), "
-          r"r just below 1: min\(1, q/p\) = 1 keeps every r", r"every r in \[0, 1\) is below it")
+          r"r just below 1: min\(1, q/p\) = 1 keeps every r; your test keeps x for 0% of r in \[0, 1\), where Algorithm "
+          r"2 keeps it with probability min\(1, q\(x\)/p\(x\)\) = 100%", r"r < min\(1, q\(x\)/p\(x\)\)")
 
 
 
@@ -339,14 +342,14 @@ def test_keep_in_log_space_with_an_epsilon():
     def answer(q, p, x, r):  # "log(0) is -inf: add a tiny epsilon"
         return r < min(1.0, math.exp(math.log(q[x] + 1e-12) - math.log(p[x])))
     fails("12", answer, r"keep_draft\(\[0, 0.2, 0.8\], \[0.5, 0.5, 0\], 0, 0.0\) returned True, expected False: r = "
-          r"0.0 and q\(x\) = 0: the target never emits x; .*or that is a test with an epsilon added to q\(x\)",
+          r"0.0 and q\(x\) = 0: the target never emits x; .*that is a test with an epsilon added to q\(x\)",
           r"q\(x\) = 0 needs no guard")
 
 
 def test_alpha_as_a_share_of_the_union():
     fails("13", lambda q, p: float(np.minimum(p, q).sum() / np.maximum(p, q).sum()),
-          r"alpha\(\[0.3, 0.7, 0, 0, 0\], \[0.6, 0.4, 0, 0, 0\]\) returned 0.538462, expected 0.7: after top-k",
-          "needs no division")
+          r"alpha\(\[0.3, 0.7, 0, 0, 0\], \[0.6, 0.4, 0, 0, 0\]\) returned 0.538462, expected 0.7: after top-k: .*; alpha "
+          r"here is sum_x min\(p\(x\), q\(x\)\) = 0.7", r"sum_x p\(x\) min\(1, q\(x\)/p\(x\)\)")
 
 
 def test_alpha_as_an_int_when_p_is_q():

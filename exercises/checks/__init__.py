@@ -41,7 +41,7 @@ from . import (part1_greedy, part2_threshold, part3_sampling, part3_sps_round, p
 from . import contract, promises  # noqa: E402
 from .models import learned_pair, tiny_pair  # noqa: E402,F401  (for EXERCISES.md's snippets and ex05's script)
 from .part2_threshold import notes_threshold  # noqa: E402,F401
-from .running import NotSolved, StillBuggy  # noqa: E402,F401
+from .running import NotSolved, StillBuggy, Wrong  # noqa: E402,F401
 
 PARTS = (part1_greedy, part2_threshold, part3_sampling, part3_sps_round, part4_lookup_tree, part6_real_text,
          part6_tree_lookup, part7_batch, part7_vocab, part8_traversal, part8_sequoia)
@@ -64,6 +64,13 @@ def check(number, f):
         raise NotSolved(not_solved(exercise)) from None
     except StillBuggy as e:
         raise NotSolved(f"{not_solved(exercise)}\n{e}") from None
+    except Wrong as e:
+        if held.grew:  # a cache kept between calls: the answer then depends on what was asked before
+            names = ", ".join(sorted(held.grew))
+            raise Wrong(f"{e}; and your module's {names} grew from call to call: a result kept there and looked up "
+                        "again (a cache whose key leaves out an argument) answers one call with another's result: "
+                        "compute from the arguments alone, or key the cache on all of them") from None
+        raise
 
 
 def not_solved(exercise):

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .running import Wrong, attempt, crash, show, unchanged, wrong
+from .running import Crash, Wrong, attempt, crash, show, unchanged, wrong
 
 RAN = defaultdict(set)  # exercise number -> the rules held on its last check
 
@@ -177,6 +177,23 @@ class List(Kind):
         return None
 
 
+class Sized(List):
+    """A list of a length the arguments bound: length(args) -> (fewest, most, what the bound is, where to look)."""
+
+    def __init__(self, of, what, length):
+        super().__init__(of, what)
+        self.length = length
+
+    def problem(self, value, args=None):
+        problem = super().problem(value, args)
+        if problem is not None or args is None:
+            return problem
+        fewest, most, bound, hint = self.length(*args)
+        if not fewest <= len(value) <= most:
+            return f"{len(value)} token id(s); {bound}", hint
+        return None
+
+
 class Tuple(Kind):
     def __init__(self, names, kinds, what):
         self.names, self.kinds, self.what = names, kinds, what
@@ -247,9 +264,13 @@ class Yields(Kind):
 
     def problem(self, value, args=None):
         try:
-            iter(value)
+            is_iterator = iter(value) is value
         except TypeError:
             return f"{file_type(value)}, not a generator", "yield the new tokens, round by round"
+        if not is_iterator:  # a list made whole and returned at the end: nothing comes out until the run is done
+            return (f"{file_type(value)}, not a generator; the text promises the tokens one by one, as they are made",
+                    "yield each round's tokens as the round makes them (`yield from new_tokens`): the caller prints "
+                    "each token as it comes, and a list returned at the end gives nothing until the run is done")
         return None
 
 
@@ -264,6 +285,7 @@ class Boundary:
     args: callable  # () -> fresh arguments
     hint: str      # where to look when the answer fails there
     explain: callable = None  # (got, expected, f) -> (what, hint) naming the mistake more closely, or None
+    crash: callable = None    # (f) -> (what, hint) for an answer that raised there: what led to it, or None
 
 
 @dataclass(frozen=True)
@@ -275,6 +297,7 @@ class Contract:
     boundaries: callable       # rule 5: () -> [Boundary]
     said_boundaries: str       # rule 5 in the docstring's words
     rng: str = None            # rule 3: the argument that is the only randomness
+    draws: int = 2             # rule 3: seeds each probe is called with (more where an answer is True or False)
     randomness_hint: str = "this function draws nothing: the same arguments, the same answer"
     passes: str = ""           # rule 4 in the docstring's words ("": the exercise is not about passes)
     models: tuple = ()         # rule 4: the arguments whose forward passes Held counts
@@ -313,6 +336,16 @@ class Contract:
         return "\n".join(lines)
 
 
+YIELDED = ("what each `yield` gives: one token id, a Python int; `yield from new_tokens` yields a round's tokens one "
+           "by one, where `yield new_tokens` yields the whole list as one item")
+
+
+def module_sizes(f):
+    """{name: length} of the lists, dicts and sets at the top of f's module: a cache kept there between calls grows."""
+    return {name: len(value) for name, value in getattr(f, "__globals__", {}).items()
+            if isinstance(value, (list, dict, set)) and not name.startswith("__")}
+
+
 def same(a, b):
     """Deep equality that tells types apart: arrays by dtype, shape and values; lists, tuples, dicts entry by entry;
     a float NaN is the same as a NaN (an answer that gives NaN twice gives the same answer)."""
@@ -349,6 +382,7 @@ class Held:
 
     def __init__(self, number, contract, f, name):
         self.number, self.contract, self.f, self.name = number, contract, f, name
+        self.grew = set()  # names of the answer's module-level lists, dicts and sets that grew during a call
 
     def __call__(self, *args):
         return self.call(f"{self.name}({', '.join(shown(a, 60) for a in args)})", *args)
@@ -360,8 +394,11 @@ class Held:
         if self.contract.models:
             args = tuple(counters.setdefault(name, Counted(a)) if name in self.contract.models else a
                          for name, a in zip(names, args))
+        sizes = module_sizes(self.f)
         result = self.f(*args)
-        self.contract.returns.check(text, result, args)
+        self.grew |= {name for name, n in module_sizes(self.f).items() if n > sizes.get(name, n)}
+        given = tuple(before.get(name, a) for name, a in zip(names, args))  # a shape is the arguments' as they came
+        self.contract.returns.check(text, result, given)
         if isinstance(self.contract.returns, Yields):
             return self.yielding(text, result, args, names, before)
         RAN[self.number].add("returns")
@@ -385,7 +422,8 @@ class Held:
         for i, item in enumerate(result):
             problem = self.contract.returns.of.problem(item)
             if problem is not None:
-                raise wrong(f"{text}: the token it yielded {i} is {item!r}, {problem[0]}", problem[1])
+                raise wrong(f"{text}: the token it yielded {i} is {item!r}, {problem[0]}",
+                            YIELDED if problem[1] == COUNT else problem[1])
             RAN[self.number].add("returns")
             self.kept(text, args, names, before)
             yield item
@@ -439,9 +477,12 @@ def hold_randomness(number, contract, held):
     outcomes = []
     for text, make in contract.probes():
         seeded(1, 1)
-        first = run(contract, held, text, make())
-        seeded(2, 2)
-        second = run(contract, held, text, make())
+        first = second = run(contract, held, text, make())
+        for seed in range(2, contract.draws + 1):  # a True or False drawn on its own agrees half the time
+            seeded(seed, seed)
+            second = run(contract, held, text, make())
+            if not (same(first, second) or contract.agree(first, second)):
+                break
         if not (same(first, second) or contract.agree(first, second)):
             source = randomness_source(contract, held, text, make)
             if contract.rng:
@@ -480,14 +521,63 @@ def hold_boundaries(number, contract, held, reference):
     for b in contract.boundaries():
         args = b.args()
         expected = outcome(contract, args, reference(*args))
-        got = run(contract, held, b.call, b.args(), b.hint)
+        try:
+            got = run(contract, held, b.call, b.args(), b.hint)
+        except Crash as e:
+            raise crashed_at(b, held, e) from None
         if contract.agree(got, expected):
             continue
         try:
-            closer = b.explain(got, expected, held) if b.explain else None
+            closer = in_float32(got, expected) or (b.explain(got, expected, held) if b.explain else None)
         except Exception:  # an answer odd enough to trip the diagnosis still gets the boundary's own message
             closer = None
+        if not (closer and closer[0]):
+            closer = rounded(got, expected) or closer
         display = contract.display or shown
-        what = f"{b.call} {contract.verb} {display(got)}, expected {display(expected)}: {b.what}"
+        said = display(got), display(expected)
+        if said[0] == said[1]:  # numbers that differ past the digits shown
+            said = repr(got), repr(expected)
+        what = f"{b.call} {contract.verb} {said[0]}, expected {said[1]}: {b.what}"
         raise wrong(f"{what}; {closer[0]}" if closer and closer[0] else what, closer[1] if closer and closer[1] else b.hint)
     RAN[number].add("boundaries")
+
+
+def crashed_at(b, held, e):
+    """The failure of an answer that raised at boundary b: what led to the crash where the boundary can tell."""
+    try:
+        closer = b.crash(held) if b.crash else None
+    except Exception:
+        closer = None
+    if not closer:
+        return e
+    return wrong(f"{str(e).split(chr(10) + '  where to look: ')[0]}; {closer[0]}", closer[1])
+
+
+def near_miss(got, expected):
+    """(what, where to look) for a float a hair from the right one: float32's rounding, or a rounding to decimals."""
+    return in_float32(got, expected) or rounded(got, expected)
+
+
+def floats(got, expected):
+    return (type(got) is float and type(expected) is float and got != expected and got == got
+            and expected == expected)
+
+
+def in_float32(got, expected):
+    """(what, where to look) for the right value rounded to float32's 7 digits, or None: said before any other
+    diagnosis (the rest of the answer is right)."""
+    if floats(got, expected) and np.float32(got) == np.float32(expected) and abs(got - expected) <= 1e-6 * max(
+            abs(expected), 1e-30):
+        return (f"that is the right value in float32, off by {abs(got - expected):.2g}: float32 carries 7 digits",
+                "compute it in Python floats: a np.float32, or an entry of a float32 array, carries float32's rounding "
+                "into everything computed from it (float(x) of a float32 keeps its 7 digits)")
+    return None
+
+
+def rounded(got, expected):
+    """(what, where to look) for the right value rounded to a few decimals, or None."""
+    digits = next((d for d in range(1, 7) if got == round(expected, d)), None) if floats(got, expected) else None
+    if digits is not None:
+        return (f"that is the right value rounded to {digits} decimal{'s' if digits != 1 else ''}",
+                "return the value as computed: no round(...), which only a display needs")
+    return None

@@ -82,11 +82,13 @@ class TableModel:
     def __init__(self, vocab_size, dist, name="a table model", n_positions=1024):
         self.vocab_size, self.dist, self.name, self.n_positions = vocab_size, dist, name, n_positions
         self.texts = {}  # id(cache) -> the tokens fed into it, position by position
+        self.read = []   # what each forward read, the cache's tokens and those fed (a check's diagnosis looks)
 
     def forward(self, ids, kvcache=None, n_logits=None, **_):  # -> [n_logits, vocab_size]
         ids = [int(t) for t in np.asarray(ids).reshape(-1)]
         held = [] if kvcache is None else self.texts.get(id(kvcache), [])[:kvcache.n_tokens()]
         context = held + ids
+        self.read.append(list(context))
         if kvcache is not None:
             self.texts[id(kvcache)] = context
             kvcache.commit(len(ids))

@@ -11,7 +11,8 @@ from kvcache import KVCache
 
 from .contract import RAN
 from .models import tiny_pair
-from .running import Exercise, StillBuggy, Wrong, attempt, crashed, fresh, in_your_file, project, span, wrong
+from .running import (Exercise, StillBuggy, Wrong, attempt, confirmed, crashed, fresh, in_your_file, project,
+                      span, wrong)
 
 
 def identical_prefix(drafted, oracle_choice):
@@ -27,7 +28,9 @@ def check_accepted_prefix_length(f):
              ([5, 7, 9], [5, 1, 9, 4], 1), ([], [3], 0), ([0, 0], [0, 1, 2], 1), ([4], [4, 4], 1),
              # real-size ids (GPT-2's " Python", <|endoftext|>, ...): above 256, each int is an object of its own
              ([2393, 50256, 257], [2393, 50256, 300, 11], 2), ([464, 3290, 318], [464, 3290, 318, 257], 3),
-             ([50256, 13], [50256, 0, 13], 1)]
+             ([50256, 13], [50256, 0, 13], 1),
+             # a draft whose digits begin the oracle's choice is another token: 9 is not 95, 50 is not 502
+             ([5, 7, 9], [5, 7, 95, 4], 2), ([464, 50, 13], [464, 502, 13, 11], 1)]
     for drafted, oracle_choice, expected in cases:
         call = f"accepted_prefix_length({drafted}, {oracle_choice})"
         given = (fresh(drafted), fresh(oracle_choice))
@@ -35,8 +38,13 @@ def check_accepted_prefix_length(f):
                       hint="when every draft matches, all len(drafted) of them are accepted: the count stops at the "
                            "end of drafted" if expected == len(drafted) else None)
         if got != expected:
-            what, hint = explain_prefix(given, got, expected)
+            what, hint = explain_prefix(given, got, expected, f)
             raise wrong(f"{call} returned {got!r}, expected {expected}" + (f": {what}" if what else ""), hint)
+
+
+def counts_the_oracles_token(drafted, oracle_choice):
+    """The threshold notes' n_accepted: the accepted drafts and the oracle's own token after them."""
+    return next((i for i, (d, c) in enumerate(zip(drafted, oracle_choice)) if d != c), len(drafted)) + 1
 
 
 def explain_prefix(args, got, expected, f=None):
@@ -46,15 +54,22 @@ def explain_prefix(args, got, expected, f=None):
     if got == identical_prefix(fresh(drafted), fresh(oracle_choice)) and max(drafted + oracle_choice) > 256:
         return "", ("compare ids with ==, not `is`: `is` asks whether two ints are the same object, and CPython "
                     "shares the objects of -5..256 only, so `is` holds on small ids and fails on real ones")
-    if got == expected + 1 and not all_match or got == len(drafted) + 1:
+    if got == len(drafted) + 1 or got == expected + 1 and confirmed(f, counts_the_oracles_token, (
+            ([5, 7, 9], [5, 7, 2, 4]), ([5, 7, 9], [1, 7, 9, 4]), ([464, 3290], [464, 3290, 318]))):
         return ("that counts the oracle's own token too", "n counts the accepted drafts only; the oracle's own token "
                 "comes after them (the threshold notes' n_accepted = idx + 1 counts it too: exercise 8)")
-    if all_match and expected > 0:
+    if all_match and expected > 0 and got < expected:
         return "", "when every draft matches the oracle, all of them are accepted: count up to len(drafted)"
-    if 0 in drafted:
+    if got < expected and drafted[got] == 0:
         return "", "token id 0 is a token like any other (a test such as `if drafted[n]` treats it as missing)"
     if got > expected:
-        return "", "stop at the first disagreement: a later draft that happens to match is not kept"
+        d, c = drafted[expected], oracle_choice[expected]
+        if str(c).startswith(str(d)):
+            return (f"draft {expected}, {d}, is not the oracle's choice there, {c}, though its digits begin it",
+                    "compare the ids themselves, drafted[i] == oracle_choice[i]: a comparison of their digits (in "
+                    "\",\".join(...) of the ids, or str(...)) finds 9 in 95")
+        return (f"draft {expected}, {d}, is not the oracle's choice there, {c}, yet it was counted",
+                "stop at the first disagreement: the drafts after it are not kept, even those that happen to match")
     return "", "count the drafts from the first for as long as drafted[i] == oracle_choice[i]"
 
 
@@ -182,12 +197,14 @@ class Cost:
     draft_rereads: int
     draft_newest_rereads: int  # of draft_rereads, those of the newest token (read, cut off, read again)
     most_drafted: int          # the most drafts one round checked
+    oracle_text_rereads: int   # of oracle_rereads, those of tokens it had read as text (not as drafts)
 
 
-def rereads(calls, newest=False):
+def rereads(calls, newest=False, text_only=False):
     """How many times the calls fed a token of the text at a position where they had fed that same token before:
     the newest token too (a catch-up that feeds it, then cuts it off again, makes the next round read it twice).
-    newest: count only the rereads of the text's newest token."""
+    newest: count only the rereads of the text's newest token. text_only: only where the earlier feed was of the
+    text already, not of a draft that happened to be the token kept there (a draft rejected by `is`)."""
     seen, again = {}, 0
     for c in calls:
         start = c.held or 0
@@ -195,7 +212,8 @@ def rereads(calls, newest=False):
             if (position < len(c.text) and token == c.text[position] and token in seen.get(position, ())
                     and (not newest or position == len(c.text) - 1)):
                 again += 1
-            seen.setdefault(position, set()).add(token)
+            if not text_only or position < len(c.text):
+                seen.setdefault(position, set()).add(token)
     return again
 
 
@@ -205,7 +223,8 @@ def cost(draft_calls, oracle_calls, end_text):
     drafted = sum(len(c.reading()) - len(c.text) for c in rounds)
     accepted = sum(len(next_text) - len(c.text) - 1 for c, next_text in zip(rounds, after))
     return Cost(len(rounds), drafted, accepted, rereads(oracle_calls), rereads(draft_calls),
-                rereads(draft_calls, newest=True), max((len(c.reading()) - len(c.text) for c in rounds), default=0))
+                rereads(draft_calls, newest=True), max((len(c.reading()) - len(c.text) for c in rounds), default=0),
+                rereads(oracle_calls, text_only=True))
 
 
 @functools.lru_cache(maxsize=None)
@@ -287,6 +306,12 @@ def check_speed(ids, n_new, n_draft, draft_calls, oracle_calls, text):
         raise wrong(f"{setting} your rounds drafted up to {mine.most_drafted} tokens each; with n_draft = {n_draft} a "
                     f"round drafts up to {ref.most_drafted}.\n{price}", "step 1: a round drafts k = min(n_draft, tokens "
                     "left - 1) tokens, n_draft the argument (the checker calls with 2, 4 and 7)")
+    reread = ("step 4: truncate the oracle's cache to n_kept, the kept tokens but the newest, so that the next round "
+              "feeds it only the last token and the drafts; a new cache, or one cut shorter and fed again, makes the "
+              "oracle read again what it had read")
+    if mine.oracle_text_rereads > ref.oracle_text_rereads:  # before the passes: a pass that reads the text is no check
+        raise wrong(f"{setting} the oracle read {mine.oracle_text_rereads} tokens of the text again, though it had read "
+                    "them before: its cache already holds all the text but the newest token", reread)
     if mine.oracle_passes > ref.oracle_passes and mine.accepted < ref.accepted:
         raise wrong(f"{setting} the oracle kept {mine.accepted} of your {mine.drafted} drafts, where a right round "
                     f"keeps {ref.accepted} of the same draft's {ref.drafted}: it checked drafts in "
@@ -295,22 +320,23 @@ def check_speed(ids, n_new, n_draft, draft_calls, oracle_calls, text):
                     "whether two objects are one, and the oracle's choices are NumPy ints)")
     if mine.oracle_rereads > ref.oracle_rereads:
         raise wrong(f"{setting} the oracle read {mine.oracle_rereads} tokens of the text again, though it had read "
-                    "them before: its cache already holds all the text but the newest token",
-                    "step 4: cut the oracle's cache back to the kept tokens (truncate), instead of starting a new one "
-                    "and feeding it the whole text")
+                    "them before: its cache already holds all the text but the newest token", reread)
     if mine.oracle_passes > ref.oracle_passes:
         raise wrong(f"{setting} the oracle checked drafts in {mine.oracle_passes} passes for {n_new} tokens, where "
                     f"one a round ({ref.oracle_passes}) suffices",
                     "step 2: ONE oracle forward over the last token and all k drafts")
+    older = mine.draft_rereads - mine.draft_newest_rereads, ref.draft_rereads - ref.draft_newest_rereads
+    if older[0] > older[1]:  # tokens before the newest read again: a cache started anew, or none
+        raise wrong(f"{setting} the draft read {mine.draft_rereads} tokens of the text again, though it had read "
+                    "them before: its cache already holds them",
+                    "step 4: cut the draft's cache back to the kept tokens (truncate), and catch it up after a clean "
+                    "sweep, so that a round feeds it only the last token and its own guesses; a new cache, or none, "
+                    "feeds it the whole text again")
     if mine.draft_newest_rereads > ref.draft_newest_rereads:
         raise wrong(f"{setting} the draft read the newest token a second time {mine.draft_newest_rereads} times: fed "
                     "once (by a catch-up that goes past n_kept), cut off again, and read again by the next round",
                     "step 4's catch-up feeds the draft the kept tokens its cache lacks, tokens[n_tokens():n_kept]: "
                     "never the newest, which the next round reads first")
-    if mine.draft_rereads > ref.draft_rereads:
-        raise wrong(f"{setting} the draft read {mine.draft_rereads} tokens of the text again, though it had read "
-                    "them before: its cache already holds them",
-                    "step 4: cut the draft's cache back to the kept tokens (truncate), instead of starting a new one")
 
 def diagnose_generator(ids, n_new, n_draft, expected, got, first, error, calls):
     setting = f"with n_draft={n_draft}, {n_new} new tokens after the prompt {ids}"

@@ -7,7 +7,8 @@ import numpy as np
 
 from gpt2 import softmax
 
-from .running import Exercise, StillBuggy, attempt, project, show, wrong
+from .contract import near_miss
+from .running import Exercise, StillBuggy, attempt, confirmed, project, show, wrong
 
 
 def sps_alpha(q, p):
@@ -31,7 +32,7 @@ def check_probabilities(f):
         expected = reference(x, temperature, top_k)
         if np.allclose(got, expected, atol=1e-5, rtol=0):
             continue
-        what, hint = explain_probabilities((x, temperature, top_k), got, expected) or (
+        what, hint = explain_probabilities((x, temperature, top_k), got, expected, f) or (
             "not what temperature, then top-k, give", "temperature first (logits / temperature), then top-k, then softmax")
         raise wrong(f"{call} returned {show(got)}, expected {show(expected)}: {what}", hint)
 
@@ -51,6 +52,15 @@ def probability_cases():
     return cases
 
 
+def finite(f, logits, temperature, top_k):
+    """Whether f gives finite probabilities for these arguments (no f, or a crash: not known, False)."""
+    try:
+        with np.errstate(all="ignore"):
+            return f is not None and bool(np.all(np.isfinite(f(logits.copy(), temperature, top_k))))
+    except Exception:
+        return False
+
+
 def explain_probabilities(args, got, expected, f=None):
     """(what went wrong, where to look) for probabilities(*args) = got, where the reference gives expected."""
     x, temperature, top_k = args
@@ -63,10 +73,22 @@ def explain_probabilities(args, got, expected, f=None):
         if np.float32(temperature) == 0:
             return (f"{temperature} is below the smallest float32, so np.float32({temperature}) is 0, and 0 / 0 is NaN",
                     "divide by at least np.finfo(np.float32).smallest_subnormal")
+        if top_k is not None and finite(f, x, temperature, None):
+            return (f"the NaN comes with top_k = {top_k}: every logit was cut, and softmax of nothing but -inf is NaN",
+                    "keep the logits >= the k-th largest (`>` drops the k-th itself: with top_k = 1 nothing is left)")
+        if f is not None and not finite(f, x - x.max(), temperature, top_k):
+            return ("the same logits shifted so that the largest is 0 give NaN too: the NaN is not softmax's overflow "
+                    "but arithmetic of your own at a tiny temperature", "divide the shifted logits by the temperature "
+                    "itself, (logits - max) / T: 1 / T overflows float32 to inf (and 0 * inf is NaN), and "
+                    "softmax(logits) ** (1 / T) underflows to 0 (and 0 / 0 is NaN)")
         return (f"logits / {temperature} overflow float32 to +inf, and softmax of inf is NaN",
                 "softmax does not change when you subtract the largest logit: do that before dividing")
     if temperature == 0:
         return "temperature 0 puts all the mass on the argmax (the first one on a tie)", "np.argmax"
+    if np.array_equal(got, reference(x, 0, top_k)) and not np.allclose(expected, got, atol=1e-5, rtol=0):
+        return (f"that is greedy, all the mass on the argmax; at temperature {temperature:g} softmax(logits / T) keeps "
+                f"mass on the others ({show(expected)})", "only temperature 0 means greedy: a tiny temperature is "
+                "still a division, with the smallest float32 as the floor")
     floors = [t for t in (10.0 ** e for e in range(-1, -45, -1)) if t > temperature and np.allclose(
         got, reference(x, t, top_k), atol=1e-5, rtol=0)]
     if floors and not np.allclose(reference(x, min(floors), top_k), expected, atol=1e-5, rtol=0):
@@ -105,7 +127,17 @@ def small_residuals():
         pairs.append((q, p))
     q = np.array([0.99, 0.01], np.float32)  # one float32 step apart: a mass of about 1e-9
     pairs.append((q, np.array([np.nextafter(q[0], np.float32(1)), np.nextafter(q[1], np.float32(0))], np.float32)))
+    # a whole residual of one subnormal float32: still a residual, however small
+    pairs.append((np.array([1e-40, 0.5, 0.5], np.float32), np.array([0.0, 0.5, 0.5], np.float32)))
     return pairs
+
+
+def rounded_residuals():
+    """(q, p) pairs with q <= p everywhere after rounding, q != p: (q - p)+ is all zeros, and q, not p, the answer."""
+    q = np.array([0.2, 0.5, 0.3], np.float32)
+    p = q.copy()
+    p[1] = np.nextafter(p[1], np.float32(1))
+    return [(q, p)]
 
 
 def check_residual(f):
@@ -113,14 +145,17 @@ def check_residual(f):
     rng = np.random.default_rng(0)
     pairs = [tuple(rng.dirichlet(np.ones(12)).astype(np.float32) for _ in range(2)) for _ in range(20)]
     pairs.insert(0, (np.array([0.2, 0.5, 0.3], np.float32), np.array([0.4, 0.2, 0.4], np.float32)))
-    for q, p in pairs + small_residuals():
+    for q, p in pairs + small_residuals() + rounded_residuals():
         call = f"residual(q={show(q, None)}, p={show(p, None)})"
         with np.errstate(all="ignore"):
             r = attempt(call, f, q.copy(), p.copy())
         expected = residual(q, p)
-        if not np.allclose(r, expected, atol=1e-6):
+        fell_back_to_p = np.array_equal(r, p) and not np.array_equal(p, q)  # a hair from q, but not q
+        if fell_back_to_p or not np.allclose(r, expected, atol=1e-6):
             what, hint = explain_residual((q, p), r, expected) or ("", "max(q - p, 0), renormalised to sum to 1")
-            raise wrong(f"{call} returned {show(r)}, expected {show(expected)}" + (f": {what}" if what else ""), hint)
+            digits = 3 if show(r) != show(expected) else None  # each float32 in full where 3 digits hide the change
+            raise wrong(f"{call} returned {show(r, digits)}, expected {show(expected, digits)}"
+                        + (f": {what}" if what else ""), hint)
 
 
 def explain_residual(args, r, expected, f=None):
@@ -131,15 +166,25 @@ def explain_residual(args, r, expected, f=None):
         return (f"(q - p)+ sums to {mass:.3g} here, and 0 / 0 is NaN" if mass == 0 else "it is not finite",
                 "the case where max(q - p, 0) sums to 0: which distribution is right then? (EXERCISES.md)")
     if mass == 0:
-        return ("(q - p)+ is all zeros here: return q", "why q is the right answer is in exercise 11's answer")
-    if mass < 1e-2 and np.allclose(r, q, atol=1e-6):
+        return ("(q - p)+ is all zeros here: return q" + ("" if np.array_equal(q, p) else ", though q and p differ (q "
+                "<= p everywhere after rounding)") + (": yours is p" if np.array_equal(r, p) else ""),
+                "why q, the target, is the right answer is in exercise 11's answer")
+    if np.allclose(r, q, atol=1e-6) and not np.allclose(r, expected, atol=1e-6):
         # The exact identity a sampler must keep: P(emit x) = min(p, q)(x) + P(reject) * residual(x) = q(x).
         out = np.minimum(p, q) + (1 - sps_alpha(q, p)) * r
         return (f"it fell back to q, but (q - p)+ is not all zeros here: its mass is {mass:.2g}. A rejection happens "
                 f"with that probability, and then one SpS step emits {show(out, None)} instead of q, off by "
                 f"{float(np.abs(out - q).max()):.2g}: a biased sampler",
-                "fall back to q only when max(q - p, 0) sums to exactly 0; any threshold above 0 (a small epsilon, "
-                "np.isclose) replaces a real residual by q")
+                "fall back to q only when max(q - p, 0) sums to exactly 0; any other test (a threshold above 0, "
+                "np.isclose, the sum of q - p, which is 0 for any two distributions) replaces a real residual by q")
+    with np.errstate(all="ignore"):
+        kept_q = np.where(q > p, q, np.float32(0))
+        if np.allclose(r, kept_q / kept_q.sum(), atol=1e-6):
+            return ("that keeps q(x) itself where q > p, renormalised; the residual there is q(x) - p(x), what the "
+                    "target has and the draft lacks", "max(q - p, 0): the difference, not q")
+        if np.allclose(r, softmax(np.maximum(q - p, 0)), atol=1e-6):
+            return ("that is softmax of (q - p)+: softmax exponentiates, and gives every token some mass",
+                    "renormalise by dividing by the sum: max(q - p, 0) / its sum")
     if np.any(r[q < p] > 0):
         return ("it puts mass on tokens the draft p over-proposes (p > q)",
                 "the residual is the mass the target q has and the draft p lacks: max(q - p, 0)")
@@ -153,8 +198,9 @@ def explain_residual(args, r, expected, f=None):
                     "whatever the rounding")
         if (r.sum() > 0 and not math.isclose(float(r.sum()), mass, rel_tol=1e-3)
                 and np.allclose(r / r.sum(), expected, atol=1e-6)):
-            return (f"it is (q - p)+ divided by {mass / float(r.sum()):.6g}, where its mass is {mass:.6g} (an epsilon "
-                    "added to the sum?)", "divide by the sum exactly, and handle the sum 0 apart, as its own case")
+            return (f"it is (q - p)+ divided by {mass / float(r.sum()):.6g}, where its mass is {mass:.6g}"
+                    + (" (an epsilon added to the sum?)" if r.sum() < 1 else " (a norm that is not the sum?)"),
+                    "divide by the sum exactly, and handle the sum 0 apart, as its own case")
         return f"it adds up to {float(r.sum()):.4g}, not 1", "renormalise: divide by the sum"
     return None
 
@@ -175,6 +221,10 @@ KEEP_TESTS = [  # (a wrong test of step 3, what it is, where to look)
      "the acceptance test of step 3 in Chen et al.'s letters: min(1, q(x)/p(x))"),
     (lambda q, p, x, r: q[x] >= p[x], "that keeps x whenever the target wants it at least as much as the draft, "
      "whatever r", "the test draws on r: a draft the target wants less than the draft is kept q(x)/p(x) of the time"),
+    (lambda q, p, x, r: r < np.minimum(np.float32(1), q[x] / p[x]), "that compares r with min(1, q(x)/p(x)) in "
+     "float32 (np.minimum, or a np.float32 1): NumPy rounds r to float32 for the comparison, and r = 1 - 2^-53 "
+     "becomes 1.0", "min(1.0, q[x] / p[x]) with Python's min and 1.0, or float(...) of the ratio: a Python float "
+     "compared with a Python float"),
 ]
 
 
@@ -192,6 +242,21 @@ def explain_keep(args, got, expected, f=None):
                    if all(bool(test(*point)) == answer for point, answer in zip(points, answers))]
     if matches:
         return "; or ".join(what for what, _ in matches), "; or ".join(hint for _, hint in matches)
+    if f is None:
+        return None
+    from sps import acceptance_probability
+    q, p, x, r = args
+    grid = (np.arange(400) + 0.5) / 400
+    try:
+        with np.errstate(all="ignore"):
+            share = float(np.mean([bool(f(q.copy(), p.copy(), x, float(u))) for u in grid]))
+    except Exception:
+        return None
+    rate = acceptance_probability(q, p, x)
+    if abs(share - rate) > 0.01:  # not the boundary alone: the test keeps x at another rate
+        return (f"your test keeps x for {share:.0%} of r in [0, 1), where Algorithm 2 keeps it with probability "
+                f"min(1, q(x)/p(x)) = {rate:.0%} (q(x) = {q[x]:.3g}, p(x) = {p[x]:.3g})",
+                "the acceptance test of step 3 in Chen et al.'s letters: r < min(1, q(x)/p(x)), q the target")
     return None
 
 
@@ -203,7 +268,9 @@ def emitted(q, p, keep):
 
 
 KEEP_CASES = [(np.array([0.3, 0.3, 0.4], np.float32), np.array([0.6, 0.3, 0.1], np.float32)),
-              (np.array([0.0, 0.2, 0.8], np.float32), np.array([0.5, 0.5, 0.0], np.float32))]
+              (np.array([0.0, 0.2, 0.8], np.float32), np.array([0.5, 0.5, 0.0], np.float32)),
+              # a draft the draft model gave a tiny probability: p(x) > 0 is all there is, min(1, q/p) = 0.1
+              (np.array([1e-31, 0.4, 0.6], np.float32), np.array([1e-30, 0.6, 0.4], np.float32))]
 
 
 def kept_shares(f):
@@ -291,37 +358,53 @@ def check_alpha(f):
             continue
         n = 20000
         kept = sum(rng.random() < acceptance_probability(q, p, sample(p, rng)) for _ in range(n))
-        what, hint = explain_alpha((q, p), got, expected) or ("", "P(keep) = sum over x of P(draw x) * P(keep x | x "
-                                                                      "drawn)")
-        raise wrong(f"{call} returned {got:.4g}, expected {expected:.4g}: one simulated SpS step (x ~ p, kept when "
+        what, hint = near_miss(got, expected) or explain_alpha((q, p), got, expected, f) or (
+            "", "P(keep) = sum over x of P(draw x) * P(keep x | x drawn)")
+        said = f"{got:.4g}, expected {expected:.4g}"
+        if f"{got:.4g}" == f"{expected:.4g}":
+            said = f"{got!r}, expected {expected!r}"
+        raise wrong(f"{call} returned {said}: one simulated SpS step (x ~ p, kept when "
                     f"r < min(1, q(x)/p(x))), run {n} times, kept the draft {kept / n:.1%} of the time"
                     + (f"; {what}" if what else ""), hint)
 
 
+ALPHAS = [(np.array([0.2, 0.3, 0.5], np.float32), np.array([0.5, 0.3, 0.2], np.float32)),
+          (np.array([0.1, 0.6, 0.3, 0.0], np.float32), np.array([0.4, 0.4, 0.1, 0.1], np.float32)),
+          (np.array([0.7, 0.2, 0.1], np.float32), np.array([0.1, 0.1, 0.8], np.float32))]  # where a diagnosis must hold too
+
+
 def explain_alpha(args, got, expected, f=None):
-    """(what the figure is, where to look) for alpha(*args) = got: the usual wrong formulas that give it."""
+    """(what the figure is, where to look) for alpha(*args) = got: the usual wrong formulas that give it here and,
+    f given, on ALPHAS too."""
     q, p = args
     both_zero = np.flatnonzero((p == 0) & (q == 0)).tolist()
     if math.isnan(got) and both_zero:
         return (f"at token(s) {both_zero} p = q = 0 (after top-k, every token outside the top k has probability 0 in "
                 "both), and 0 / 0 is NaN there", "a token neither model gives any probability adds nothing to alpha: "
                                                  "sum_x min(p(x), q(x)) needs no division")
+    formulas = [
+        (lambda q, p: float(np.dot(p, q)), "sum p(x) q(x) is the chance that two independent draws, one from each, "
+         "agree", "P(keep) = sum over x of P(draw x) * P(keep x | x drawn)"),
+        (lambda q, p: 1 - float(np.abs(p - q).sum()), "1 - sum |p - q| counts every difference twice: the total "
+         "variation distance is half of sum |p - q|", "how often a draft is kept, given what the test keeps"),
+        (lambda q, p: sps_alpha(q, p) / len(p), f"that is alpha divided by the {len(p)} tokens: a mean over the "
+         "vocabulary, not a sum", "P(keep) adds up the chances of the tokens, one by one: a sum, not a mean"),
+        (lambda q, p: float(np.sum(np.minimum(1, q[p > 0] / p[p > 0]))), "that is sum_x min(1, q(x)/p(x)), each "
+         "token's chance to be kept, unweighted by how often the draft proposes it", "P(keep) = sum over x of "
+                                                                                       "P(draw x) * P(keep x | x drawn)"),
+    ]
     with np.errstate(all="ignore"):
-        formulas = [
-            (float(np.dot(p, q)), "sum p(x) q(x) is the chance that two independent draws, one from each, agree",
-             "P(keep) = sum over x of P(draw x) * P(keep x | x drawn)"),
-            (1 - float(np.abs(p - q).sum()), "1 - sum |p - q| counts every difference twice: the total variation "
-             "distance is half of sum |p - q|", "how often a draft is kept, given what the test keeps"),
-            (expected / len(p), f"that is alpha divided by the {len(p)} tokens: a mean over the vocabulary, not a sum",
-             "P(keep) adds up the chances of the tokens, one by one: a sum, not a mean"),
-            (float(np.sum(np.minimum(1, q[p > 0] / p[p > 0]))), "that is sum_x min(1, q(x)/p(x)), each token's "
-             "chance to be kept, unweighted by how often the draft proposes it", "P(keep) = sum over x of P(draw x) * "
-                                                                                  "P(keep x | x drawn)"),
-        ]
-    matches = [(what, hint) for value, what, hint in formulas if abs(got - value) < 1e-5]
+        matches = [(what, hint) for formula, what, hint in formulas
+                   if abs(got - formula(q, p)) < 1e-5 and confirmed(f, formula, ALPHAS, lambda a, b: abs(a - b) < 1e-5)]
     if matches:
         return "; or ".join(what for what, _ in matches), "; or ".join(hint for _, hint in matches)
-    return None
+    if math.isnan(got):
+        return None
+    if 1e-5 < abs(got - expected) < 0.02:
+        return (f"off by {abs(got - expected):.2g}, the size of a sampling error", "alpha in closed form: a sum over "
+                "the tokens, sum_x min(p(x), q(x)), with no sampling and so no sampling error")
+    return (f"alpha here is sum_x min(p(x), q(x)) = {expected:.4g}", "P(keep) = sum over x of P(draw x) * P(keep x | "
+            "x drawn) = sum_x p(x) min(1, q(x)/p(x))")
 
 
 def reference_probabilities():

@@ -11,9 +11,10 @@ import numpy as np
 from stats import Stats
 from gpt2 import softmax
 
+from .contract import Boundary
 from .models import SAMPLING_V, TableModel, close_draft, constant_rng, sampling_pair, three_pair
 from .part3_sampling import sps_alpha
-from .running import Exercise, attempt, show, wrong
+from .running import Exercise, attempt, confirmed, show, wrong
 
 # ---------------------------------------------------------------------------
 # Rounds with every draw the same (the contract's boundaries): each step of Algorithm 2 is then known, and a
@@ -103,15 +104,73 @@ WRONG_ROUNDS = {  # how -> (what the round did, where to look)
 CONSTANT_ROUNDS = (([1], True), ([2], False), ([0], True))  # the contract's boundaries, in their order
 
 
-def explain_constant_round(tokens, top, got, expected):
+def explain_constant_round(tokens, top, got, expected, f=None, models=None):
     """(what, where to look) for a wrong round with every draw the same: the usual wrong rounds that give got, and
-    that would have passed the boundaries before this one, as the answer did."""
+    that give what the answer gives on the other such rounds too (f given; else the rounds before this one, which
+    it passed); else the first step at which it parts from Algorithm 2 (models: what the round's models read)."""
     before = CONSTANT_ROUNDS[:CONSTANT_ROUNDS.index((list(tokens), top))]
+    others = [(t, u) for t, u in CONSTANT_ROUNDS if (t, u) != (list(tokens), top)]
+
+    def answers(t, u):
+        return list(f(*certain_pair(), list(t), 2, constant_rng(u)))
     matches = [WRONG_ROUNDS[how] for how in WRONG_ROUNDS if simulate(list(tokens), top, how) == got
-               and all(simulate(t, u, how) == simulate(t, u) for t, u in before)]
+               and all(simulate(t, u, how) == simulate(t, u) for t, u in before)
+               and confirmed(f, lambda t, u, how=how: simulate(t, u, how), others, lambda a, b: a == b, answers)]
     if matches:
         return "; or ".join(what for what, _ in matches), "; or ".join(hint for _, hint in matches)
-    return story(tokens, top), None
+    what, hint = first_step_apart(list(tokens), top, list(got), models)
+    return f"{story(tokens, top)}; {what}", hint
+
+
+def first_step_apart(tokens, top, got, models=None):
+    """(what, where to look): the first step of the round at which got parts from Algorithm 2's, every draw the same
+    (models: the draft and the target the round ran, whose reads show its drafts)."""
+    right = simulate(tokens, top)
+    draft, target = certain_pair()
+    drafted = []
+    for _ in range(2):
+        drafted.append(int(np.flatnonzero(softmax(draft.forward(tokens + drafted)[-1]))[-1 if top else 0]))
+    if models is not None and len(models[1].read) == 1:  # the round's drafts, as its target read them
+        theirs = models[1].read[0][len(tokens):]
+        reads = models[0].read
+        wrong_read = next((k for k, read in enumerate(reads) if read != tokens + theirs[:k]), None)
+        if wrong_read is not None:
+            return (f"your draft pass {wrong_read + 1} read {reads[wrong_read]}, where step 1's pass reads the text and "
+                    f"the drafts before it, {tokens + theirs[:wrong_read]}", "step 1: draft t's distribution p is "
+                    "the draft's after the text and the t drafts before it: draft.forward(tokens + drafted)[-1]")
+        if theirs != drafted:
+            k = next((k for k, (a, b) in enumerate(zip(theirs, drafted)) if a != b), min(len(theirs), len(drafted)))
+            return (f"your round's drafts are {theirs} (what its target pass read after the text), where the draws from "
+                    f"p give {drafted}", "step 1: each draft is sample(p, rng), p the draft's distribution after the "
+                    "text and the drafts before it, drawn with the rng given" if k < len(drafted) else
+                    "step 1: a round drafts n_draft tokens, then step 2 reads the text and all of them")
+    kept = len(right) - 1  # the drafts the round keeps; the last token is the residual's or the bonus
+    clean = kept == len(drafted)
+    last = "the bonus, from q after the text and both drafts," if clean else \
+        f"the replacement of draft {kept + 1}, from the residual (q - p)+ of its row,"
+    if not got:
+        return ("your round returned no token", "a round ends with exactly one token of the target's: after a "
+                "rejection one from the residual (q - p)+, after a clean sweep the bonus: 1 to n_draft + 1 tokens")
+    i = next((i for i, (a, b) in enumerate(zip(got, right)) if a != b), min(len(got), len(right)))
+    if i < kept and len(got) == i + 1:
+        return (f"your round ended with {got[i]} after {i} draft(s): it rejected draft {i + 1}, {drafted[i]}, which "
+                "Algorithm 2 keeps here", "step 3 tests draft t with row t of step 2, q[t] and p[t]: the target's and "
+                "the draft's distributions after the text and the t drafts before it")
+    if i < kept:
+        return (f"your round's draft {i + 1} is {got[i]}, where the draw from p gives {drafted[i]}",
+                "step 1: each draft is sample(p, rng), p the draft's distribution after the text and the drafts "
+                "before it")
+    if i == kept and len(got) > kept:
+        return (f"your round's token after {kept} kept draft(s) is {got[i]}, where {last} gives {right[-1]}",
+                "step 4: the bonus is sample(q[n_draft], rng), the last row of step 2" if clean else
+                "step 3's replacement: sample(residual(q[t], p[t]), rng), with q[t] and p[t] the rows of the rejected "
+                "draft t")
+    if len(got) < len(right):
+        return (f"your round ended after {len(got)} token(s), without {last.rstrip(',')}",
+                "a round ends with exactly one token of the target's: the residual's after a rejection, the bonus "
+                "after a clean sweep")
+    return (f"your round adds {len(got) - len(right)} token(s) after {last.rstrip(',')}", "a round ends with exactly "
+            "one token of the target's: nothing comes after the residual's token or the bonus")
 
 
 def story(tokens, top):
@@ -137,6 +196,58 @@ def story(tokens, top):
         steps.append(f"the bonus from q after both drafts is {int(np.flatnonzero(q[2])[-1 if top else 0])}")
     return f"with every draw at r = {r!r} (each token drawn is the {'last' if top else 'first'} of nonzero " \
            f"probability), " + "; ".join(steps)
+
+
+# The contract's stages for exercise 15 (promises.py): its probes, its boundaries, its passes, its length
+
+def sps_probes():
+    def make(seed):
+        return lambda: (*sampling_pair(), [1, 4], 2, np.random.default_rng(seed))
+    return [(f"sps_round(draft, oracle, [1, 4], n_draft=2, rng=np.random.default_rng({seed}))", make(seed))
+            for seed in range(10)]
+
+
+def sps_case(what, tokens, top, u_said, hint):
+    text = f"sps_round(draft, oracle, {tokens}, n_draft=2, rng) with a generator whose every draw is {u_said}"
+    last = {}
+
+    def args():  # the models of the last call kept: what they read shows the round's drafts
+        last["models"] = certain_pair()
+        return (*last["models"], list(tokens), 2, constant_rng(top))
+    return Boundary(what, text, args, hint,
+                    lambda got, expected, f: explain_constant_round(tokens, top, got, expected, f, last["models"]))
+
+
+def sps_boundaries():
+    said = {  # what each of CONSTANT_ROUNDS is, and where to look when a round goes wrong there
+        1: ("a round that keeps both its drafts (q(x) >= p(x) at each)",
+            "step 4: after all n_draft drafts are kept, one token from q after the text and ALL the drafts"),
+        2: ("a round whose first draft the target never emits (q(x) = 0), at r = 0.0",
+            "step 3's test is strict, r < min(1, q(x)/p(x)): at r = 0.0 a draft with q(x) = 0 is rejected (0 < 0 is "
+            "False; `<=` keeps it), and the round ends with a token from the residual"),
+        0: ("a round whose draft and target are the same (p = q: min(1, q/p) = 1 keeps every draft)",
+            "step 3 keeps a draft when r < min(1, q(x)/p(x)), which is 1 here; step 4 then adds the bonus")}
+    return [sps_case(*said[tokens[0]][:1], tokens, top, "r = 0.99999999" if top else "r = 0.0", said[tokens[0]][1])
+            for tokens, top in CONSTANT_ROUNDS]
+
+
+def round_length(draft, oracle, tokens, n_draft, rng):
+    return (1, n_draft + 1, f"a round adds 1 to n_draft + 1 = {n_draft + 1} tokens",
+            "a round ends with exactly one token of the target's: after a rejection one from the residual (q - p)+ "
+            "(the drafts after the rejected one go), after a clean sweep the bonus from q")
+
+
+def one_target_pass(args, out, passes):
+    if passes["oracle"] != 1:
+        return (f"the oracle ran {passes['oracle']} forward passes in one round: a round of SpS is ONE target pass, "
+                "over the text and all n_draft drafts at once",
+                "step 2: q for t = 0..n_draft in parallel, one oracle.forward(tokens + drafted), whose last n_draft + 1 "
+                "rows are the n_draft + 1 distributions")
+    if passes["draft"] != args["n_draft"]:
+        return (f"the draft ran {passes['draft']} forward passes in a round of n_draft = {args['n_draft']}: one per "
+                "draft", "step 1: a round drafts n_draft tokens, the argument (the checker calls with n_draft = 1, 2 "
+                "and 3), each from one draft pass")
+    return None
 
 
 # ---------------------------------------------------------------------------

@@ -6,7 +6,7 @@ import numpy as np
 
 from gpt2 import MASKED
 
-from .running import Exercise, attempt, project, wrong
+from .running import Exercise, attempt, confirmed, project, wrong
 
 
 # ---------------------------------------------------------------------------
@@ -45,13 +45,54 @@ def check_lookup(f):
         expected = reference(list(tokens), k, max_tail)
         if got == expected:
             continue
-        what, hint = explain_lookup((tokens, k, max_tail), got, expected)
+        what, hint = explain_lookup((tokens, k, max_tail), got, expected, f)
         raise wrong(f"{call} returned {got}, expected {expected}" + (f": {what}" if what else ""), hint)
+
+
+def variant(tokens, k, max_tail=3, zero=True, late=0, shift=0, longest_only=False, cut_at_tail=False):
+    """lookup with one thing done otherwise: start 0 left out of the search, the guesses `late` tokens after the
+    match, the tail `shift` tokens before the end, only the longest tail tried, the guesses cut where the tail begins."""
+    top = min(max_tail, len(tokens) - 1)
+    for n in range(top, 0, -1):
+        tail = tokens[len(tokens) - n - shift:len(tokens) - shift]
+        for s in range(len(tokens) - n - 1, -1 if zero else 0, -1):
+            if tokens[s:s + n] == tail:
+                return tokens[s + n + late:min(s + n + late + k, len(tokens) - n if cut_at_tail else len(tokens))]
+        if longest_only:
+            break
+    return []
+
+
+LOOKUPS = [([5, 6, 7, 5], 2, 1), ([5, 6, 9, 7, 6], 2, 2), ([1, 2, 3, 1, 2], 5, 2), ([4, 8, 5, 6, 4, 8, 7, 5, 6], 2, 3),
+           ([9, 5, 6, 7, 5], 2, 1)]  # texts on which a diagnosis must hold too
+VARIANTS = [  # (how lookup does otherwise, what it is, where to look)
+    ({"zero": False}, "your search never tries start 0, the text's first token",
+     "the search range: every start before the tail's own, down to 0 (range(..., -1, -1): a stop of 0 leaves 0 out)"),
+    ({"late": 1}, "your guesses start one token late, skipping the token right after the match",
+     "what follows the match starts at tokens[s + n], s the match's start and n its length"),
+    ({"shift": 1}, "the tail you looked for is tokens[-n - 1:-1], not the last n tokens",
+     "the tail is the last n tokens: tokens[-n:]"),
+    ({"longest_only": True}, "only the longest tail was tried: no longer tail occurs earlier here, and a shorter one does",
+     "for n = max_tail down to 1, each tail in turn: the first n that matches wins"),
+    ({"cut_at_tail": True}, "your guesses stop where the tail begins; what followed the match may run into the tail "
+     "itself", "propose up to k tokens after the match, whatever they are: tokens[s + n:s + n + k]"),
+]
 
 
 def explain_lookup(args, got, expected, f=None):
     """(what went wrong, where to look) for lookup(*args) = got, where the reference proposes expected."""
     tokens, k, max_tail = (list(args) + [3])[:3]
+    n = next((n for n in range(min(max_tail, len(tokens) - 1), 0, -1) if occurrences(tokens, n)), None)
+    if n is not None:
+        found = f"the last {n} token(s) {tokens[-n:]} occur earlier at position(s) {occurrences(tokens, n)}"
+        said = [(what, hint) for how, what, hint in VARIANTS if variant(list(tokens), k, max_tail, **how) == got
+                and confirmed(f, lambda *a, how=how: variant(*a, **how), LOOKUPS)]
+        if said:
+            return f"{found}; " + "; or ".join(what for what, _ in said), "; or ".join(hint for _, hint in said)
+    return explain_lookup_otherwise(tokens, k, max_tail, got, expected)
+
+
+def explain_lookup_otherwise(tokens, k, max_tail, got, expected):
     reference = reference_lookup()
     tails = next((other for other in (3, max_tail - 1, max_tail + 1)
                   if other != max_tail and other > 0 and got == reference(list(tokens), k, other)), None)
@@ -98,7 +139,9 @@ def explain_lookup(args, got, expected, f=None):
                 + (f"; or {tails_said}" if tails else ""),
                 "the order in which n is tried" + (f"; or {tails_hint}" if tails else ""))
     if not got:
-        return found, "whether the search range excludes the tail itself (it always matches)"
+        return (f"{found}; your lookup found none of them", "compare tokens[s:s + n] == tail for every start s before "
+                "the tail's own: whether the search range excludes the tail itself (it always matches, and nothing "
+                "follows it); a list is never `in` a list of ints (tail in tokens is False)")
     if len(got) < min(k, len(expected)):
         return f"{found}; {len(got)} guess(es), where {len(expected)} tokens follow the latest", "the end of the slice"
     return f"{found}; propose up to k tokens that followed the latest one", "the slice after the match"
@@ -136,26 +179,31 @@ def check_tree_mask(f):
 
 
 def same_mask(a, b):
-    """Whether mask a hides and shows what b does, its entries 0 (visible) or at most gpt2.MASKED (hidden)."""
-    return a.shape == b.shape and bool(np.array_equal(a == 0, b == 0)) and bool(np.all((a == 0) | (a <= MASKED)))
+    """Whether mask a hides and shows what b does, its entries 0 (visible) or gpt2.MASKED (hidden), as the text says."""
+    return a.shape == b.shape and bool(np.array_equal(a == 0, b == 0)) and bool(np.all((a == 0) | (a == MASKED)))
 
 
 def mask_rows(mask):
     """A mask in a line, one row after another: 0 where a row sees, M where it is hidden ("00M0/0000")."""
     if not isinstance(mask, np.ndarray) or mask.ndim != 2:
         return repr(mask)
-    return "/".join("".join("0" if v == 0 else "M" if v <= MASKED else "?" for v in row) for row in mask) or "(no rows)"
+    return "/".join("".join("0" if v == 0 else "M" if v == MASKED else "?" for v in row) for row in mask) or "(no rows)"
 
 
 def explain_mask(args, got, expected, f=None):
     """(what went wrong, where to look) for tree_mask(*args) = got: the first entry that is neither 0 nor masked, or
     the first that hides what it should show (or the other way round), with what that column is to that row."""
     tree, new, n_text, n_fed = args
-    visible, hidden = got == 0, got <= MASKED
+    visible, hidden = got == 0, got == MASKED
     if not np.all(visible | hidden):
         row, col = np.argwhere(~(visible | hidden))[0]
-        return (f"entry [{row}, {col}] is {got[row, col]}; use 0 (visible) or gpt2.MASKED (hidden)",
-                "the two values a mask holds")
+        value = got[row, col]
+        return (f"entry [{row}, {col}] is {value}; use 0 (visible) or gpt2.MASKED (hidden)"
+                + (" (-inf is not it: a row that hides every column then gives softmax NaN, where MASKED, -1e10, "
+                   "gives a number)" if value == -np.inf else ""), "the two values a mask holds: 0 and gpt2.MASKED")
+    if got.size and np.array_equal(visible, expected != 0):
+        return ("the mask is inverted: it hides every column its row may attend to and shows every other",
+                "entry [row, col] is 0 where node new[row] may attend, gpt2.MASKED where it may not")
     row, col = np.argwhere(visible != (expected == 0))[0]
     i = new[row]
     if col < n_text:

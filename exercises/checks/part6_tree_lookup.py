@@ -5,7 +5,7 @@ check): read them after the exercises."""
 from stats import Stats
 
 from .models import held_out_prompts, learned_pair
-from .running import Endless, Exercise, attempt, fresh, wrong
+from .running import Endless, Exercise, attempt, confirmed, fresh, wrong
 
 
 # --- exercise 24: which path a tree round keeps --------------------------------------
@@ -56,13 +56,31 @@ def path_after(parents, tokens, choice_after, same=lambda a, b: a == b):
     return path
 
 
+CHOICE = ("the indices into choice, which has one entry more than there are nodes: choice[0] after the root (the walk "
+          "starts at the root, -1: its children have parents[j] == -1), choice[i + 1] after node i, i a node's index "
+          "(0 to n - 1), never its token")
+
+
+TREES = [([-1, -1, 0, 0, 1, 2], [11, 12, 13, 14, 15, 16], [11, 13, 0, 16, 0, 0, 0]), ([-1, 0, 1], [5, 6, 7], [5, 6, 7, 8]),
+         ([-1, 0, 0], [1, 0, 2], [1, 2, 0, 0]),
+         ([-1, 0, 1], [1, 2, 3], [1, 2, 3, 9])]  # trees on which a diagnosis must hold too (tokens that are indices)
+
+
+def path_under_tokens(parents, tokens, choice):
+    """The path of a walk that, after keeping node j, goes on under its token tokens[j] as if it were an index."""
+    path, at = [], -1
+    while (child := next((j for j, p in enumerate(parents) if p == at and 0 <= at + 1 < len(choice)
+                          and tokens[j] == choice[at + 1]), None)) is not None:
+        path.append(child)
+        at = tokens[child]
+    return path
+
+
 def diagnose_tree_path(f, parents, tokens, choice, expected, shift_ruled_out=False):
     call = f"accepted_path(parents={list(parents)}, tokens={list(tokens)}, choice={list(choice)})"
-    got = attempt(call, f, list(parents), fresh(tokens), fresh(choice), hints=(
-        (IndexError, "choice has one entry more than there are nodes: choice[0] after the root, choice[i + 1] after "
-                     "node i"),))
+    got = attempt(call, f, list(parents), fresh(tokens), fresh(choice), hints=((IndexError, CHOICE),))
     if got != expected:
-        what, hint = explain_tree_path((parents, tokens, choice), got, expected, shift_ruled_out=shift_ruled_out)
+        what, hint = explain_tree_path((parents, tokens, choice), got, expected, f, shift_ruled_out=shift_ruled_out)
         raise wrong(f"{call} returned {got}, expected {expected}: {what}", hint)
 
 
@@ -77,9 +95,16 @@ def explain_tree_path(args, got, expected, f=None, shift_ruled_out=False):
                                                           same=lambda a, b: a is b):
         return ("that is the path with `is` for `==`", "compare token ids with ==, not `is`: `is` asks whether two "
                 "ints are the same object, and CPython shares the objects of -5..256 only")
+    if got == [i + 1 for i in expected]:
+        return ("those are the kept nodes' indices plus one, counted from 1", "node indices count from 0, as parents "
+                "and tokens do (node i is tokens[i], after parents[i])")
     if got == [tokens[i] for i in expected] or not all(0 <= i < len(parents) for i in got):
         return ("those are the path tokens" if got == [tokens[i] for i in expected] else "not node indices",
                 f"return the nodes' indices (0 to {len(parents) - 1}), root first, not their tokens")
+    if got == path_under_tokens(parents, tokens, choice) != expected and confirmed(f, path_under_tokens, TREES):
+        return ("that is the path whose walk goes on under the kept node's TOKEN, not its index",
+                "after keeping node j, look among j's children (parents[i] == j), for the oracle's choice after j, "
+                "choice[j + 1]: j the node's index")
     d = next(d for d in range(len(got) + 1) if d == len(got) or d == len(expected) or got[d] != expected[d])
     at = got[d - 1] if d else -1
     here = "the root" if at == -1 else f"node {at}"
@@ -98,7 +123,9 @@ def explain_tree_path(args, got, expected, f=None, shift_ruled_out=False):
     if parents[g] != at:
         return (f"node {g} is not a child of {here} (its parent is "
                 f"{'the root' if parents[g] == -1 else f'node {parents[g]}'})",
-                index_hint or "each step goes to a child of the last node kept: parents[j] == that node")
+                index_hint or ("each step goes to a child of the last node kept, the first to a child of the root "
+                               "(parents[j] == -1): the walk starts at the root, -1" if d == 0 else
+                               "each step goes to a child of the last node kept: parents[j] == that node"))
     if d == len(expected):
         return (f"after {here} the oracle chose {want} (choice[{at + 1}]), and no child of {here} has it (node {g}'s "
                 f"token is {tokens[g]}): the round keeps nothing more",
@@ -133,22 +160,34 @@ class GuardedTokens(list):
         return super().__getitem__(index)
 
 
-def replay(tokens, n_prompt, n_draft, max_tail=3, step=1, reserve=1, prefix=True, start=None, see=0, empty_rounds=True):
+def replay(tokens, n_prompt, n_draft, max_tail=3, step=1, reserve=1, prefix=True, start=None, see=0, empty_rounds=True,
+           past_all=False, asked=False, end=0, oracle_counted=False, prompt_only=False, late=0, stop_empty=False):
     """The replay of prompt lookup, and the usual ways to get it wrong: step (how far i moves past the kept
     drafts), reserve (the cut min(n_draft, len(tokens) - i - reserve), None: no cut), prefix (False: count every match),
     start (None: n_prompt), see (tokens past i the lookup reads), empty_rounds (False: a round without drafts
-    is not counted)."""
+    is not counted), past_all (i moves past every draft, kept or not), asked (drafted counts the drafts asked for),
+    end (the replay stops that many tokens before the text's end), oracle_counted (accepted counts the oracle's token
+    too), prompt_only (the lookup reads the prompt alone), late (the drafts compared with tokens[i + late:]),
+    stop_empty (the replay ends at the first round whose lookup finds nothing)."""
     from ngram import NGramDrafter
     drafter = NGramDrafter(n=max_tail + 1)
     drafted = accepted = rounds = 0
     i = n_prompt if start is None else start
-    while i < len(tokens) and rounds < 10 * len(tokens):
-        guesses = drafter.lookup(tokens[:i + see], n_draft if reserve is None else min(n_draft, len(tokens) - i - reserve))
-        matches = [g == t for g, t in zip(guesses, tokens[i:])]
+    while i < len(tokens) - end and rounds < 10 * len(tokens):
+        k = n_draft if reserve is None else min(n_draft, len(tokens) - i - reserve)
+        guesses = drafter.lookup(tokens[:n_prompt] if prompt_only else tokens[:i + see], k)
+        if stop_empty and not guesses:
+            break
+        matches = [g == t for g, t in zip(guesses, tokens[i + late:])]
         n = (matches.index(False) if False in matches else len(matches)) if prefix else sum(matches)
-        drafted, accepted, rounds = drafted + len(guesses), accepted + n, rounds + (1 if guesses or empty_rounds else 0)
-        i += max(n + step, 1)
+        drafted, accepted = drafted + (max(k, 0) if asked else len(guesses)), accepted + n + oracle_counted
+        rounds += 1 if guesses or empty_rounds else 0
+        i += max((len(guesses) if past_all else n) + step, 1)
     return drafted, accepted, rounds
+
+
+REPLAYS = [([1, 2, 3, 4, 5, 6, 1, 2, 3, 9, 5, 6, 7, 8, 2, 3], 6, 2, 2), ([1, 2, 3, 1, 2, 3, 1, 2, 4, 1, 2, 3, 1, 2], 3, 3, 3),
+           ([5, 6, 7, 8, 5, 6, 7, 9, 5, 6, 7, 8], 4, 4, 1)]  # texts on which a diagnosis must hold too
 
 
 def check_lookup_replay(f):
@@ -194,41 +233,70 @@ def check_replay(f, tokens, n_prompt, n_draft, max_tail, measured, source):
     got = attempt(call, f, GuardedTokens(tokens), n_prompt, n_draft, max_tail)
     if got == measured:
         return
-    what, hint = explain_replay((tokens, n_prompt, n_draft, max_tail), got, measured)
+    what, hint = explain_replay((tokens, n_prompt, n_draft, max_tail), got, measured, f)
     raise wrong(f"{call} returned {got} (drafted, accepted, rounds); {source}" + (f"; {what}" if what else ""), hint)
 
 
 def explain_replay(args, got, expected, f=None):
-    """(what went wrong, where to look) for replay_lookup(*args) = got, where the replay counts expected: the first
-    of the usual wrong replays that gives got."""
+    """(what went wrong, where to look) for replay_lookup(*args) = got, where the replay counts expected: the usual
+    wrong replays that give got here and, f given, on REPLAYS too (the first of them)."""
     tokens, n_prompt, n_draft, max_tail = (list(args) + [3])[:4]
     tokens = list(tokens)
-    variants = [
-        (dict(start=0), "that is a replay from the start of the prompt",
+    if got != expected and sorted(got) == sorted(expected):
+        return ("those are the three counts in another order", "return (drafted, accepted, rounds), in that order")
+    variants = [  # ((n_prompt, n_draft, max_tail) -> the replay's settings, what it is, where to look)
+        (lambda n, d, m: dict(start=0), "that is a replay from the start of the prompt",
          "the run begins after the prompt: i = n_prompt"),
-        (dict(see=1), "that is a replay whose lookup also sees tokens[i], the token the round is about to guess",
-         "lookup(tokens[:i], ...): the text so far, never what the oracle has not written yet"),
-        (dict(see=len(tokens)), "that is a replay whose lookup reads the whole text, the future included",
-         "lookup(tokens[:i], ...): the text so far, never what the oracle has not written yet"),
-        (dict(prefix=False), "that is a replay that counts every draft matching its position",
+        (lambda n, d, m: dict(start=n - 1), "that is a replay from the prompt's last token, i = n_prompt - 1",
+         "the run begins after the prompt: i = n_prompt, the first token the oracle wrote"),
+        (lambda n, d, m: dict(late=1), "that is a replay that compares the drafts with tokens[i + 1:], one position "
+         "late", "the drafts of a round guess tokens[i], tokens[i + 1], ...: compare them with tokens[i:]"),
+        (lambda n, d, m: dict(see=1), "that is a replay whose lookup also sees tokens[i], the token the round is about "
+         "to guess", "lookup(tokens[:i], ...): the text so far, never what the oracle has not written yet"),
+        (lambda n, d, m: dict(see=len(tokens)), "that is a replay whose lookup reads the whole text, the future "
+         "included", "lookup(tokens[:i], ...): the text so far, never what the oracle has not written yet"),
+        (lambda n, d, m: dict(prompt_only=True), "that is a replay whose lookup reads the prompt alone",
+         "lookup(tokens[:i], ...): the text so far, the prompt and what the oracle has written since"),
+        (lambda n, d, m: dict(prefix=False), "that is a replay that counts every draft matching its position",
          "the oracle keeps the drafts only up to the first one that differs from tokens[i:]"),
-        (dict(reserve=0), "that is a replay whose last round may draft up to the end of the text",
+        (lambda n, d, m: dict(reserve=0), "that is a replay whose last round may draft up to the end of the text",
          "the cut is min(n_draft, len(tokens) - i - 1): the oracle's own token must still fit, as in ngram_generate"),
-        (dict(reserve=None), "that is a replay that always asks for n_draft drafts",
+        (lambda n, d, m: dict(reserve=None), "that is a replay that always asks for n_draft drafts",
          "the cut is min(n_draft, len(tokens) - i - 1): near the end, fewer drafts fit"),
-        (dict(empty_rounds=False), "that is a replay that does not count the rounds whose lookup found nothing",
-         "a round without drafts is still an oracle pass, and adds the oracle's one token"),
-        (dict(step=2), "that is a replay that moves i two tokens past the kept drafts",
+        (lambda n, d, m: dict(empty_rounds=False), "that is a replay that does not count the rounds whose lookup found "
+         "nothing", "a round without drafts is still an oracle pass, and adds the oracle's one token"),
+        (lambda n, d, m: dict(stop_empty=True), "that is a replay that ends at the first round whose lookup finds "
+         "nothing", "a round without drafts still adds the oracle's token, and the replay goes on: while i < "
+                    "len(tokens)"),
+        (lambda n, d, m: dict(end=1), "that is a replay that stops one token before the end of the text",
+         "while i < len(tokens): the last token of the text is a round's too, the oracle's own"),
+        (lambda n, d, m: dict(step=2), "that is a replay that moves i two tokens past the kept drafts",
          "i moves past the kept drafts and the oracle's one token: n + 1"),
-        (dict(max_tail=3), f"that is the replay with max_tail = 3, the default, not {max_tail}",
+        (lambda n, d, m: dict(past_all=True), "that is a replay that moves i past every draft of the round, kept or "
+         "not", "i moves past the KEPT drafts and the oracle's one token: n + 1, n the drafts kept"),
+        (lambda n, d, m: dict(asked=True), "that is a replay that counts the drafts asked for, k, as drafted",
+         "drafted counts the drafts the lookup proposed, len(guesses), which can be fewer than k (or none)"),
+        (lambda n, d, m: dict(oracle_counted=True), "that is a replay whose accepted counts the oracle's own token too",
+         "accepted counts the kept drafts alone: the oracle's token is no draft"),
+        (lambda n, d, m: dict(max_tail=3), f"that is the replay with max_tail = 3, the default, not {max_tail}",
          "pass max_tail on to the lookup (NGramDrafter(n=max_tail + 1), or your lookup's max_tail)"),
-        (dict(n_draft=4), f"that is the replay with n_draft = 4, not {n_draft}",
+        (lambda n, d, m: dict(max_tail=m - 1) if m > 1 else {}, f"that is the replay with tails of at most "
+         f"{max_tail - 1} token(s), one short of max_tail = {max_tail}", "NGramDrafter(n) tries tails of n - 1 tokens: "
+                                                                          "NGramDrafter(n=max_tail + 1)"),
+        (lambda n, d, m: dict(n_draft=4), f"that is the replay with n_draft = 4, not {n_draft}",
          "the argument n_draft: the checker varies it"),
     ]
-    for settings, said, hint in variants:
-        replayed = replay(tokens, n_prompt, **{"n_draft": n_draft, "max_tail": max_tail, **settings})
-        if replayed == got and replayed != expected:
-            return said, hint
+
+    def replays(settings):
+        def replayed(t, n, d, m=3):
+            how = settings(n, d, m)
+            return None if how is None else replay(list(t), n, **{"n_draft": d, "max_tail": m, **how})
+        return replayed
+    matches = [(said, hint) for settings, said, hint in variants
+               if got == replays(settings)(tokens, n_prompt, n_draft, max_tail) != expected
+               and confirmed(f, replays(settings), REPLAYS, call=lambda *a: f(GuardedTokens(a[0]), *a[1:]))]
+    if matches:
+        return "; or ".join(said for said, _ in matches), "; or ".join(dict.fromkeys(hint for _, hint in matches))
     if got[2] != expected[2]:
         return "", "one round per oracle pass: it keeps the matching drafts, then adds the oracle's own token"
     if got[0] != expected[0]:

@@ -83,6 +83,8 @@ CUT_CASES = [
     ("no row kept a draft (k = 4)", [105, 209, 12], [101, 205, 8]),
     ("rows of very different lengths, the draft's caches, rows 1 and 3 kept every draft", [8, 528, 65, 1018],
      [9, 527, 66, 1016]),
+    ("a row whose n_kept is 0, as exercise 4's rule allows: it keeps nothing", [3, 40], [0, 38]),
+    ("a row whose cache is empty: it stays empty", [0, 12], [4, 10]),
 ]
 
 ROW_HINT = ("row b keeps min(cache_lengths[b], n_kept[b]) positions: n_kept[b] at most, and never more than its "

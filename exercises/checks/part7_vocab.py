@@ -10,7 +10,7 @@ from crossvocab import align_suffix as project_align_suffix
 
 from .models import crossvocab_pair
 from .part7_batch import Spy, replaced, said, work
-from .running import Exercise, attempt, wrong
+from .running import Exercise, attempt, confirmed, wrong
 
 
 # ---------------------------------------------------------------------------
@@ -87,6 +87,9 @@ ALIGN_CASES = [
     ("a draft whose bytes come later in the text", [b"the", b" cat"], b"the dog cat"),
 ] + real_cases()
 
+ALIGNMENTS = [([b"the", b" cat", b"s"], b"the cow"), ([b"a", b"b"], b"a"), ([b"the", b" cat"], b"the cat sat")]
+# (cases on which a diagnosis must hold too)
+
 ALIGN_HINT = ("the first n drafts stay while each one's bytes are the text's bytes at its place, all of them "
               "(text[end:end + len(d)] == d); rest is text[end:], the bytes past them")
 
@@ -133,7 +136,7 @@ def check_one_alignment(f, what, drafted, text):
         "never decode them to str")),))
     expected = expected_alignment(drafted, text)
     if (n, rest) != expected:
-        said, hint = explain_alignment((drafted, text), (n, rest), expected)
+        said, hint = explain_alignment((drafted, text), (n, rest), expected, f)
         raise wrong(f"{call} ({what}) returned ({n}, {show_bytes(rest)}), expected ({expected[0]}, "
                     f"{show_bytes(expected[1])}): {said}", hint)
 
@@ -227,12 +230,19 @@ def explain_alignment(args, got, expected, f=None):
         return (f"rest is the whole agreed text, but the {n} kept draft(s) already spell its first {end} "
                 "bytes: the draft would read them twice",
                 "rest starts where the kept drafts end: text[end:], end the bytes they spell")
+    every = len(b"".join(drafted))
+    if rest == text[every:] != rest_e and (every < len(text) if f is None else confirmed(
+            f, lambda d, t: (expected_alignment(d, t)[0], t[len(b"".join(d)):]), ALIGNMENTS)):
+        return (f"rest starts after ALL the drafts' bytes, at byte {every}, kept or not; the {n} kept draft(s) end at "
+                f"byte {end}", "rest starts where the KEPT drafts end: text[end:], end the bytes they spell")
     if len(rest) < len(rest_e) and (rest_e.endswith(rest) or rest_e.startswith(rest)):
         lost = rest_e[:len(rest_e) - len(rest)] if rest_e.endswith(rest) else rest_e[len(rest):]
+        piece = any(b >= 0x80 for b in lost)
         return (f"rest lost the byte(s) {lost!r}"
-                + (", a piece of a UTF-8 character, which decoding drops (errors='ignore') or replaces"
-                   if any(b >= 0x80 for b in lost) else ""),
-                "rest is every byte past the kept drafts, text[end:], whole characters or not: never decode it")
+                + (", a piece of a UTF-8 character, which decoding drops (errors='ignore') or replaces" if piece else ""),
+                "rest is every byte past the kept drafts, text[end:], whole characters or not"
+                + (": never decode it" if piece else " (a slice, not a strip or a split, which drop or find bytes by "
+                   "their value)"))
     return (f"the {n} kept draft(s) spell the text's first {end} bytes, so rest is text[{end}:] = "
             f"{show_bytes(rest_e)}", "rest starts where the kept drafts end: text[end:]")
 

@@ -27,9 +27,10 @@ def call_text(acceptance, n_nodes, max_depth):
 # The program of the exercise's text, and the usual ways to get it wrong
 # ---------------------------------------------------------------------------
 
-def program(acceptance, n_nodes, max_depth, skip=False, at_most=False):
+def program(acceptance, n_nodes, max_depth, skip=False, at_most=False, whole=True, additive=False):
     """The largest F, by a recursion over (nodes, depth) and over (rank, nodes); skip: a rank may stay empty while a
-    later one has a subtree; at_most: the best of at most n_nodes drafted nodes."""
+    later one has a subtree; at_most: the best of at most n_nodes drafted nodes; whole (False): a subtree never takes
+    all the nodes left to share; additive: a node adds its own acceptance[rank], not the product down its path."""
     a = list(acceptance)
 
     @functools.lru_cache(maxsize=None)
@@ -44,7 +45,8 @@ def program(acceptance, n_nodes, max_depth, skip=False, at_most=False):
             return 0.0
         if i == len(a):
             return -INF
-        options = [a[i] * best(s, d) + share(i + 1, m - s, d) for s in range(1, m + 1) if best(s, d) > -INF]
+        options = [(a[i] + best(s, d) - 1 if additive else a[i] * best(s, d)) + share(i + 1, m - s, d)
+                   for s in range(1, m + 1 if whole else m) if best(s, d) > -INF]
         return max(options + ([share(i + 1, m, d)] if skip else []), default=-INF)
 
     if n_nodes < 0:
@@ -99,6 +101,12 @@ MISTAKES = [  # (the value of a mistaken program, what it is, where to look)
      "a child's subtree is itself a best tree of depth d - 1, not a single node"),
     (lambda a, n, d: program(a[:1], n, d), "that is the best line (one child a node)",
      "a node has up to len(acceptance) children, the ranks sharing the nodes"),
+    (lambda a, n, d: program(a, n, d, whole=False), "that is the program in which a subtree never takes all the "
+     "nodes left to share (sizes s = 1 .. m - 1)", "a rank's subtree can take any size s = 1 .. m of the m nodes left, "
+                                                   "all of them included: range(1, m + 1)"),
+    (lambda a, n, d: program(a, n, d, additive=True), "that is F with each node adding its own acceptance[rank], not "
+     "the product down its path", "F(T) = 1 + Σ_v Π_u acceptance[rank(u)], the product over the path from the root "
+                                  "to v: a subtree under a child of rank k adds acceptance[k] TIMES its own F"),
 ]
 
 
@@ -116,7 +124,7 @@ def explain_sequoia(args, got, expected, f=None):
         return ("NaN is 0 * -inf: a rank of acceptance 0 weighed a subtree size that does not fit",
                 "leave out the sizes no subtree can take (best = -inf) before weighing them by acceptance[k]")
     found = [m for m in MISTAKES if made_by(m, args, got) and not made_by(m, args, expected)]
-    if len(found) > 1 and f is not None:
+    if found and f is not None:
         found = told_apart(f, found)
     if found:
         return "; or ".join(said for _, said, _ in found), "; or ".join(hint for _, _, hint in found)
@@ -136,16 +144,16 @@ def made_by(mistake, args, value):
 
 
 def told_apart(f, found):
-    """Those of the mistakes found that f makes on every case of the checker's where it makes one of them: on a
-    small case two mistakes can give the same value."""
-    for args in [b.args() for b in sequoia_boundaries()] + list(sequoia_cases()):
-        if len(found) == 1:
+    """Those of the mistakes found that f makes on every case of the checker's: on a small case a mistake can give
+    the value of another, or the value of an answer whose mistake is none of them (then none is said)."""
+    for args in [b.args() for b in sequoia_boundaries()] + list(HAND_MADE):
+        if not found:
             break
         try:
             got = attempt("best_expected_tokens(...)", f, *copy.deepcopy(args))
-        except AssertionError:
+        except (AssertionError, Exception):
             continue
-        found = [m for m in found if made_by(m, args, got)] or found
+        found = [m for m in found if made_by(m, args, got)]
     return found
 
 
@@ -193,6 +201,8 @@ CRASH_HINTS = (
                  "n_nodes = 0 the tree is the root alone, best(n_nodes + 1, max_depth) = best(1, ...) = 1.0"),
     (RecursionError, "each step of the program has fewer nodes, or fewer levels, or a later rank: best(1, d) = 1, "
                      "and with no level left (d = 0) only the root alone fits"),
+    (TypeError, "where it says unhashable type: 'list': acceptance is a list, and a cache keyed on it "
+                "(functools.lru_cache, a dict) needs tuple(acceptance)"),
 )
 
 

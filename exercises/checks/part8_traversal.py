@@ -94,13 +94,15 @@ class Exhausted(Exception):
 
 def walk(parents, tokens, q, p, rs, carry=True, inverted=False, scaled=True, clip=True, normalise=True, update=True,
          retarget=True, guard=True, pre_order=False, by_node=False, reverse=False, row=1, bonus=False,
-         leaf_first=False, strict=True, f32=False):
+         leaf_first=False, strict=True, f32=False, cap=True, w_first=False, fixed_target=False, own_q=False):
     """The text's walk; each keyword one mistake: the path's weight not carried down (carry), p/q for q/p
     (inverted), the residual without w (scaled), without max(., 0) (clip), not divided by Z (normalise), the
     weight or the target not updated after a rejection (update, retarget), no care for Z = 0 (guard), a node
     tested before its children (pre_order), node i given rs[i] (by_node), children last first (reverse),
     q[i + row] after node i, last q after the kept node always (bonus), the path leaf first, r <= w for r < w
-    (strict), r and w compared in float32 (f32). Raises Exhausted where rs runs out."""
+    (strict), r and w compared in float32 (f32), a child's weight without min(1, .) (cap), w updated before the
+    excess is taken (w_first), a child's ratio from q after its parent whatever the rejections before it
+    (fixed_target), or from the child's own q[C + 1] (own_q). Raises Exhausted where rs runs out."""
     uniforms, children = iter(rs), {x: [c for c, parent in enumerate(parents) if parent == x]
                                     for x in range(-1, len(parents))}
 
@@ -118,16 +120,22 @@ def walk(parents, tokens, q, p, rs, carry=True, inverted=False, scaled=True, cli
     def visit(x, w, target):  # -> (the path below x, last), or None when x's subtree is rejected
         if pre_order and x != -1 and not passes(x, w):
             return None
+        first_target = target
         for c in children[x][::-1] if reverse else children[x]:
-            qx, px = float(target[tokens[c]]), float(p[x][tokens[c]])
+            toward = q[c + 1] if own_q else first_target if fixed_target else target
+            qx, px = float(toward[tokens[c]]), float(p[x][tokens[c]])
             ratio = (px / qx if qx else math.inf) if inverted else qx / px
-            kept = visit(c, min(1.0, w * ratio if carry else ratio), q[c + row])
+            weight = w * ratio if carry else ratio
+            kept = visit(c, min(1.0, weight) if cap else weight, q[c + row])
             if kept is not None:
                 return [c] + kept[0], kept[1]
+            if w_first:
+                z = float(np.maximum(np.float32(w) * target - p[x], 0).sum())
+                w = z / (z + 1.0 - w) if z + 1.0 - w > 0 else 1.0
             excess = np.float32(w if scaled else 1.0) * target - p[x]
             excess = np.maximum(excess, 0) if clip else excess
             z = float(excess.sum())
-            if update:
+            if update and not w_first:
                 w = z / (z + 1.0 - w) if z + 1.0 - w > 0 else 1.0
             if (z > 0 or not guard) and retarget:
                 target = excess / np.float32(z) if normalise else excess
@@ -201,6 +209,18 @@ MISTAKES = [  # (the walk's mistake, what it is, where to look)
      "the new target is max(w target - p[X], 0) / Z: a distribution, summing to 1"),
     (dict(guard=False), "where Z is 0, the target divided by it is 0 / 0, NaN, and min(1, NaN) is 1: a child below "
                         "then gets weight 1", ZERO_HINT),
+    (dict(cap=False), "that is the walk whose child weight is w target(C) / p[X](C) without min(1, .): a weight "
+                      "above 1 then scales the residual", "w_C = min(1, w target(C) / p[X](C)): a weight is a "
+                                                          "probability, at most 1"),
+    (dict(w_first=True), "that is the walk that updates a node's weight before it takes the excess: the residual "
+                         "then comes from the new weight", "after a rejection, first the excess max(w target - p[X], "
+                                                           "0) and Z with the weight w it had, then w = Z / (Z + 1 - w)"),
+    (dict(fixed_target=True), "that is the walk whose children are all weighed against q after their parent, never "
+                              "the residual left by their rejected siblings", "a child C of X is weighed against X's "
+                              "target as it is when C's turn comes: the residual after the siblings rejected before it"),
+    (dict(own_q=True), "that is the walk that weighs a child C with q[C + 1], the oracle's distribution after C, not "
+                       "the one C was drawn against", "a child C of X has weight min(1, w target(C) / p[X](C)), "
+                                                      "target the oracle's distribution after X (its target)"),
 ]
 
 
@@ -262,6 +282,9 @@ HAND_MADE = [
     ("a line of three: the first node short of the oracle (q/p = 0.5), the next two make it up",
      ([-1, 0, 1], [0, 0, 1], f32([0.3, 0.7], [0.8, 0.2], [0.3, 0.7], [0.5, 0.5]),
       {-1: f32(0.6, 0.4), 0: f32(0.5, 0.5), 1: f32(0.4, 0.6)}, [0.9])),
+    ("a node of weight 1 whose child is rejected: Z / (Z + 1 - 1) keeps its weight exactly 1, and r just below 1 "
+     "keeps it", ([-1, 0], [0, 1], f32([0.5, 0.3, 0.2], [0.5, 0.1, 0.4], [0.3, 0.3, 0.4]),
+                  {-1: f32(0.4, 0.4, 0.2), 0: f32(0.3, 0.6, 0.1)}, [float(np.nextafter(1.0, 0.0))] * 2)),
 ]
 SHAPES = [[-1, 0, 1], [-1, -1, 0, 2], [-1, -1, 0, 0, 2], [-1, -1, -1], [-1, 0, 0, 1], [-1, 0, 1, 2],
           [-1, -1, 0, 0, 1, 1], [-1, 0, 0, 1, 1, 2, 2]]

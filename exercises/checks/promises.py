@@ -11,16 +11,16 @@ import numpy as np
 
 from tree import Node
 
-from .contract import (Array32, Bool, Boundary, Bytes, Contract, Dict, Float, Int, List, Nothing, Tuple, Yields,
-                       shown)
-from .models import TableModel, constant_rng, held_out_prompts, learned_pair, sampling_pair, short_pair, tiny_pair
-from .part1_greedy import FakeCache, explain_generator, explain_prefix, explain_rollback, generated, spied
-from .part2_threshold import explain_drafting, explain_seed, explain_threshold
+from .contract import (Array32, Bool, Boundary, Bytes, Contract, Dict, Float, Int, List, Nothing, Sized, Tuple,
+                       Yields, shown)
+from .models import TableModel, held_out_prompts, learned_pair, short_pair, tiny_pair
+from .part1_greedy import FakeCache, cache_problem, explain_generator, explain_prefix, explain_rollback, generated, spied
+from .part2_threshold import GUESS, explain_drafting, explain_seed, explain_threshold
 from .part3_sampling import explain_alpha, explain_keep, explain_probabilities, explain_residual
-from .part3_sps_round import CONSTANT_ROUNDS, certain_pair, explain_constant_round
+from .part3_sps_round import one_target_pass, round_length, sps_boundaries, sps_probes
 from .part4_lookup_tree import explain_lookup, explain_mask, mask_rows, same_mask
-from .part6_real_text import explain_draft_length, explain_kinds
-from .part6_tree_lookup import GuardedTokens, explain_replay, explain_tree_path
+from .part6_real_text import BY_NAME, explain_draft_length, explain_kinds, nothing_drafted
+from .part6_tree_lookup import CHOICE, GuardedTokens, explain_replay, explain_tree_path
 from .part7_batch import explain_cut
 from .part7_vocab import explain_alignment
 from .part8_sequoia import CRASH_HINTS as TOO_DEEP, agree as same_value, sequoia_boundaries, sequoia_probes
@@ -103,7 +103,11 @@ def generate_case(what, pair, ids, n_new, n_draft, hint):
 
     def explain(got, expected, f):
         return explain_generator(ids, n_new, got, None, last["spies"][1].calls)
-    return Boundary(what, text, args, hint, explain)
+
+    def crashed(f):  # what the oracle's cache held before the crash, where it held something else than the text
+        calls = last["spies"][1].calls
+        return explain_generator(ids, n_new, [], None, calls) if any(map(cache_problem, calls)) else None
+    return Boundary(what, text, args, hint, explain, crashed)
 
 
 def generate_boundaries():
@@ -184,7 +188,10 @@ def threshold_boundaries():
             boundary(name, "the lower clamp: 0.1 - 0.1 is below 0.05", (0.1, [0.9], 1, 0.1),
                      "the threshold must stay within [0.05, 0.95]", explain),
             boundary(name, "the upper clamp: halfway to 1.0 from 0.95 is above 0.95", (0.95, [0.99], 0, 0.1),
-                     "the threshold must stay within [0.05, 0.95]", explain)]
+                     "the threshold must stay within [0.05, 0.95]", explain),
+            boundary(name, "the lower clamp after a rejection: halfway from 0.06 toward 0.02 is below 0.05",
+                     (0.06, [0.02, 0.01], 1, 0.1), "the threshold must stay within [0.05, 0.95], after either branch",
+                     explain)]
 
 
 def seed_boundaries():
@@ -277,45 +284,6 @@ def alpha_boundaries():
             case("both certain of the same token", (f32(0, 0, 1), f32(0, 0, 1)), keep)]
 
 
-def sps_probes():
-    def make(seed):
-        return lambda: (*sampling_pair(), [1, 4], 2, np.random.default_rng(seed))
-    return [(f"sps_round(draft, oracle, [1, 4], n_draft=2, rng=np.random.default_rng({seed}))", make(seed))
-            for seed in range(10)]
-
-
-def sps_case(what, tokens, top, u_said, hint):
-    text = f"sps_round(draft, oracle, {tokens}, n_draft=2, rng) with a generator whose every draw is {u_said}"
-    return Boundary(what, text, lambda: (*certain_pair(), list(tokens), 2, constant_rng(top)), hint,
-                    lambda got, expected, f: explain_constant_round(tokens, top, got, expected))
-
-
-def sps_boundaries():
-    said = {  # what each of CONSTANT_ROUNDS is, and where to look when a round goes wrong there
-        1: ("a round that keeps both its drafts (q(x) >= p(x) at each)",
-            "step 4: after all n_draft drafts are kept, one token from q after the text and ALL the drafts"),
-        2: ("a round whose first draft the target never emits (q(x) = 0), at r = 0.0",
-            "step 3's test is strict, r < min(1, q(x)/p(x)): at r = 0.0 a draft with q(x) = 0 is rejected (0 < 0 is "
-            "False; `<=` keeps it), and the round ends with a token from the residual"),
-        0: ("a round whose draft and target are the same (p = q: min(1, q/p) = 1 keeps every draft)",
-            "step 3 keeps a draft when r < min(1, q(x)/p(x)), which is 1 here; step 4 then adds the bonus")}
-    return [sps_case(*said[tokens[0]][:1], tokens, top, "r = 0.99999999" if top else "r = 0.0", said[tokens[0]][1])
-            for tokens, top in CONSTANT_ROUNDS]
-
-
-def one_target_pass(args, out, passes):
-    if passes["oracle"] != 1:
-        return (f"the oracle ran {passes['oracle']} forward passes in one round: a round of SpS is ONE target pass, "
-                "over the text and all n_draft drafts at once",
-                "step 2: q for t = 0..n_draft in parallel, one oracle.forward(tokens + drafted), whose last n_draft + 1 "
-                "rows are the n_draft + 1 distributions")
-    if passes["draft"] != args["n_draft"]:
-        return (f"the draft ran {passes['draft']} forward passes in a round of n_draft = {args['n_draft']}: one per "
-                "draft", "step 1: a round drafts n_draft tokens, the argument (the checker calls with n_draft = 1, 2 "
-                "and 3), each from one draft pass")
-    return None
-
-
 # --- part 4 -----------------------------------------------------------------------------------------------
 
 def lookup_boundaries():
@@ -380,7 +348,11 @@ def best_boundaries():
             case("alpha = 0: no draft is ever kept", (0.0, 0.1, flat), "score every n_draft as for any alpha"),
             case("alpha = 1: every draft kept, and (1 - alpha^(n_draft+1)) / (1 - alpha) is 0 / 0", (1.0, 0.1, step),
                  "alpha = 1 needs its own tokens per round, n_draft + 1: decoding.py's expected_tokens_per_round has "
-                 "both cases")]
+                 "both cases"),
+            case("alpha = 1, where n_draft = 2 scores above n_draft = 1 by one part in ten million: 3 tokens for "
+                 "1.4999999 passes against 2 for 1", (1.0, 0.0, {1: 1.0, 2: 1.0, 3: 1.4999999}),
+                 "at alpha = 1 a round yields n_draft + 1 tokens exactly: an alpha a hair below 1, or a formula's "
+                 "limit, scores the longer rounds lower")]
 
 
 def path_boundaries():
@@ -400,7 +372,7 @@ HAND_MADE = [1, 2, 3, 4, 5, 6, 1, 2, 3, 9, 5, 6, 7, 8, 2, 3]
 def guarded(name, what, args, hint):
     """A boundary of replay_lookup whose text gives up when read without end (an endless replay)."""
     return Boundary(what, plain(name, args), lambda: (GuardedTokens(args[0]), *args[1:]), hint,
-                    lambda got, expected, f: explain_replay(args, got, expected))
+                    lambda got, expected, f: explain_replay(args, got, expected, f))
 
 
 def replay_probe():
@@ -472,7 +444,7 @@ CONTRACTS = {
                    "cumulative probability exactly equal to the threshold; k = 0; threshold 0",
                    randomness_hint="each guess is the draft's argmax, never a draw",
                    passes="one draft forward per guess, and none for a guess it does not make",
-                   models=("draft",), counted=one_pass_per_guess),
+                   models=("draft",), counted=one_pass_per_guess, hints=((IndexError, GUESS),)),
     "07": Contract(("threshold", "cumulative", "n_accepted", "boost"), Float("the threshold"),
                    {"cumulative": "threshold.py's trace prints the round's cumulative probabilities after the update"},
                    lambda: probe("next_threshold", 0.4, [0.9, 0.6, 0.3], 2, 0.1), threshold_boundaries,
@@ -500,12 +472,13 @@ CONTRACTS = {
                    lambda: probe("keep_draft", np.array([0.3, 0.3, 0.4], np.float32),
                                  np.array([0.6, 0.3, 0.1], np.float32), 0, 0.4), keep_boundaries,
                    "r = 0.0 with q(x) = 0; r just below 1; exact zero and one probabilities",
-                   close=lambda a, b: bool(a) == bool(b)),
+                   close=lambda a, b: bool(a) == bool(b), draws=10),
     "13": Contract(("q", "p"), Float("alpha"), {"q": "the caller samples from q", "p": "the caller samples from p"},
                    lambda: probe("alpha", np.array([0.2, 0.3, 0.5], np.float32), np.array([0.5, 0.3, 0.2], np.float32)),
                    alpha_boundaries, "p = q; disjoint p and q; p(x) = q(x) = 0 after top-k; exact ones",
                    close=near(1e-6)),
-    "15": Contract(("draft", "oracle", "tokens", "n_draft", "rng"), IDS, {"tokens": "the decoder goes on with its text"}, sps_probes,
+    "15": Contract(("draft", "oracle", "tokens", "n_draft", "rng"), Sized(Int("a token id"), "the token ids", round_length),
+                   {"tokens": "the decoder goes on with its text"}, sps_probes,
                    sps_boundaries, "rounds with generators whose every draw is the same, on models with exact zero "
                    "and one probabilities: both drafts kept (r just below 1), a first draft the target never emits "
                    "(r = 0.0), a draft model equal to the target (p = q)", rng="rng",
@@ -534,9 +507,7 @@ CONTRACTS = {
                                        "oracle's last token", 2, 4, "a kind's acceptance is stats.accepted over "
                                        "stats.drafted, added up over its prompts")],
                    "one draft a round; 2 new tokens", close=same_rates, hints=(
-                       (ZeroDivisionError, "speculative_generate is a generator: it decodes, and fills its Stats, only "
-                                           "as you iterate over it (list(...) or a for loop); until then stats.drafted "
-                                           "is 0"),)),
+                       (ZeroDivisionError, nothing_drafted), (TypeError, BY_NAME))),
     "23": Contract(("alpha", "c", "T"), Int("a draft length"), {"T": "the caller goes on with its measured curve"},
                    lambda: probe("best_draft_length", 0.8, 0.1, {1: 10.0, 2: 12.0, 3: 13.0}), best_boundaries,
                    "a curve of two points; a tie; c = 0 with a flat curve; alpha = 0 and 1", hints=(
@@ -549,8 +520,7 @@ CONTRACTS = {
                     "choice": "the trace shows the oracle's choices"},
                    lambda: probe("accepted_path", [-1, -1, 0], [11, 12, 13], [12, 0, 0, 0]), path_boundaries,
                    "an empty tree; nothing kept; a line kept to its leaf; a choice that only a grandchild has", hints=(
-                       (IndexError, "choice has one entry more than there are nodes: choice[0] after the root, "
-                                    "choice[i + 1] after node i"),)),
+                       (IndexError, CHOICE),)),
     "25": Contract(("tokens", "n_prompt", "n_draft", "max_tail"),
                    Tuple(("drafted", "accepted", "rounds"), (Int(), Int(), Int()), "three counts"),
                    {"tokens": "the caller replays other settings on the same text"}, replay_probe,

@@ -50,6 +50,10 @@ class Wrong(AssertionError):
     """A check's failure: what went wrong, then where to look. (An AssertionError an answer raises is a crash.)"""
 
 
+class Crash(Wrong):
+    """A check's failure where the answer raised: a boundary may say more about what led there (contract.py)."""
+
+
 def wrong(what, hint):
     """A failure in two stages: what went wrong (observed vs expected), then where to look."""
     return Wrong(f"{what}\n  where to look: {hint}")
@@ -61,7 +65,8 @@ def attempt(call_text, f, *args, hint=None, hints=()):
     may be a function (f, the arguments as they came) -> (what more, where to look): a crash the exercise tells
     apart by calling f again (exercise 28: a walk that asks for more r's than it is given).
     f held to its exercise's contract (contract.Held) is told the call's text, for the contract's messages."""
-    given = copy.deepcopy(args) if any(callable(h) for _, h in hints) else None
+    wanted = [getattr(h, "needs_args", "copy") for _, h in hints if callable(h)]
+    given = copy.deepcopy(args) if "copy" in wanted else args if wanted else None  # "as they are": models uncopied
     try:
         return f.call(call_text, *args) if hasattr(f, "call") else f(*args)
     except (NotImplementedError, Wrong):
@@ -79,8 +84,24 @@ def attempt(call_text, f, *args, hint=None, hints=()):
 
 def crash(call_text, e, hint=None):
     where = in_your_file(e)
-    return wrong(crashed(call_text, e), hint or ("the line named above" if where else
-                                                 "call it yourself on this input and read the traceback"))
+    return Crash(wrong(crashed(call_text, e), hint or ("the line named above" if where else
+                                                       "call it yourself on this input and read the traceback")).args[0])
+
+
+def confirmed(f, hypothesis, inputs, close=lambda a, b: a == b, call=None):
+    """Whether f gives what a hypothesis about it gives on every one of inputs (tuples of arguments, each call a deep
+    copy): a diagnosis read off one failing case is said only where it holds on others too. f None: taken as said.
+    call(*input): what f gives there, where f is not simply called on the input (the input names its arguments)."""
+    if f is None:
+        return True
+    for args in inputs:
+        try:
+            got = call(*args) if call is not None else f(*copy.deepcopy(args))
+            if not close(got, hypothesis(*copy.deepcopy(args))):
+                return False
+        except (Exception, Endless):  # a crash, a rule of the contract broken, a loop without end: not this one
+            return False
+    return True
 
 
 def crashed(call_text, e):
