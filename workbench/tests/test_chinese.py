@@ -90,7 +90,7 @@ def test_a_character_split_over_two_rounds_shows_whole_in_the_trace():
     assert len(ids) == 2 and display.token_text(enc.decode_single_token_bytes, ids[0]).startswith("b'")
     rounds = [Round(context_length=1, drafted=[], accepted=0, new=[ids[0]], oracle=[ids[0]], cached={"oracle": 1}),
               Round(context_length=2, drafted=[ids[1]], accepted=0, new=[ids[1]], oracle=[ids[1]], cached={"oracle": 2})]
-    lines = display.format_trace(rounds, enc.decode_single_token_bytes, 1)
+    lines = display.format_trace(methods.get("speculative").shown, rounds, enc.decode_single_token_bytes, 1)
     texts = [line for line in lines if line.startswith("  text")]
     assert texts == ["  text     ''", "  text     '文'"]  # held back, then whole: never b'\\xe6' or a replacement
 
@@ -107,7 +107,7 @@ def test_the_page_shows_the_text_whole(tmp_path):
     stats = Stats(trace=[])
     stats.add_round(ids, ids[:-1], len(ids) - 1, context_length=1, oracle=ids, cached={"draft": 1, "oracle": 1})
     page = report.page(report.Run(prompt="接受率", prompt_ids=encode(enc, "接受率"), tokens=ids, stats=stats,
-                                  method="speculative", settings={"n_draft": len(ids) - 1}, models={"oracle": "demo"},
+                                  method=methods.get("speculative"), settings={"n_draft": len(ids) - 1}, models={"oracle": "demo"},
                                   elapsed=1.0, token_bytes=enc.decode_single_token_bytes))
     assert "接受率" in page and all(c in page for c in "验证🙂")  # each token its own span: characters, not bytes
     running_text = page.split('<div class="text">')[1].split("</div>")[0]
