@@ -18,7 +18,7 @@ from workbench import methods
 from workbench.display import stream
 from workbench.settings import Settings
 
-NO_HEAD = [m for m in methods.METHODS.values() if m.head is None]  # the tiny oracle has no trained heads
+NO_HEAD = [m for m in methods.METHODS.values() if m.head is None and m.draft_head is None]  # tiny models have no heads
 SAMPLING = [m.name for m in methods.METHODS.values() if m.samples]
 
 

@@ -96,7 +96,7 @@ def test_help_says_what_plain_does():
                        timeout=60)
     text = " ".join(r.stdout.split())
     assert ("--plain the models exactly as gpt2.GPT2.from_pretrained gives them, NumPy's own products, nothing of "
-            "workbench/speed/ run: the same tokens") in text and "python speculative.py always runs them" in text
+            "workbench/speed/ run: logits within about 1e-5") in text and "python speculative.py always runs them" in text
 
 
 def test_the_plain_loader_gives_the_models_as_from_pretrained_does(tiny_dirs):
