@@ -24,7 +24,7 @@ PROMPT = "the cat and the dog"
 N_NEW = 40
 # Every method with rounds that runs on the tiny pair (the tiny oracle has no trained heads: their pages are
 # test_page_drawings.py's, on heads of its own), at these draft lengths and options.
-PAGED = [m.name for m in methods.METHODS.values() if m.verifies and m.head is None]
+PAGED = [m.name for m in methods.METHODS.values() if m.verifies and m.head is None and m.draft_head is None]
 N_DRAFT = {"threshold": 8}  # the others: 4
 OPTIONS = {"self-speculative": {"draft_layers": 2}}
 TREES = [name for name in PAGED if methods.get(name).shown.tree is not None]  # no prediction from alpha beside them

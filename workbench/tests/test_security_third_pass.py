@@ -103,6 +103,8 @@ def test_33_1_the_programs_run_with_a_link_there_and_name_it(tiny_dirs, tmp_path
     victim = tmp_path / "victim.txt"
     victim.write_bytes(b"echo hello\n")
     os.symlink(victim, os.path.join(model, "model.blocked.safetensors"))
+    from workbench.speed import plan as planning
+    planning.write(str(model), planning.Plan({r: "fast" for r in planning.ROWS}, {}))  # a plan that maps the copy
     r = run("workbench.py", "hi", "--draft", model, "--oracle", tiny_dirs["oracle"], "-n", "4")
     assert r.returncode == 0 and victim.read_bytes() == b"echo hello\n", r.stderr
     assert "model.blocked.safetensors is a link" in r.stderr
