@@ -53,7 +53,7 @@ def test_a_plan_is_made_again_when_the_machine_changes(model_dir, measured, monk
     planned.load_planned(model_dir)
     key = planning.machine_key()
     other = {"cpu": {"cpu": "another CPU"}, "cores": {"cores": key["cores"] + 1}, "numpy": {"numpy": "9.9.9"},
-             "blas": {"blas": ["openblas 9.9 Zen pthreads"]}, "kernel": {"forced": {"OPENBLAS_CORETYPE": "Haswell"}}}
+             "blas": {"blas": ["openblas 9.9 Zen pthreads"]}, "kernel": {"forced": {"OPENBLAS_CORETYPE": "Sandybridge" if key["forced"].get("OPENBLAS_CORETYPE") == "Haswell" else "Haswell"}}}
     monkeypatch.setattr(planning, "machine_key", lambda: {**key, **other[change]})
     assert planning.read(model_dir) is None
     planned.load_planned(model_dir)
