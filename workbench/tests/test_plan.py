@@ -52,8 +52,9 @@ def test_a_plan_is_made_once_and_read_after(model_dir, measured):
 def test_a_plan_is_made_again_when_the_machine_changes(model_dir, measured, monkeypatch, change):
     planned.load_planned(model_dir)
     key = planning.machine_key()
+    kernel = "Sandybridge" if key["forced"].get("OPENBLAS_CORETYPE") == "Haswell" else "Haswell"  # not the run's own
     other = {"cpu": {"cpu": "another CPU"}, "cores": {"cores": key["cores"] + 1}, "numpy": {"numpy": "9.9.9"},
-             "blas": {"blas": ["openblas 9.9 Zen pthreads"]}, "kernel": {"forced": {"OPENBLAS_CORETYPE": "Sandybridge" if key["forced"].get("OPENBLAS_CORETYPE") == "Haswell" else "Haswell"}}}
+             "blas": {"blas": ["openblas 9.9 Zen pthreads"]}, "kernel": {"forced": {"OPENBLAS_CORETYPE": kernel}}}
     monkeypatch.setattr(planning, "machine_key", lambda: {**key, **other[change]})
     assert planning.read(model_dir) is None
     planned.load_planned(model_dir)
