@@ -15,11 +15,13 @@ the cursor, recolour or rewrite what the user sees. printable() is the one
 place that makes such text safe to show.
 """
 
+# Only what interrupt_quietly() needs: every script imports this module before it can set its Ctrl-C handling,
+# and a Ctrl-C while an import runs before that is Python's traceback. So not signal.py, which imports enum
+# first, but its C half, _signal (the same functions and handlers); and re and unicodedata where printable()
+# first needs them: together 10 ms, a third of a script's start before its handler.
+import _signal as signal
 import os
-import re
-import signal
 import sys
-import unicodedata
 
 
 class UserError(Exception):
@@ -30,8 +32,8 @@ class UserError(Exception):
 # or hide text (bidirectional marks, embeddings, overrides and isolates, the zero-width space and
 # the byte-order mark; not the joiners, which emoji and many scripts need); surrogates, which
 # no terminal can be sent (U+DC80..U+DCFF: bytes that did not decode, under surrogateescape).
-CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b\u200e\u200f\u202a-\u202e\u2066-\u2069\ufeff\ud800-\udfff]")
-LINE_CONTROL = re.compile(CONTROL.pattern.replace("\x0b", "\t\n\x0b"))  # the same, tab, newline and return too
+CONTROL_CHARACTERS = "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b\u200e\u200f\u202a-\u202e\u2066-\u2069\ufeff\ud800-\udfff]"
+LINE_CONTROL_CHARACTERS = CONTROL_CHARACTERS.replace("\x0b", "\t\n\x0b")  # the same, tab, newline and return too
 NAMED_ESCAPES = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 INVISIBLE = {"Cf", "Zs", "Zl", "Zp"}  # format characters, spaces but " ", line and paragraph separators
 
@@ -60,11 +62,22 @@ def printable(text, newlines=True, invisible=False, mark=None):
         return mark(shown) if mark else shown
 
     text = str(text)
-    pattern = CONTROL if newlines else LINE_CONTROL
+    pattern = control_pattern(newlines)
     if not invisible:
         return pattern.sub(lambda match: escape(match.group()), text)
+    import unicodedata
     return "".join(escape(c) if pattern.match(c) or (c != " " and unicodedata.category(c) in INVISIBLE) else c
                    for c in text)
+
+
+def control_pattern(newlines=True):
+    """CONTROL (newlines=True) or LINE_CONTROL, the compiled patterns of the characters printable() escapes;
+    compiled at first use (see the imports above)."""
+    name = "CONTROL" if newlines else "LINE_CONTROL"
+    if name not in globals():
+        import re
+        globals()[name] = re.compile(CONTROL_CHARACTERS if newlines else LINE_CONTROL_CHARACTERS)
+    return globals()[name]
 
 
 SHOWN_VALUE = 40  # the most characters of a value a message quotes back (a setting, a command's word)
@@ -101,7 +114,10 @@ def exit_now(message, code):
 
 def __getattr__(name):
     """errors.Parser, made at its first use: argparse is imported then, after the script's interrupt_quietly(),
-    so that a Ctrl-C while it loads is one line too (this module is the one a script imports before that)."""
+    so that a Ctrl-C while it loads is one line too (this module is the one a script imports before that); and
+    errors.CONTROL and errors.LINE_CONTROL, compiled at first use (control_pattern)."""
+    if name in ("CONTROL", "LINE_CONTROL"):
+        return control_pattern(newlines=name == "CONTROL")
     if name != "Parser":
         raise AttributeError(f"module 'errors' has no attribute {name!r}")
     import argparse
