@@ -18,7 +18,7 @@ place that makes such text safe to show.
 # Only what interrupt_quietly() needs: every script imports this module before it can set its Ctrl-C handling,
 # and a Ctrl-C while an import runs before that is Python's traceback. So not signal.py, which imports enum
 # first, but its C half, _signal (the same functions and handlers); and re and unicodedata where printable()
-# first needs them: together 10 ms, a third of a script's start before its handler.
+# first needs them: together about a third of a script's start before its handler.
 import _signal as signal
 import os
 import sys
