@@ -155,6 +155,7 @@ def run(main):
     """
     signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C is a KeyboardInterrupt again
     reopen_closed_streams()
+    replace_what_stdout_cannot_encode()
     try:
         try:
             return main()
@@ -181,6 +182,14 @@ def reopen_closed_streams():
     for name, mode in (("stdin", "r"), ("stdout", "w"), ("stderr", "w")):
         if getattr(sys, name) is None:
             setattr(sys, name, open(os.devnull, mode, encoding="utf-8"))
+
+
+def replace_what_stdout_cannot_encode():
+    """A character the encoding of stdout has no bytes for (PYTHONIOENCODING=ascii, a Latin-1 terminal: a prompt's
+    é, a generated 日) is written as ?, as stderr writes it as an escape: never a UnicodeEncodeError halfway through
+    the text."""
+    if hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="replace")
 
 
 def drop_stdout():

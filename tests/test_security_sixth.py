@@ -73,3 +73,15 @@ def test_the_escaping_is_the_same_compiled_at_first_use():
     assert errors.printable("a\x1b[2J\u202eb\n", newlines=False) == "a\\x1b[2J\\u202eb\\n"
     assert errors.printable("x\u200dy", invisible=True) == "x\\u200dy"
     assert errors.CONTROL.search("\x07") and not errors.CONTROL.search("\n") and errors.LINE_CONTROL.search("\n")
+
+
+@pytest.mark.parametrize("encoding", ["ascii", "latin-1"])
+def test_a_stdout_that_cannot_encode_the_text_gets_question_marks_not_a_traceback(tiny_dirs, encoding):
+    """speculative.py (and demo.py, through the same Text) wrote the prompt and the text to stdout as they are: under
+    PYTHONIOENCODING=ascii a prompt "café" was a UnicodeEncodeError and a traceback. errors.run makes every
+    program's stdout write what it cannot encode as ?."""
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "speculative.py"), "café 日本", "--draft", tiny_dirs["related"],
+                        "--oracle", tiny_dirs["oracle"], "-n", "5"], capture_output=True, timeout=120, cwd=ROOT,
+                       env={**os.environ, "PYTHONIOENCODING": encoding})
+    assert r.returncode == 0 and b"Traceback" not in r.stderr, r.stderr
+    assert r.stdout.startswith("café ??".encode(encoding) if encoding == "latin-1" else b"caf? ??"), r.stdout
