@@ -1,13 +1,15 @@
 """The sixth look from outside, at the workbench: what it found broken, each held here.
 
 A plan is trusted as far as its signature (weights/derived.py), and a signature is only as sound as whoever holds
-the key: what a signed plan says is still checked before a run goes by it.
+the key: what a signed plan says is still checked before a run goes by it. A setting echoed in a line is cut.
 """
 
 import json
 
+from errors import SHOWN_VALUE
 from fixtures import make_model_dir
 from weights import derived, files
+from workbench.bench import plans
 from workbench.speed import plan as planning
 from workbench.speed.planned import PlannedGPT2
 
@@ -47,3 +49,10 @@ def test_a_run_by_a_signed_empty_plan_makes_a_new_one(tmp_path, monkeypatch):
     assert isinstance(model, PlannedGPT2) and model.plan.ways == {1: "numpy-1"}
     model.forward([1, 2, 3])
 
+
+def test_a_forced_kernel_of_any_length_is_shown_cut():
+    """bench plan printed OPENBLAS_CORETYPE whole: 100 kB of it on one line."""
+    key = dict(planning.machine_key(), forced={"OPENBLAS_CORETYPE": "x" * 100_000})
+    line = plans.machine_line(key)
+    assert len(line) < 1000 and "x" * SHOWN_VALUE in line
+    assert "OPENBLAS_CORETYPE='Haswell'" in plans.machine_line(dict(key, forced={"OPENBLAS_CORETYPE": "Haswell"}))
