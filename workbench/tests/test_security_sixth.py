@@ -6,6 +6,8 @@ the key: what a signed plan says is still checked before a run goes by it. A set
 
 import json
 
+import pytest
+
 from errors import SHOWN_VALUE
 from fixtures import make_model_dir
 from weights import derived, files
@@ -56,3 +58,16 @@ def test_a_forced_kernel_of_any_length_is_shown_cut():
     line = plans.machine_line(key)
     assert len(line) < 1000 and "x" * SHOWN_VALUE in line
     assert "OPENBLAS_CORETYPE='Haswell'" in plans.machine_line(dict(key, forced={"OPENBLAS_CORETYPE": "Haswell"}))
+
+
+def test_the_suite_takes_a_bounded_number_of_prompts(tmp_path):
+    """bench suite --prompts took any number: 50,000 prompts of a 1.5 MB file made 150,000 runs (weeks), where the
+    ablations refuse more than their bound before any model loads."""
+    from workbench import program
+    from workbench.bench import suite
+    path = tmp_path / "prompts.json"
+    path.write_text(json.dumps([{"kind": "prose", "prompt": "a b"}] * suite.MAX_PROMPTS))
+    assert len(suite.read_prompts(str(path))) == suite.MAX_PROMPTS
+    path.write_text(json.dumps([{"kind": "prose", "prompt": "a b"}] * (suite.MAX_PROMPTS + 1)))
+    with pytest.raises(program.UsageError, match=f"{suite.MAX_PROMPTS + 1} prompts, more than the {suite.MAX_PROMPTS}"):
+        suite.read_prompts(str(path))
