@@ -15,7 +15,7 @@ if __name__ == "__main__":  # first: Ctrl-C while the script loads is one line, 
 
 import argparse
 
-from errors import Parser, fail, printable, quoted, run
+from errors import Parser, fail, printable, run
 from weights import download, files
 from weights.download import DEFAULT_ENDPOINT, MIRROR, MODEL_NAMES, MODEL_SIZES
 from weights.models import DEFAULT_MODELS_DIR
@@ -41,7 +41,7 @@ def main(argv=None):
         parser.error(f"--models-dir {problem}")
     for name in args.names:
         if name not in MODEL_NAMES:
-            fail(f"unknown model {quoted(name)}: choose from {', '.join(MODEL_NAMES)}", code=2)
+            fail(f"unknown model {name!r}: choose from {', '.join(MODEL_NAMES)}", code=2)
     for name in args.names:
         print(printable(download.download(name, args.models_dir)))
 

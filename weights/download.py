@@ -52,7 +52,7 @@ import time
 import requests
 from tqdm import tqdm
 
-from errors import printable, quoted
+from errors import printable
 from weights import files, reading
 from weights.checkpoint import CheckpointError, load_safetensors, validate_config
 from weights.http import (CHUNK, DEFAULT_ENDPOINT, MIRROR, DeadlineAdapter, DownloadError, Interrupted,  # noqa: F401
@@ -97,7 +97,7 @@ def file_url(name, filename):
 def download(name, models_dir):
     """Make sure models_dir/name holds all of FILES; return that directory."""
     if name not in MODEL_NAMES:
-        raise DownloadError(f"unknown model {quoted(name)}: choose from {', '.join(MODEL_NAMES)}")
+        raise DownloadError(f"unknown model {name!r}: choose from {', '.join(MODEL_NAMES)}")
     model_dir = os.path.join(models_dir, name)
     todo = [f for f in FILES if not os.path.isfile(os.path.join(model_dir, f))]
     if not todo:

@@ -10,7 +10,6 @@ command line) can be given instead.
 
 import os
 
-from errors import quoted
 from weights import demo_pair, download
 from weights.checkpoint import CheckpointError
 from weights.download import MODEL_NAMES
@@ -38,7 +37,7 @@ def resolve_model_dir(name_or_path, models_dir=None):
             if not os.path.isfile(os.path.join(name_or_path, f)):
                 raise CheckpointError(f"{name_or_path} has no {f}: a model directory needs config.json and model.safetensors")
         return name_or_path
-    raise CheckpointError(f"unknown model {quoted(name_or_path)}: use one of {', '.join(MODEL_NAMES + demo_pair.DEMO_NAMES)} "
+    raise CheckpointError(f"unknown model {name_or_path!r}: use one of {', '.join(MODEL_NAMES + demo_pair.DEMO_NAMES)} "
                           "or a directory with config.json and model.safetensors")
 
 
