@@ -85,3 +85,15 @@ def test_a_stdout_that_cannot_encode_the_text_gets_question_marks_not_a_tracebac
                        env={**os.environ, "PYTHONIOENCODING": encoding})
     assert r.returncode == 0 and b"Traceback" not in r.stderr, r.stderr
     assert r.stdout.startswith("café ??".encode(encoding) if encoding == "latin-1" else b"caf? ??"), r.stdout
+
+
+def test_the_trace_never_shows_a_byte_token_as_a_text_token():
+    """python speculative.py --trace showed the token of the byte 0x9a as '\\\\x9a', as it shows the text token of the
+    four characters \\x9a: the two read the same. A byte token is shown as its bytes, b'\\x9a', as the workbench's
+    trace shows it."""
+    from speculative import trace_lines
+    from stats import Round
+    tokens = {1: b"\x9a", 2: b"\\x9a", 3: b" is", 4: b"\n"}
+    [line] = [line for line in trace_lines([Round(new=[4], drafted=[1, 2, 3], accepted=0, oracle=[4, 4, 4, 4],
+                                                  context_length=5)], tokens.__getitem__) if line.startswith("  drafted")]
+    assert line == "  drafted  b'\\x9a' '\\\\x9a' ' is'", line
