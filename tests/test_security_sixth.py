@@ -2,7 +2,8 @@
 
 A Ctrl-C held back while a file is made is delivered after it exists (weights/reading.open_owned); the root's
 programs write to a stdout that cannot encode every character (errors.run); errors.py, imported before any
-script can set its Ctrl-C handling, loads nothing but what that needs; a name that is no model is quoted cut.
+script can set its Ctrl-C handling, loads nothing but what that needs; the reading path's trace shows a byte
+token as bytes.
 """
 
 import os
@@ -13,7 +14,7 @@ import sys
 import pytest
 
 from fixtures import ROOT
-from weights import derived, files, models, reading
+from weights import derived, files, reading
 
 
 def interrupted_while_opening(monkeypatch):

@@ -1,7 +1,8 @@
 """The sixth look from outside, at the workbench: what it found broken, each held here.
 
 A plan is trusted as far as its signature (weights/derived.py), and a signature is only as sound as whoever holds
-the key: what a signed plan says is still checked before a run goes by it. A setting echoed in a line is cut.
+the key: what a signed plan says is still checked before a run goes by it. A setting echoed in a line is cut;
+the suite's prompts are bounded.
 """
 
 import json
