@@ -15,11 +15,13 @@ the cursor, recolour or rewrite what the user sees. printable() is the one
 place that makes such text safe to show.
 """
 
+# Only what interrupt_quietly() needs: every script imports this module before it can set its Ctrl-C handling,
+# and a Ctrl-C while an import runs before that is Python's traceback. So not signal.py, which imports enum
+# first, but its C half, _signal (the same functions and handlers); and re and unicodedata where printable()
+# first needs them: together about a third of a script's start before its handler.
+import _signal as signal
 import os
-import re
-import signal
 import sys
-import unicodedata
 
 
 class UserError(Exception):
@@ -30,8 +32,8 @@ class UserError(Exception):
 # or hide text (bidirectional marks, embeddings, overrides and isolates, the zero-width space and
 # the byte-order mark; not the joiners, which emoji and many scripts need); surrogates, which
 # no terminal can be sent (U+DC80..U+DCFF: bytes that did not decode, under surrogateescape).
-CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b\u200e\u200f\u202a-\u202e\u2066-\u2069\ufeff\ud800-\udfff]")
-LINE_CONTROL = re.compile(CONTROL.pattern.replace("\x0b", "\t\n\x0b"))  # the same, tab, newline and return too
+CONTROL_CHARACTERS = "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b\u200e\u200f\u202a-\u202e\u2066-\u2069\ufeff\ud800-\udfff]"
+LINE_CONTROL_CHARACTERS = CONTROL_CHARACTERS.replace("\x0b", "\t\n\x0b")  # the same, tab, newline and return too
 NAMED_ESCAPES = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 INVISIBLE = {"Cf", "Zs", "Zl", "Zp"}  # format characters, spaces but " ", line and paragraph separators
 
@@ -60,11 +62,22 @@ def printable(text, newlines=True, invisible=False, mark=None):
         return mark(shown) if mark else shown
 
     text = str(text)
-    pattern = CONTROL if newlines else LINE_CONTROL
+    pattern = control_pattern(newlines)
     if not invisible:
         return pattern.sub(lambda match: escape(match.group()), text)
+    import unicodedata
     return "".join(escape(c) if pattern.match(c) or (c != " " and unicodedata.category(c) in INVISIBLE) else c
                    for c in text)
+
+
+def control_pattern(newlines=True):
+    """CONTROL (newlines=True) or LINE_CONTROL, the compiled patterns of the characters printable() escapes;
+    compiled at first use (see the imports above)."""
+    name = "CONTROL" if newlines else "LINE_CONTROL"
+    if name not in globals():
+        import re
+        globals()[name] = re.compile(CONTROL_CHARACTERS if newlines else LINE_CONTROL_CHARACTERS)
+    return globals()[name]
 
 
 SHOWN_VALUE = 40  # the most characters of a value a message quotes back (a setting, a command's word)
@@ -101,7 +114,10 @@ def exit_now(message, code):
 
 def __getattr__(name):
     """errors.Parser, made at its first use: argparse is imported then, after the script's interrupt_quietly(),
-    so that a Ctrl-C while it loads is one line too (this module is the one a script imports before that)."""
+    so that a Ctrl-C while it loads is one line too (this module is the one a script imports before that); and
+    errors.CONTROL and errors.LINE_CONTROL, compiled at first use (control_pattern)."""
+    if name in ("CONTROL", "LINE_CONTROL"):
+        return control_pattern(newlines=name == "CONTROL")
     if name != "Parser":
         raise AttributeError(f"module 'errors' has no attribute {name!r}")
     import argparse
@@ -139,6 +155,7 @@ def run(main):
     """
     signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C is a KeyboardInterrupt again
     reopen_closed_streams()
+    replace_what_stdout_cannot_encode()
     try:
         try:
             return main()
@@ -165,6 +182,14 @@ def reopen_closed_streams():
     for name, mode in (("stdin", "r"), ("stdout", "w"), ("stderr", "w")):
         if getattr(sys, name) is None:
             setattr(sys, name, open(os.devnull, mode, encoding="utf-8"))
+
+
+def replace_what_stdout_cannot_encode():
+    """A character the encoding of stdout has no bytes for (PYTHONIOENCODING=ascii, a Latin-1 terminal: a prompt's
+    é, a generated 日) is written as ?, as stderr writes it as an escape: never a UnicodeEncodeError halfway through
+    the text."""
+    if hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="replace")
 
 
 def drop_stdout():

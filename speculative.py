@@ -182,12 +182,21 @@ class Text:
 def trace_lines(trace, token_bytes):
     """--trace: each round's drafts, the oracle's choice after each prefix, and what was kept (stats.Round)."""
     def show(tokens):
-        return " ".join(repr(token_bytes(t).decode("utf-8", errors="backslashreplace")) for t in tokens)
+        return " ".join(shown_token(token_bytes(t)) for t in tokens)
     for i, r in enumerate(trace, 1):
         yield f"round {i}: context {r.context_length} tokens, {len(r.drafted)} drafted"
         yield f"  drafted  {show(r.drafted) or '(nothing)'}"
         yield f"  oracle   {show(r.oracle)}   (its choice after each draft prefix)"
         yield f"  kept     {r.accepted} draft(s) + {show(r.new[-1:])} from the oracle"
+
+
+def shown_token(raw):
+    """A token's bytes as Python writes them: its text in quotes (' is', '\\n'), or the bytes themselves where
+    they are not whole UTF-8 (b'\\xe2', part of a character): a byte token never looks like a text token."""
+    try:
+        return repr(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        return repr(raw)
 
 
 def summary(stats, elapsed):

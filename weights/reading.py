@@ -93,12 +93,24 @@ def open_owned(path, mode="rb", flags=0, **kwargs):
 
     open() calls the opener, which is Python: a Ctrl-C landing between os.open and the opener's return
     would lose the descriptor. So Ctrl-C is held back for the open (interrupts_held) and delivered once
-    the file object holds it."""
+    the file object holds it. Delivered there, it would take the file object from the caller: so the file
+    is closed at once, and a file this call made ("x" in mode: created fresh, a temporary file) removed,
+    so that a Ctrl-C never leaves behind a file that no one will remove."""
     def opener(name, mode_flags):
         return os.open(name, mode_flags | flags, 0o666)
 
-    with interrupts_held():
-        return open(path, mode, opener=opener, **kwargs)
+    f = None
+    try:
+        with interrupts_held():
+            f = open(path, mode, opener=opener, **kwargs)
+    except BaseException:
+        if f is not None:  # opened, then the held Ctrl-C: no caller will ever hold f
+            f.close()
+            if "x" in mode:
+                with contextlib.suppress(OSError):
+                    os.remove(path)
+        raise
+    return f
 
 
 @contextlib.contextmanager

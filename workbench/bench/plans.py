@@ -11,7 +11,7 @@ median milliseconds and its time over numpy-1's (the median of the pairs' ratios
 
 import sys
 
-from errors import printable
+from errors import printable, quoted
 from workbench import program
 from workbench.bench import tables
 from workbench.speed import plan as planning
@@ -42,7 +42,7 @@ def machine_line(key):
     """The machine a plan was measured for, in one line."""
     return (f"measured for {key.get('cpu')}, {key.get('cores')} cores ({' '.join(key.get('vector', [])) or 'no AVX'}); "
             f"NumPy {key.get('numpy')}, {'; '.join(key.get('blas', []))}"
-            + "".join(f"; {k}={v}" for k, v in key.get("forced", {}).items()))
+            + "".join(f"; {k}={quoted(v)}" for k, v in key.get("forced", {}).items()))  # a setting: cut
 
 
 def plan_rows(plan):

@@ -68,6 +68,7 @@ from weights.demo_pair import ASSETS
 PROMPTS = os.path.join(ASSETS, "prompts.json")
 KINDS = ("prose", "code", "lists", "repeat")
 ROUNDS = 3
+MAX_PROMPTS = 1000  # every method runs every prompt, ROUNDS times: as the ablations' bound (ablation.MAX_PROMPTS)
 NEAR_TIE = 1e-5  # a top-2 logit gap below this: batched and single-token passes may pick either
 COLUMNS = ["method", "kind", "speedup", "speedup_min", "speedup_max", "acceptance", "tokens_per_pass", "by_position",
            "draft_passes", "oracle_passes", "repeats", "output"]
@@ -97,6 +98,9 @@ def read_prompts(path):
         raise program.UsageError(f"{path}: cannot read its prompts ({getattr(e, 'strerror', None) or e})") from None
     if not ok:
         raise program.UsageError(f"{path}: not a list of {{\"kind\": one of {', '.join(KINDS)}, \"prompt\": text}}")
+    if len(prompts) > MAX_PROMPTS:  # before any model loads
+        raise program.UsageError(f"{printable(path, newlines=False)}: {len(prompts)} prompts, more than the {MAX_PROMPTS} "
+                                 "the suite takes (each runs every method)")
     return prompts
 
 

@@ -74,10 +74,17 @@ class Plan:
 
     @classmethod
     def from_json(cls, data):
-        return cls({int(r): w for r, w in data["ways"].items()},
+        """The Plan a plan file holds; ValueError (or KeyError, TypeError) unless it is one make_plan could have made:
+        a way of WAYS for at least one row count, each a whole number from 1, and finite seconds. A signed plan is
+        only as sound as whoever holds the key (plan.read): a run must not end on what its plan says."""
+        plan = cls({int(r): w for r, w in data["ways"].items()},
                    {w: {int(r): float(s) for r, s in f.items()} for w, f in data["seconds"].items()},
                    {w: {int(r): [float(x) for x in q] for r, q in f.items()} for w, f in data.get("ratios", {}).items()},
                    dict(data.get("key", {})))
+        if not plan.ways or any(r < 1 or w not in WAYS for r, w in plan.ways.items()) or \
+                any(not 0 <= s < float("inf") for f in plan.seconds.values() for s in f.values()):
+            raise ValueError("not a plan: no row counts, a row count under 1, a way not in WAYS or seconds not finite")
+        return plan
 
 
 # ---------------------------------------------------------------------------
@@ -233,7 +240,7 @@ def read(model_dir):
         return None
     try:
         return Plan.from_json(json.loads(reading.read_text(path, "plan")))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, reading.ReadError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError, reading.ReadError):
         return None
 
 
