@@ -33,9 +33,10 @@ def main(argv):
         print(tables.text(plan_rows(model.plan), ["rows", "way", *[f"{w}_ms" for w in model.plan.seconds],
                                                   *[f"{w}/numpy-1" for w in model.plan.ratios if w != "numpy-1"]]))
         print()
-    print("a way is chosen over numpy-1 only when even its slow quartile is faster; while a run lasts, a forward on "
-          f"more than one thread that takes {planning.FALLBACK}x its planned time twice in a row runs on one thread "
-          f"for {planning.BUSY_SECONDS:.0f} s (the cores were taken)", file=sys.stderr)
+    print("a way is chosen over numpy-1 only when even its slow quartile is faster; while a run lasts, the cores "
+          "count as taken when another program is running as they are looked at, or when a forward on more than one "
+          f"thread takes {planning.FALLBACK}x numpy-1's figure: forwards then run on one thread for "
+          f"{planning.BUSY_SECONDS:.0f} s, twice that if still taken, and so on", file=sys.stderr)
 
 
 def machine_line(key):

@@ -14,9 +14,11 @@ Row counts: 1 (a token), n_draft + 1 for n_draft up to 16 (a check), and a tree'
 
 A plan measured on a quiet machine can collapse when other programs take the cores: the BLAS's threads,
 each sharing a core with a busy program, wait on each other (all threads lost seven times their time
-beside two busy loops). So a forward run on more than one thread is watched: one that takes FALLBACK
-times the plan's figure, twice in a row, sends that row count to numpy-1 for a while (BUSY_SECONDS),
-after which the plan's way is tried again.
+beside two busy loops), and a single such forward can cost more than threads save in a whole run. So
+the cores are looked at before the BLAS's threads are used (Cores: is another program running now?),
+and a forward on more than one thread is watched: one FALLBACK times slower than the plan says one thread
+is sends every model's forwards to numpy-1 for BUSY_SECONDS, twice that if the cores are still taken then,
+and so on. (A collapse costs several times a forward; jitter, tens of percent.)
 """
 
 import contextlib
@@ -41,8 +43,13 @@ ROWS = (1, 2, 3, 4, 5, 6, 7, 9, 12, 17, 25, 33)  # a token; checks of n_draft + 
 CONTEXT = 64          # cached tokens the forwards are timed after (the suite's prompts and a few rounds)
 BUDGET_SECONDS = 6.0  # about what making a plan may take: the repeats are cut to it, between MIN and MAX_REPEATS
 MIN_REPEATS, MAX_REPEATS = 3, 9
-FALLBACK = 2.5        # a watched forward this many times its planned time is taken for one the cores were taken from
-BUSY_SECONDS = 2.0    # ... and after two in a row, its row count runs on one thread this long
+# The fast layout has costs a forward's timing does not show: its converted copy mapped and checked at start,
+# and the BLAS's threads switched to one and back around its forwards when the plain way beside it uses more.
+# Where it saves less than this a forward, they are more than it saves in a run of a few hundred forwards.
+FAST_MIN_SAVING = 0.2e-3
+FALLBACK = 1.5        # a forward on several threads this many times one thread's planned time: the cores were taken
+BUSY_SECONDS = 2.0    # how long the cores count as taken once found so (doubled each time they still are)
+BUSY_SECONDS_MAX = 60.0
 
 
 @dataclass
@@ -99,11 +106,14 @@ def quartiles(values):
 def choose(times):
     """The way for one row count, from {way: [seconds of each turn]}: plain NumPy unless another way beats it by more
     than its spread (even the slow quartile of its pairs' ratios under 1): numpy-1, then numpy on every core if it
-    beats numpy-1 so, then the fast layout if it beats the plain way chosen so."""
+    beats numpy-1 so, then the fast layout if it beats the plain way chosen so and by FAST_MIN_SAVING a forward."""
     chosen = "numpy-1"
     for way in ("numpy", "fast"):
-        if way in times and quartiles([a / b for a, b in zip(times[way], times[chosen])])[2] < 1.0:
-            chosen = way
+        if way not in times or quartiles([a / b for a, b in zip(times[way], times[chosen])])[2] >= 1.0:
+            continue
+        if way == "fast" and statistics.median(times[chosen]) - statistics.median(times[way]) < FAST_MIN_SAVING:
+            continue
+        chosen = way
     return chosen
 
 
@@ -157,19 +167,80 @@ def prepared(run, prepare):
 # Running: the plan's way for each forward, watched where it uses more than one thread
 # ---------------------------------------------------------------------------
 
-class Watch:
-    """A plan's ways during a run: a forward on more than one thread that takes FALLBACK times the plan's figure
-    twice in a row sends its row count to numpy-1 for BUSY_SECONDS (the cores are taken), then tries again."""
+def others_running(loadavg="/proc/loadavg", tasks="/proc/self/task"):
+    """Threads of other programs running or waiting for a core right now, or None where this cannot be read
+    (Linux's /proc/loadavg counts every runnable thread on the machine; this process's own are taken off).
+    In a container it may count the host's: the cores then look taken, and numpy-1 is kept (the safe side)."""
+    try:
+        with open(loadavg, encoding="ascii") as f:
+            running = int(f.read(256).split()[3].split("/")[0])
+        mine = 0
+        for task in os.listdir(tasks):
+            with open(os.path.join(tasks, task, "stat"), encoding="ascii", errors="replace") as f:
+                mine += f.read(4096).rpartition(")")[2].split()[0] == "R"  # the state follows the name's ")"
+    except (OSError, ValueError, IndexError):
+        return None
+    return max(0, running - mine)
 
-    def __init__(self, plan, uses_threads):
+
+class Cores:
+    """Whether this process's forwards may use more than one core now: a fact about the machine, so one for
+    the process, shared by every model's Watch. The cores are taken when another program is running as
+    they are looked at (first use, and each time a while taken ends), or when a forward on several threads
+    took FALLBACK times what the plan says one thread takes; then they are not looked at again for BUSY_SECONDS,
+    doubled each time they are found taken again (up to BUSY_SECONDS_MAX), so that a busy machine costs
+    at most a few slow forwards however long the run."""
+
+    def __init__(self, others=others_running):
+        self.others = others   # () -> other programs' running threads, or None (unknown: watched only)
+        self.until = None      # monotonic time before which they count as taken; None: not looked at yet
+        self.wait = BUSY_SECONDS
+        self.fallbacks = 0     # how many times they were found taken (bench.py plan and cost say it)
+
+    def free(self):
+        now = time.monotonic()
+        if self.until is not None and now < self.until:
+            return False
+        if self.until is None or self.until > 0:  # first use, or a while taken just ended: look now
+            if (self.others() or 0) > 0:
+                self.taken()
+                return False
+            self.until = 0.0
+        return True
+
+    def taken(self):
+        self.until = time.monotonic() + self.wait
+        self.wait = min(2 * self.wait, BUSY_SECONDS_MAX)
+        self.fallbacks += 1
+
+    def held(self):  # a forward on several threads kept its time: the next while taken starts short again
+        self.wait = BUSY_SECONDS
+
+
+CORES = Cores()
+
+
+class Watch:
+    """A plan's ways during a run: where the cores are taken (Cores), a way on more than one thread gives
+    its forwards to numpy-1. A forward on more than one thread that takes FALLBACK times the plan's
+    one-thread figure for its rows finds them taken if another program is running; if none is, the
+    slowness is this model's own in this run (its threads woken after another model's forwards put
+    them to sleep), and that row count runs on one thread for the rest of the run. A model's first
+    forward is not judged: it is the one that first touches the weights and wakes the BLAS's threads."""
+
+    def __init__(self, plan, uses_threads, cores=None):
         self.plan, self.uses_threads = plan, uses_threads  # uses_threads(way): more than one thread
-        self.slow = {}      # rows -> slow forwards in a row
-        self.until = {}     # rows -> when its fallback ends
-        self.fallbacks = 0  # how many times a row count fell back (bench.py plan and cost say it)
+        self.cores = cores or CORES
+        self.first = True
+        self.own = set()  # row counts whose forwards were slow on threads while nothing else ran
+
+    @property
+    def fallbacks(self):
+        return self.cores.fallbacks
 
     def way(self, n_rows):
         way = self.plan.way(n_rows)
-        if self.uses_threads(way) and time.monotonic() < self.until.get(n_rows, 0.0):
+        if self.uses_threads(way) and (n_rows in self.own or not self.cores.free()):
             return "numpy-1"
         return way
 
@@ -179,14 +250,17 @@ class Watch:
         yield
         if not self.uses_threads(way):
             return
-        expected = self.plan.expected(way, n_rows)
-        if expected is None or time.perf_counter() - start <= FALLBACK * expected:
-            self.slow[n_rows] = 0
+        one_thread = self.plan.expected("numpy-1", n_rows)
+        if one_thread is None or self.first:
+            self.first = False
             return
-        self.slow[n_rows] = self.slow.get(n_rows, 0) + 1
-        if self.slow[n_rows] >= 2:
-            self.until[n_rows], self.slow[n_rows] = time.monotonic() + BUSY_SECONDS, 0
-            self.fallbacks += 1
+        if time.perf_counter() - start > FALLBACK * one_thread:
+            if self.cores.others() == 0:
+                self.own.add(n_rows)
+            else:
+                self.cores.taken()
+        else:
+            self.cores.held()
 
 
 # ---------------------------------------------------------------------------
@@ -195,7 +269,7 @@ class Watch:
 
 PLAN_FILE = "model.plan.json"
 PLAN_RECORD = "model.plan.record.json"  # its binding to the checkpoint and the machine, signed (weights/derived.py)
-PLAN_VERSION = 2  # the ways and their measuring: a plan of another version is made again
+PLAN_VERSION = 3  # the ways and their measuring: a plan of another version is made again
 
 
 def machine_key():

@@ -147,6 +147,10 @@ def test_plain_numpy_is_kept_unless_a_way_beats_it_by_more_than_its_spread():
     # the fast layout must beat the plain way chosen, not numpy-1
     assert planning.choose({"numpy-1": base, "numpy": [t * 0.6 for t in base], "fast": [t * 0.7 for t in base]}) == "numpy"
     assert planning.choose({"numpy-1": base, "numpy": [t * 0.8 for t in base], "fast": [t * 0.5 for t in base]}) == "fast"
+    # ... and save FAST_MIN_SAVING a forward (its start and its switching of the threads): a small model's 0.1 ms do not
+    small = [t * 1e-3 for t in base]
+    assert planning.choose({"numpy-1": small, "numpy": small, "fast": [t * 0.9 for t in small]}) == "numpy-1"
+    assert planning.choose({"numpy-1": small, "numpy": small, "fast": [t * 0.7 for t in small]}) == "fast"
 
 
 def test_a_plan_gives_a_way_for_every_row_count():
@@ -163,16 +167,75 @@ def test_a_forward_the_cores_were_taken_from_falls_back_to_one_thread(monkeypatc
     monkeypatch.setattr(planning.time, "monotonic", lambda: now[0])
     clock = iter(np.arange(0, 1000, 0.5))  # every watched forward takes 0.5 s
     monkeypatch.setattr(planning.time, "perf_counter", lambda: float(next(clock)))
-    plan = planning.Plan({1: "numpy", 5: "numpy"}, {"numpy": {1: 0.1, 5: 0.5}})
-    watch = planning.Watch(plan, uses_threads=lambda way: way == "numpy")
-    for _ in range(2):  # 0.5 s against a planned 0.1 s: twice in a row
-        assert watch.way(1) == "numpy"
-        with watch.watched("numpy", 1):
-            pass
-    assert watch.way(1) == "numpy-1" and watch.fallbacks == 1
-    assert watch.way(5) == "numpy", "a row count whose forwards keep their time keeps its way"
-    now[0] += planning.BUSY_SECONDS + 0.1
-    assert watch.way(1) == "numpy", "after BUSY_SECONDS the plan's way is tried again"
-    with watch.watched("numpy", 5):  # 0.5 s as planned: nothing changes
+    plan = planning.Plan({1: "numpy", 5: "numpy"}, {"numpy": {1: 0.1, 5: 0.3}, "numpy-1": {1: 0.2, 5: 0.4}})
+    others = [0]  # nothing else running when first looked at; a busy program once the forwards are slow
+    cores = planning.Cores(others=lambda: others[0])
+    watch = planning.Watch(plan, uses_threads=lambda way: way == "numpy", cores=cores)
+    other = planning.Watch(plan, uses_threads=lambda way: way == "numpy", cores=cores)  # another model's
+    with watch.watched("numpy", 1):  # a model's first forward is not judged (it wakes the threads)
         pass
-    assert watch.way(5) == "numpy" and watch.fallbacks == 1
+    assert cores.fallbacks == 0
+    assert watch.way(5) == "numpy"
+    with watch.watched("numpy", 5):  # 0.5 s, under FALLBACK times one thread's 0.4 s: jitter
+        pass
+    assert watch.way(1) == "numpy" and cores.fallbacks == 0
+    others[0] = 1
+    with watch.watched("numpy", 1):  # 0.5 s where one thread takes 0.2 s: the cores were taken
+        pass
+    assert cores.fallbacks == 1
+    assert watch.way(5) == "numpy-1" and other.way(1) == "numpy-1", "every row count, every model of the process"
+    assert watch.way(5) == "numpy-1"
+    now[0] += planning.BUSY_SECONDS + 0.1
+    others[0] = 0
+    assert watch.way(1) == "numpy", "after BUSY_SECONDS, nothing else running, the plan's way is tried again"
+    others[0] = 1
+    with watch.watched("numpy", 1):  # slow again: taken for twice as long
+        pass
+    now[0] += planning.BUSY_SECONDS + 0.1
+    assert watch.way(1) == "numpy-1", "found taken again: the while is doubled"
+    now[0] += planning.BUSY_SECONDS
+    others[0] = 0
+    assert watch.way(1) == "numpy"
+    with watch.watched("numpy", 5):  # kept its time: the next while starts short again
+        pass
+    assert cores.wait == planning.BUSY_SECONDS
+
+
+def test_a_forward_slow_with_nothing_else_running_is_its_own_model_s(monkeypatch):
+    clock = iter(np.arange(0, 1000, 0.5))  # every watched forward takes 0.5 s, against one thread's 0.2 s
+    monkeypatch.setattr(planning.time, "perf_counter", lambda: float(next(clock)))
+    plan = planning.Plan({1: "numpy", 5: "numpy"}, {"numpy-1": {1: 0.2, 5: 0.2}})
+    cores = planning.Cores(others=lambda: 0)
+    draft = planning.Watch(plan, lambda way: way == "numpy", cores)
+    oracle = planning.Watch(plan, lambda way: way == "numpy", cores)
+    for _ in range(2):  # the first is not judged
+        with draft.watched("numpy", 1):
+            pass
+    assert cores.fallbacks == 0 and draft.way(1) == "numpy-1", "its row count on one thread, for the run"
+    assert draft.way(5) == "numpy" and oracle.way(1) == "numpy", "not the cores: the other models keep their ways"
+
+
+def test_cores_another_program_is_running_on_are_not_shared(monkeypatch):
+    now = [100.0]
+    monkeypatch.setattr(planning.time, "monotonic", lambda: now[0])
+    others = [1]
+    cores = planning.Cores(others=lambda: others[0])
+    watch = planning.Watch(planning.Plan({1: "numpy"}, {"numpy-1": {1: 0.2}}), lambda way: way == "numpy", cores)
+    assert watch.way(1) == "numpy-1", "a busy program when first looked at: one thread from the first forward"
+    others[0] = 0
+    assert watch.way(1) == "numpy-1", "not looked at again before the while ends"
+    now[0] += planning.BUSY_SECONDS + 0.1
+    assert watch.way(1) == "numpy"
+    assert planning.Cores(others=lambda: None).free(), "where it cannot be known, the watch alone decides"
+
+
+def test_other_programs_running_are_counted_without_this_process(tmp_path):
+    (tmp_path / "loadavg").write_text("0.50 0.40 0.30 4/120 999\n")
+    for tid, state in (("1", "R"), ("2", "S"), ("3", "R")):
+        (tmp_path / "task" / tid).mkdir(parents=True)
+        (tmp_path / "task" / tid / "stat").write_text(f"{tid} (a name) with) {state} 1 2 3\n")
+    assert planning.others_running(str(tmp_path / "loadavg"), str(tmp_path / "task")) == 2
+    assert planning.others_running(str(tmp_path / "missing"), str(tmp_path / "task")) is None
+    (tmp_path / "loadavg").write_text("garbage\n")
+    assert planning.others_running(str(tmp_path / "loadavg"), str(tmp_path / "task")) is None
+    assert planning.others_running() is None or planning.others_running() >= 0
