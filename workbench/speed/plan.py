@@ -21,7 +21,6 @@ is sends every model's forwards to numpy-1 for BUSY_SECONDS, twice that if the c
 and so on. (A collapse costs several times a forward; jitter, tens of percent.)
 """
 
-import contextlib
 import json
 import os
 import statistics
@@ -224,43 +223,51 @@ class Watch:
     """A plan's ways during a run: where the cores are taken (Cores), a way on more than one thread gives
     its forwards to numpy-1. A forward on more than one thread that takes FALLBACK times the plan's
     one-thread figure for its rows finds them taken if another program is running; if none is, the
-    slowness is this model's own in this run (its threads woken after another model's forwards put
-    them to sleep), and that row count runs on one thread for the rest of the run. A model's first
-    forward is not judged: it is the one that first touches the weights and wakes the BLAS's threads."""
+    slowness is this model's own (its threads woken after another model's forwards put them to sleep),
+    and two such in a row send that row count to one thread for BUSY_SECONDS. A model's first forward
+    is not judged: it is the one that first touches the weights and wakes the BLAS's threads."""
 
     def __init__(self, plan, uses_threads, cores=None):
         self.plan, self.uses_threads = plan, uses_threads  # uses_threads(way): more than one thread
         self.cores = cores or CORES
         self.first = True
-        self.own = set()  # row counts whose forwards were slow on threads while nothing else ran
+        self.slow = {}   # rows -> its forwards slow on threads in a row while nothing else ran
+        self.ways = {}   # rows -> (the plan's way, numpy-1's planned seconds): looked up once (a draft's
+                         # forward takes a fraction of a millisecond)
+        self.until = {}  # rows -> when its own while on one thread ends
 
     @property
     def fallbacks(self):
         return self.cores.fallbacks
 
+    def planned(self, n_rows):
+        if n_rows not in self.ways:
+            self.ways[n_rows] = (self.plan.way(n_rows), self.plan.expected("numpy-1", n_rows))
+        return self.ways[n_rows]
+
     def way(self, n_rows):
-        way = self.plan.way(n_rows)
-        if self.uses_threads(way) and (n_rows in self.own or not self.cores.free()):
+        way = self.planned(n_rows)[0]
+        if self.uses_threads(way) and (time.monotonic() < self.until.get(n_rows, 0.0) or not self.cores.free()):
             return "numpy-1"
         return way
 
-    @contextlib.contextmanager
-    def watched(self, way, n_rows):
-        start = time.perf_counter()
-        yield
+    def judge(self, way, n_rows, seconds):
+        """Take note of a forward of n_rows rows that took `seconds` by `way`."""
         if not self.uses_threads(way):
             return
-        one_thread = self.plan.expected("numpy-1", n_rows)
+        one_thread = self.planned(n_rows)[1]
         if one_thread is None or self.first:
             self.first = False
             return
-        if time.perf_counter() - start > FALLBACK * one_thread:
-            if self.cores.others() == 0:
-                self.own.add(n_rows)
-            else:
-                self.cores.taken()
-        else:
+        if seconds <= FALLBACK * one_thread:
+            self.slow[n_rows] = 0
             self.cores.held()
+        elif self.cores.others() != 0:
+            self.cores.taken()
+        else:
+            self.slow[n_rows] = self.slow.get(n_rows, 0) + 1
+            if self.slow[n_rows] >= 2:
+                self.until[n_rows], self.slow[n_rows] = time.monotonic() + BUSY_SECONDS, 0
 
 
 # ---------------------------------------------------------------------------

@@ -48,6 +48,7 @@ _stop_blas_threads = None  # OpenBLAS's own function that ends its thread pool, 
 _blas_shares_rows = False  # True while the BLAS's own threads share out matrix-vector products
 _shares = True  # False while a small model's forward runs: no product is handed to other threads
 _one_thread = False  # True while this module holds the BLAS at one thread (single_threaded, several rows)
+_set_to = None  # the thread count use_blas_threads last set, while nothing here has changed it since
 _pool = None  # this module's worker threads, started on first use
 _tasks = queue.SimpleQueue()  # (part, share, done) for the workers
 _starting = threading.Lock()  # one caller at a time starts workers
@@ -75,8 +76,9 @@ def threads_for(n_rows, share=True):
 def single_threaded():
     """A small model's forward: the BLAS single-threaded, idle BLAS threads parked, no product handed to this
     module's threads; and the BLAS left single-threaded after (the module's docstring says why)."""
-    global _blas_shares_rows, _shares, _one_thread
+    global _blas_shares_rows, _shares, _one_thread, _set_to
     with _setting:
+        _set_to = None  # left at one thread after: use_blas_threads asks the BLAS again
         for lib in blas().select(user_api="blas").lib_controllers:
             if lib.get_num_threads() != 1:
                 lib.set_num_threads(1)
@@ -124,8 +126,13 @@ def _shared_out(n_rows):
 def use_blas_threads(n):
     """NumPy's own products on n of the BLAS's threads from now on; going down to one, the BLAS's idle threads
     parked (a way of the plan, plan.py). Set where it changes, not around every forward: a draft's forward
-    takes a fraction of a millisecond, about what setting and restoring the BLAS's threads would."""
+    takes a fraction of a millisecond, about what setting and restoring the BLAS's threads would; and not
+    asked of the BLAS again while this module has not changed it since (calling into it costs microseconds)."""
+    global _set_to
+    if n == _set_to:
+        return
     with _setting:
+        _set_to = n
         for lib in blas_libraries():
             if lib.get_num_threads() != n:
                 lib.set_num_threads(n)

@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 
-import numpy as np
 import pytest
 
 from fixtures import make_model_dir
@@ -165,23 +164,19 @@ def test_a_plan_gives_a_way_for_every_row_count():
 def test_a_forward_the_cores_were_taken_from_falls_back_to_one_thread(monkeypatch):
     now = [100.0]
     monkeypatch.setattr(planning.time, "monotonic", lambda: now[0])
-    clock = iter(np.arange(0, 1000, 0.5))  # every watched forward takes 0.5 s
-    monkeypatch.setattr(planning.time, "perf_counter", lambda: float(next(clock)))
+    # every watched forward takes 0.5 s
     plan = planning.Plan({1: "numpy", 5: "numpy"}, {"numpy": {1: 0.1, 5: 0.3}, "numpy-1": {1: 0.2, 5: 0.4}})
     others = [0]  # nothing else running when first looked at; a busy program once the forwards are slow
     cores = planning.Cores(others=lambda: others[0])
     watch = planning.Watch(plan, uses_threads=lambda way: way == "numpy", cores=cores)
     other = planning.Watch(plan, uses_threads=lambda way: way == "numpy", cores=cores)  # another model's
-    with watch.watched("numpy", 1):  # a model's first forward is not judged (it wakes the threads)
-        pass
+    watch.judge("numpy", 1, 0.5)  # a model's first forward is not judged (it wakes the threads)
     assert cores.fallbacks == 0
     assert watch.way(5) == "numpy"
-    with watch.watched("numpy", 5):  # 0.5 s, under FALLBACK times one thread's 0.4 s: jitter
-        pass
+    watch.judge("numpy", 5, 0.5)  # 0.5 s, under FALLBACK times one thread's 0.4 s: jitter
     assert watch.way(1) == "numpy" and cores.fallbacks == 0
     others[0] = 1
-    with watch.watched("numpy", 1):  # 0.5 s where one thread takes 0.2 s: the cores were taken
-        pass
+    watch.judge("numpy", 1, 0.5)  # 0.5 s where one thread takes 0.2 s: the cores were taken
     assert cores.fallbacks == 1
     assert watch.way(5) == "numpy-1" and other.way(1) == "numpy-1", "every row count, every model of the process"
     assert watch.way(5) == "numpy-1"
@@ -189,30 +184,32 @@ def test_a_forward_the_cores_were_taken_from_falls_back_to_one_thread(monkeypatc
     others[0] = 0
     assert watch.way(1) == "numpy", "after BUSY_SECONDS, nothing else running, the plan's way is tried again"
     others[0] = 1
-    with watch.watched("numpy", 1):  # slow again: taken for twice as long
-        pass
+    watch.judge("numpy", 1, 0.5)  # slow again: taken for twice as long
     now[0] += planning.BUSY_SECONDS + 0.1
     assert watch.way(1) == "numpy-1", "found taken again: the while is doubled"
     now[0] += planning.BUSY_SECONDS
     others[0] = 0
     assert watch.way(1) == "numpy"
-    with watch.watched("numpy", 5):  # kept its time: the next while starts short again
-        pass
+    watch.judge("numpy", 5, 0.5)  # kept its time: the next while starts short again
     assert cores.wait == planning.BUSY_SECONDS
 
 
 def test_a_forward_slow_with_nothing_else_running_is_its_own_model_s(monkeypatch):
-    clock = iter(np.arange(0, 1000, 0.5))  # every watched forward takes 0.5 s, against one thread's 0.2 s
-    monkeypatch.setattr(planning.time, "perf_counter", lambda: float(next(clock)))
+    now = [100.0]
+    monkeypatch.setattr(planning.time, "monotonic", lambda: now[0])
+    # every watched forward takes 0.5 s, against one thread's 0.2 s
     plan = planning.Plan({1: "numpy", 5: "numpy"}, {"numpy-1": {1: 0.2, 5: 0.2}})
     cores = planning.Cores(others=lambda: 0)
     draft = planning.Watch(plan, lambda way: way == "numpy", cores)
     oracle = planning.Watch(plan, lambda way: way == "numpy", cores)
-    for _ in range(2):  # the first is not judged
-        with draft.watched("numpy", 1):
-            pass
-    assert cores.fallbacks == 0 and draft.way(1) == "numpy-1", "its row count on one thread, for the run"
+    for _ in range(2):  # the first is not judged; one slow forward is not enough
+        draft.judge("numpy", 1, 0.5)
+    assert draft.way(1) == "numpy"
+    draft.judge("numpy", 1, 0.5)
+    assert cores.fallbacks == 0 and draft.way(1) == "numpy-1", "two in a row: its row count on one thread"
     assert draft.way(5) == "numpy" and oracle.way(1) == "numpy", "not the cores: the other models keep their ways"
+    now[0] += planning.BUSY_SECONDS + 0.1
+    assert draft.way(1) == "numpy", "and for BUSY_SECONDS only"
 
 
 def test_cores_another_program_is_running_on_are_not_shared(monkeypatch):
