@@ -75,7 +75,8 @@ def make_noisy_copy(src, dest, noise, seed=0):
 
 def gpt2_pair_bpe(word, bpe_ranks):
     """GPT-2's own encoder.py: merge the adjacent pair listed first in merges.txt, everywhere, until none is listed
-    (how transformers' GPT2Tokenizer reads merges.txt, where tiktoken reads vocab.json's ranks)."""
+    (how transformers' GPT2Tokenizer reads merges.txt, where tiktoken reads vocab.json's ranks). Written apart from
+    weights/tokenizer.py's own loop on purpose: the tests hold that loop to this independent reference."""
     word = list(word)
     while len(word) > 1:
         rank, first = min((bpe_ranks.get(pair, float("inf")), pair) for pair in zip(word, word[1:]))

@@ -3,7 +3,7 @@
     model = load_planned("gpt2")      # the plan read from beside the model, or measured once (plan.py)
 
 It holds the plain model (NumPy's own products, the reading house's gpt2.GPT2) and, where the plan uses
-it for some row count, the fast one (accelerate.FastGPT2). forward, hidden_states, blocks and logits go
+it for some row count, the fast one (accelerate.FastGPT2), mapped at its first forward. forward, hidden_states, blocks and logits go
 to the way the plan gives their rows, in its thread setting, watched (plan.Watch); everything else (the
 weights a drafter reads, the shapes) is the plain model's. Both give the same tokens (a float32
 near-tie aside): the KV cache holds the same keys and values whichever way filled it.
@@ -21,12 +21,21 @@ from workbench.speed.accelerate import accelerate, load_fast
 class PlannedGPT2:
     """A model whose forwards run by its plan (plan.Plan); its attributes are the plain model's."""
 
-    def __init__(self, plain, plan, fast=None):
-        self.plain, self.plan, self.fast = plain, plan, fast
+    def __init__(self, plain, plan, fast=None, load_fast=None):
+        self.plain, self.plan = plain, plan
+        self._fast, self._load_fast = fast, load_fast  # the fast model, or what maps it at its first use
         self.watch = planning.Watch(plan, uses_threads=lambda way: way == "numpy" and threads.N_THREADS > 1)
 
     def __getattr__(self, name):  # name, directory, n_layer, ..., params: the plain model's
         return getattr(self.plain, name)
+
+    @property
+    def fast(self):
+        """The fast model (or None), mapped at the first forward the plan gives it: a run that never needs it (a
+        draft whose checks never reach its row counts) does not pay for mapping and checking its converted copy."""
+        if self._fast is None and self._load_fast is not None:
+            self._fast, self._load_fast = self._load_fast(), None
+        return self._fast
 
     def runner(self, n_rows):
         """(the way, the model) the plan gives a forward of n_rows rows, the BLAS's threads set for it."""
@@ -79,5 +88,5 @@ def load_planned(name_or_path, models_dir=None, progress=True, again=False):
     if plan is None:
         plan = plan_for(plain, accelerate(plain), progress=progress and sys.stderr.isatty())
         planning.write(plain.directory, plan)
-    fast = load_fast(plain.directory) if "fast" in plan.ways.values() else None
-    return PlannedGPT2(plain, plan, fast)
+    uses_fast = "fast" in plan.ways.values()
+    return PlannedGPT2(plain, plan, load_fast=(lambda: load_fast(plain.directory)) if uses_fast else None)
