@@ -52,12 +52,13 @@ def shape(model):  # "8 layers of width 288", "1 layer of width 128"
     return f"{model.n_layer} layer{'s' if model.n_layer != 1 else ''} of width {model.n_embd}"
 
 
-def load_model(name_or_path, models_dir=None, log=sys.stderr, plain=False):
+def load_model(name_or_path, models_dir=None, log=sys.stderr, plain=False, warm=False):
     """(model, its directory): the model as the machine's plan runs it (workbench/speed/planned.py: each forward
     the way measured fastest here for its rows, NumPy's own product unless another is faster), or with plain=True
     the model exactly as gpt2.GPT2.from_pretrained gives it, NumPy's own `@` on the BLAS's own threads (--plain:
     logits within about 1e-5, and a debugger's steps stay in the project's files and NumPy). A first forward
-    pages the mapped weights in, so that later timings measure decoding."""
+    pages the weights in; the fast model, where the plan uses it, is mapped at its first forward, or here with
+    warm=True (the benchmarks: so that their timings measure decoding)."""
     model_dir = resolve_model_dir(name_or_path, models_dir)
     start = time.perf_counter()
     if plain:
@@ -66,6 +67,8 @@ def load_model(name_or_path, models_dir=None, log=sys.stderr, plain=False):
         from workbench.speed.planned import load_planned  # imported here: a --plain run imports nothing of speed/
         model = load_planned(model_dir)
     model.forward([0])
+    if warm and hasattr(model, "fast_model"):
+        model.fast_model()
     where = "" if os.path.abspath(name_or_path) == os.path.abspath(model_dir) else f" from {shown_dir(model_dir)}"
     print(printable(f"loaded {name_or_path}{where} ({shape(model)}) in "
                     f"{time.perf_counter() - start:.1f} s"), file=log)

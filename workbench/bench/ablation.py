@@ -132,7 +132,7 @@ def main(argv=None):
                                  "(each runs every method)")
     prompts = prompts or ["The meaning of life is", "Once upon a time, in a small village at the edge of the forest,"]
     names = {"draft": args.draft, "oracle": args.oracle}
-    load = functools.lru_cache(maxsize=None)(lambda role: runner.load_model(names[role], args.models_dir))
+    load = functools.lru_cache(maxsize=None)(lambda role: runner.load_model(names[role], args.models_dir, warm=True))
     run = runner.prepare(load, "speculative", prompts[0], args.max_new_tokens, names,  # the models, the tokenizer, prompt 1
                          by_token_id=True)
     prompts_ids = [run.ids] + [runner.prompt_ids(run.enc, p) for p in prompts[1:]]

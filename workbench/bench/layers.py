@@ -133,7 +133,7 @@ def main(argv):
     if not 1 <= args.new_tokens <= 256:
         parser.error("--new-tokens must be from 1 to 256")
     parser.check_results(args.out, OUTPUTS)
-    loaded = runner.prepare(lambda role: runner.load_model(args.oracle, args.models_dir), "self-speculative", "", 1)
+    loaded = runner.prepare(lambda role: runner.load_model(args.oracle, args.models_dir, warm=True), "self-speculative", "", 1)
     oracle = loaded.oracle
     prompts = [runner.prompt_ids(loaded.enc, p["prompt"]) for p in read_prompts(PROMPTS)]
     start = time.perf_counter()

@@ -237,7 +237,7 @@ def way_costs(planned, ks, context, rounds, seed=0):
             runs[way, k] = prepared(forward_run(model, cache, context, k), prepare)
     for k in ks:
         planned_way = planned.plan.way(k)
-        parts_of = planned.fast if planned_way == "fast" and planned.fast is not None else planned.plain
+        parts_of = (planned.fast_model() if planned_way == "fast" else None) or planned.plain
         prepare = ways["numpy" if planned_way == "numpy" else "numpy-1"][1] if parts_of is planned.plain else (lambda: None)
         runs["products", k] = prepared(products_run(parts_of, k), prepare)
         runs["head", k] = prepared(head_run(parts_of, k), prepare)

@@ -33,10 +33,11 @@ def main(argv):
         print(tables.text(plan_rows(model.plan), ["rows", "way", *[f"{w}_ms" for w in model.plan.seconds],
                                                   *[f"{w}/numpy-1" for w in model.plan.ratios if w != "numpy-1"]]))
         print()
-    print("a way is chosen over numpy-1 only when even its slow quartile is faster; while a run lasts, the cores "
-          "count as taken when another program is running as they are looked at, or when a forward on more than one "
-          f"thread takes {planning.FALLBACK}x numpy-1's figure: forwards then run on one thread for "
-          f"{planning.BUSY_SECONDS:.0f} s, twice that if still taken, and so on", file=sys.stderr)
+    print("a way is chosen over numpy-1 only when even its slow quartile is faster; while a run lasts, a way on "
+          "more than one thread gives way to numpy-1 where another program is running (looked at first, and again "
+          f"when a forward takes {planning.FALLBACK}x numpy-1's figure): for {planning.BUSY_SECONDS:.0f} s, twice that "
+          "if still taken, and so on; two such forwards in a row with nothing else running send that model's row "
+          f"count to numpy-1 for {planning.BUSY_SECONDS:.0f} s", file=sys.stderr)
 
 
 def machine_line(key):

@@ -336,7 +336,7 @@ def main(argv):
     parser.check_results(args.out, OUTPUTS)
     prompts = read_prompts(args.prompts)
     names = {"draft": args.draft, "oracle": args.oracle}
-    load = functools.lru_cache(maxsize=None)(lambda name: runner.load_model(name, args.models_dir))  # the oracle once
+    load = functools.lru_cache(maxsize=None)(lambda name: runner.load_model(name, args.models_dir, warm=True))  # the oracle once
     loaded = runner.prepare(lambda role: load(names[role]), "speculative", "", 1, names, by_token_id=True)
     crossvocab = None
     wanted = args.methods or [m.name for m in suite_methods()]

@@ -16,9 +16,11 @@ A plan measured on a quiet machine can collapse when other programs take the cor
 each sharing a core with a busy program, wait on each other (all threads lost seven times their time
 beside two busy loops), and a single such forward can cost more than threads save in a whole run. So
 the cores are looked at before the BLAS's threads are used (Cores: is another program running now?),
-and a forward on more than one thread is watched: one FALLBACK times slower than the plan says one thread
-is sends every model's forwards to numpy-1 for BUSY_SECONDS, twice that if the cores are still taken then,
-and so on. (A collapse costs several times a forward; jitter, tens of percent.)
+and a forward on more than one thread is watched (Watch): one FALLBACK times what the plan says one
+thread takes, while another program runs, sends every model's forwards to numpy-1 for BUSY_SECONDS,
+twice that if the cores are still taken then, and so on; two in a row with nothing else running send
+that model's row count to numpy-1 for BUSY_SECONDS. (A collapse costs several times a forward; jitter,
+tens of percent.)
 """
 
 import json
@@ -42,7 +44,7 @@ ROWS = (1, 2, 3, 4, 5, 6, 7, 9, 12, 17, 25, 33)  # a token; checks of n_draft + 
 CONTEXT = 64          # cached tokens the forwards are timed after (the suite's prompts and a few rounds)
 BUDGET_SECONDS = 6.0  # about what making a plan may take: the repeats are cut to it, between MIN and MAX_REPEATS
 MIN_REPEATS, MAX_REPEATS = 3, 9
-# The fast layout has costs a forward's timing does not show: its converted copy mapped and checked at start,
+# The fast layout has costs a forward's timing does not show: its converted copy mapped and checked at first use,
 # and the BLAS's threads switched to one and back around its forwards when the plain way beside it uses more.
 # Where it saves less than this a forward, they are more than it saves in a run of a few hundred forwards.
 FAST_MIN_SAVING = 0.2e-3
@@ -169,16 +171,21 @@ def prepared(run, prepare):
 def others_running(loadavg="/proc/loadavg", tasks="/proc/self/task"):
     """Threads of other programs running or waiting for a core right now, or None where this cannot be read
     (Linux's /proc/loadavg counts every runnable thread on the machine; this process's own are taken off).
-    In a container it may count the host's: the cores then look taken, and numpy-1 is kept (the safe side)."""
+    In a container it may count the host's, and on a machine with more cores than this process may use,
+    programs on the others: the cores then look taken, and numpy-1 is kept (the safe side)."""
     try:
         with open(loadavg, encoding="ascii") as f:
             running = int(f.read(256).split()[3].split("/")[0])
-        mine = 0
-        for task in os.listdir(tasks):
-            with open(os.path.join(tasks, task, "stat"), encoding="ascii", errors="replace") as f:
-                mine += f.read(4096).rpartition(")")[2].split()[0] == "R"  # the state follows the name's ")"
+        names = os.listdir(tasks)
     except (OSError, ValueError, IndexError):
         return None
+    mine = 0
+    for task in names:
+        try:
+            with open(os.path.join(tasks, task, "stat"), encoding="ascii", errors="replace") as f:
+                mine += f.read(4096).rpartition(")")[2].split()[0] == "R"  # the state follows the name's ")"
+        except (OSError, IndexError):  # a thread that ended meanwhile
+            continue
     return max(0, running - mine)
 
 
@@ -194,7 +201,7 @@ class Cores:
         self.others = others   # () -> other programs' running threads, or None (unknown: watched only)
         self.until = None      # monotonic time before which they count as taken; None: not looked at yet
         self.wait = BUSY_SECONDS
-        self.fallbacks = 0     # how many times they were found taken (bench.py plan and cost say it)
+        self.fallbacks = 0     # how many times they were found taken
 
     def free(self):
         now = time.monotonic()
@@ -224,26 +231,23 @@ class Watch:
     its forwards to numpy-1. A forward on more than one thread that takes FALLBACK times the plan's
     one-thread figure for its rows finds them taken if another program is running; if none is, the
     slowness is this model's own (its threads woken after another model's forwards put them to sleep),
-    and two such in a row send that row count to one thread for BUSY_SECONDS. A model's first forward
-    is not judged: it is the one that first touches the weights and wakes the BLAS's threads."""
+    and two such in a row send that row count to one thread for BUSY_SECONDS. Where other programs
+    cannot be seen (others() is None: not Linux), a slow forward counts as the cores taken. A model's
+    first forward on threads is not judged: it is the one that first wakes the BLAS's threads."""
 
     def __init__(self, plan, uses_threads, cores=None):
         self.plan, self.uses_threads = plan, uses_threads  # uses_threads(way): more than one thread
         self.cores = cores or CORES
         self.first = True
         self.slow = {}   # rows -> its forwards slow on threads in a row while nothing else ran
-        self.ways = {}   # rows -> (the plan's way, numpy-1's planned seconds): looked up once (a draft's
-                         # forward takes a fraction of a millisecond)
+        self.looked_up = {}  # rows -> (the plan's way, numpy-1's planned seconds): once (a draft's
+                             # forward takes a fraction of a millisecond)
         self.until = {}  # rows -> when its own while on one thread ends
 
-    @property
-    def fallbacks(self):
-        return self.cores.fallbacks
-
     def planned(self, n_rows):
-        if n_rows not in self.ways:
-            self.ways[n_rows] = (self.plan.way(n_rows), self.plan.expected("numpy-1", n_rows))
-        return self.ways[n_rows]
+        if n_rows not in self.looked_up:
+            self.looked_up[n_rows] = (self.plan.way(n_rows), self.plan.expected("numpy-1", n_rows))
+        return self.looked_up[n_rows]
 
     def way(self, n_rows):
         way = self.planned(n_rows)[0]

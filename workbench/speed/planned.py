@@ -21,26 +21,27 @@ from workbench.speed.accelerate import accelerate, load_fast
 class PlannedGPT2:
     """A model whose forwards run by its plan (plan.Plan); its attributes are the plain model's."""
 
-    def __init__(self, plain, plan, fast=None, load_fast=None):
+    def __init__(self, plain, plan, fast_loader=None):
         self.plain, self.plan = plain, plan
-        self._fast, self._load_fast = fast, load_fast  # the fast model, or what maps it at its first use
+        self.fast, self.fast_loader = None, fast_loader  # the fast model, mapped by fast_loader() at its first use
         self.watch = planning.Watch(plan, uses_threads=lambda way: way == "numpy" and threads.N_THREADS > 1)
 
     def __getattr__(self, name):  # name, directory, n_layer, ..., params: the plain model's
         return getattr(self.plain, name)
 
-    @property
-    def fast(self):
-        """The fast model (or None), mapped at the first forward the plan gives it: a run that never needs it (a
-        draft whose checks never reach its row counts) does not pay for mapping and checking its converted copy."""
-        if self._fast is None and self._load_fast is not None:
-            self._fast, self._load_fast = self._load_fast(), None
-        return self._fast
+    def fast_model(self):
+        """The fast model (or None where the plan never uses it), mapped at the first forward the plan gives it: a
+        run that never needs it (a draft whose checks never reach its row counts) does not pay for mapping and
+        checking its converted copy. A benchmark calls it before it times anything."""
+        if self.fast is None and self.fast_loader is not None:
+            loader, self.fast_loader = self.fast_loader, None  # tried once: an error ends the run, in one line
+            self.fast = loader()
+        return self.fast
 
     def runner(self, n_rows):
         """(the way, the model) the plan gives a forward of n_rows rows, the BLAS's threads set for it."""
         way = self.watch.way(n_rows)
-        if way == "fast" and self.fast is not None:
+        if way == "fast" and self.fast_model() is not None:
             return way, self.fast  # its products set their own threads (threads.threads_for)
         threads.use_blas_threads(threads.N_THREADS if way == "numpy" else 1)
         return way, self.plain
@@ -89,4 +90,4 @@ def load_planned(name_or_path, models_dir=None, progress=True, again=False):
         plan = plan_for(plain, accelerate(plain), progress=progress and sys.stderr.isatty())
         planning.write(plain.directory, plan)
     uses_fast = "fast" in plan.ways.values()
-    return PlannedGPT2(plain, plan, load_fast=(lambda: load_fast(plain.directory)) if uses_fast else None)
+    return PlannedGPT2(plain, plan, fast_loader=(lambda: load_fast(plain.directory)) if uses_fast else None)

@@ -127,17 +127,18 @@ def use_blas_threads(n):
     """NumPy's own products on n of the BLAS's threads from now on; going down to one, the BLAS's idle threads
     parked (a way of the plan, plan.py). Set where it changes, not around every forward: a draft's forward
     takes a fraction of a millisecond, about what setting and restoring the BLAS's threads would; and not
-    asked of the BLAS again while this module has not changed it since (calling into it costs microseconds)."""
+    asked of the BLAS again while this module has not changed it since (calling into it costs microseconds;
+    a threadpoolctl limit set outside this module while a run uses this one would go unseen)."""
     global _set_to
     if n == _set_to:
         return
     with _setting:
-        _set_to = n
         for lib in blas_libraries():
             if lib.get_num_threads() != n:
                 lib.set_num_threads(n)
                 if n == 1:
                     park_idle_blas_threads()
+        _set_to = n
 
 
 @functools.lru_cache(maxsize=None)

@@ -87,7 +87,7 @@ def main():
         ratio = statistics.median(d / o for d, o in zip(got["default"], got[best]))
         beside = "nothing" if n_busy == 0 else f"{n_busy} busy loop{'s' if n_busy > 1 else ''}"
         cells = [f"{statistics.median(s):.2f} s ({min(s):.2f}-{max(s):.2f})" for s in got.values()]
-        print(f"| {beside} | {' | '.join(cells)} | {ratio:.2f} |", flush=True)
+        print(f"| {beside} | {' | '.join(cells)} | {ratio:.2f} ({best}) |", flush=True)
 
 
 if __name__ == "__main__":
