@@ -36,8 +36,7 @@ def main(argv):
     print("a way is chosen over numpy-1 only when even its slow quartile is faster; while a run lasts, a way on "
           "more than one thread gives way to numpy-1 where another program is running (looked at first, and again "
           f"when a forward takes {planning.FALLBACK}x numpy-1's figure): for {planning.BUSY_SECONDS:.0f} s, twice that "
-          "if still taken, and so on; two such forwards in a row with nothing else running send that model's row "
-          f"count to numpy-1 for {planning.BUSY_SECONDS:.0f} s", file=sys.stderr)
+          "if still taken, and so on", file=sys.stderr)
 
 
 def machine_line(key):

@@ -64,15 +64,15 @@ class FastGPT2(GPT2):
     # gpt2.GPT2's steps, each in the BLAS's thread setting for its rows: forward() runs hidden_states() and
     # logits(); a drafter that reads the states (beyond/) calls them, or blocks(), itself.
     def hidden_states(self, ids, *args, **kwargs):
-        with threads.threads_for(np.size(ids), self.shares):
+        with threads.threads_for(np.size(ids), self.shares, second_core.asked()):
             return super().hidden_states(ids, *args, **kwargs)
 
     def blocks(self, x, *args, **kwargs):
-        with threads.threads_for(len(x), self.shares):
+        with threads.threads_for(len(x), self.shares, second_core.asked()):
             return super().blocks(x, *args, **kwargs)
 
     def logits(self, x):
-        with threads.threads_for(len(x), self.shares):
+        with threads.threads_for(len(x), self.shares, second_core.asked()):
             return super().logits(x)
 
 

@@ -18,9 +18,8 @@ beside two busy loops), and a single such forward can cost more than threads sav
 the cores are looked at before the BLAS's threads are used (Cores: is another program running now?),
 and a forward on more than one thread is watched (Watch): one FALLBACK times what the plan says one
 thread takes, while another program runs, sends every model's forwards to numpy-1 for BUSY_SECONDS,
-twice that if the cores are still taken then, and so on; two in a row with nothing else running send
-that model's row count to numpy-1 for BUSY_SECONDS. (A collapse costs several times a forward; jitter,
-tens of percent.)
+twice that if the cores are still taken then, and so on. A slow forward with nothing else running is
+the machine's jitter, or this run's own, and changes nothing.
 """
 
 import json
@@ -44,11 +43,14 @@ ROWS = (1, 2, 3, 4, 5, 6, 7, 9, 12, 17, 25, 33)  # a token; checks of n_draft + 
 CONTEXT = 64          # cached tokens the forwards are timed after (the suite's prompts and a few rounds)
 BUDGET_SECONDS = 6.0  # about what making a plan may take: the repeats are cut to it, between MIN and MAX_REPEATS
 MIN_REPEATS, MAX_REPEATS = 3, 9
-# The fast layout has costs a forward's timing does not show: its converted copy mapped and checked at first use,
-# and the BLAS's threads switched to one and back around its forwards when the plain way beside it uses more.
-# Where it saves less than this a forward, they are more than it saves in a run of a few hundred forwards.
-FAST_MIN_SAVING = 0.2e-3
-FALLBACK = 1.5        # a forward on several threads this many times one thread's planned time: the cores were taken
+# The fast layout has a cost a forward's timing does not show: at its first use in a run, its converted copy
+# mapped, checked and paged in (tens of milliseconds for a small model). A model whose forwards take under
+# FAST_MIN_SECONDS, or a saving under FAST_MIN_SAVING of a forward, does not repay it in a run of a few
+# hundred forwards (the learned pair lost 0.06-0.09 s a run to it).
+FAST_MIN_SECONDS = 5e-3
+FAST_MIN_SAVING = 0.10
+FALLBACK = 1.5        # a forward on several threads this many times one thread's planned time, another program
+                      # running: the cores were taken
 BUSY_SECONDS = 2.0    # how long the cores count as taken once found so (doubled each time they still are)
 BUSY_SECONDS_MAX = 60.0
 
@@ -107,12 +109,14 @@ def quartiles(values):
 def choose(times):
     """The way for one row count, from {way: [seconds of each turn]}: plain NumPy unless another way beats it by more
     than its spread (even the slow quartile of its pairs' ratios under 1): numpy-1, then numpy on every core if it
-    beats numpy-1 so, then the fast layout if it beats the plain way chosen so and by FAST_MIN_SAVING a forward."""
+    beats numpy-1 so, then the fast layout if it beats the plain way chosen so, by FAST_MIN_SAVING of its time,
+    where that is FAST_MIN_SECONDS or more."""
     chosen = "numpy-1"
     for way in ("numpy", "fast"):
         if way not in times or quartiles([a / b for a, b in zip(times[way], times[chosen])])[2] >= 1.0:
             continue
-        if way == "fast" and statistics.median(times[chosen]) - statistics.median(times[way]) < FAST_MIN_SAVING:
+        plain = statistics.median(times[chosen])
+        if way == "fast" and (plain < FAST_MIN_SECONDS or statistics.median(times[way]) > (1 - FAST_MIN_SAVING) * plain):
             continue
         chosen = way
     return chosen
@@ -214,7 +218,8 @@ class Cores:
             self.until = 0.0
         return True
 
-    def taken(self):
+    def taken(self):  # the BLAS's idle threads parked: spinning, they would take a core other programs want
+        threads.park_idle_blas_threads()
         self.until = time.monotonic() + self.wait
         self.wait = min(2 * self.wait, BUSY_SECONDS_MAX)
         self.fallbacks += 1
@@ -229,20 +234,16 @@ CORES = Cores()
 class Watch:
     """A plan's ways during a run: where the cores are taken (Cores), a way on more than one thread gives
     its forwards to numpy-1. A forward on more than one thread that takes FALLBACK times the plan's
-    one-thread figure for its rows finds them taken if another program is running; if none is, the
-    slowness is this model's own (its threads woken after another model's forwards put them to sleep),
-    and two such in a row send that row count to one thread for BUSY_SECONDS. Where other programs
-    cannot be seen (others() is None: not Linux), a slow forward counts as the cores taken. A model's
-    first forward on threads is not judged: it is the one that first wakes the BLAS's threads."""
+    one-thread figure for its rows finds them taken if another program is running (where other programs
+    cannot be seen, others() None: not Linux, whatever the cause). A model's first forward on threads is
+    not judged: it is the one that first wakes the BLAS's threads."""
 
     def __init__(self, plan, uses_threads, cores=None):
         self.plan, self.uses_threads = plan, uses_threads  # uses_threads(way): more than one thread
         self.cores = cores or CORES
         self.first = True
-        self.slow = {}   # rows -> its forwards slow on threads in a row while nothing else ran
         self.looked_up = {}  # rows -> (the plan's way, numpy-1's planned seconds): once (a draft's
                              # forward takes a fraction of a millisecond)
-        self.until = {}  # rows -> when its own while on one thread ends
 
     def planned(self, n_rows):
         if n_rows not in self.looked_up:
@@ -251,7 +252,7 @@ class Watch:
 
     def way(self, n_rows):
         way = self.planned(n_rows)[0]
-        if self.uses_threads(way) and (time.monotonic() < self.until.get(n_rows, 0.0) or not self.cores.free()):
+        if self.uses_threads(way) and not self.cores.free():
             return "numpy-1"
         return way
 
@@ -264,14 +265,9 @@ class Watch:
             self.first = False
             return
         if seconds <= FALLBACK * one_thread:
-            self.slow[n_rows] = 0
             self.cores.held()
         elif self.cores.others() != 0:
             self.cores.taken()
-        else:
-            self.slow[n_rows] = self.slow.get(n_rows, 0) + 1
-            if self.slow[n_rows] >= 2:
-                self.until[n_rows], self.slow[n_rows] = time.monotonic() + BUSY_SECONDS, 0
 
 
 # ---------------------------------------------------------------------------
@@ -280,7 +276,7 @@ class Watch:
 
 PLAN_FILE = "model.plan.json"
 PLAN_RECORD = "model.plan.record.json"  # its binding to the checkpoint and the machine, signed (weights/derived.py)
-PLAN_VERSION = 3  # the ways and their measuring: a plan of another version is made again
+PLAN_VERSION = 4  # the ways and their measuring: a plan of another version is made again
 
 
 def machine_key():

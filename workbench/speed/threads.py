@@ -60,29 +60,32 @@ def blas_shares_rows():
     return _blas_shares_rows
 
 
-def threads_for(n_rows, share=True):
+def threads_for(n_rows, share=True, park=False):
     """The BLAS's threads while products of x with n_rows rows run, the program's own setting after.
 
     One row: the BLAS shares each matrix-vector product out itself, if its
     threads can be parked (blas_thread_stoppers). Otherwise, and for more rows:
     the BLAS runs single-threaded and blocked.product shares the blocks out on
-    this module's threads. share=False (a small model): single_threaded().
+    this module's threads. share=False (a small model): single_threaded(park).
     Forwards from several threads take turns: the setting belongs to the whole process.
     """
-    return _shared_out(n_rows) if share else single_threaded()
+    return _shared_out(n_rows) if share else single_threaded(park)
 
 
 @contextlib.contextmanager
-def single_threaded():
-    """A small model's forward: the BLAS single-threaded, idle BLAS threads parked, no product handed to this
-    module's threads; and the BLAS left single-threaded after (the module's docstring says why)."""
+def single_threaded(park=False):
+    """A small model's forward: the BLAS single-threaded, no product handed to this module's threads; and the
+    BLAS left single-threaded after (the module's docstring says why). park=True (its products half on the
+    second core's helper): idle BLAS threads parked, which would spin on the helper's core; otherwise they
+    are left, as a model beside it on the BLAS's threads would pay for their restart."""
     global _blas_shares_rows, _shares, _one_thread, _set_to
     with _setting:
         _set_to = None  # left at one thread after: use_blas_threads asks the BLAS again
         for lib in blas().select(user_api="blas").lib_controllers:
             if lib.get_num_threads() != 1:
                 lib.set_num_threads(1)
-        park_idle_blas_threads()  # threads a big model's single-token products left spinning
+        if park:
+            park_idle_blas_threads()  # threads a big model's single-token products left spinning
         before = (_blas_shares_rows, _shares, _one_thread)
         _blas_shares_rows, _shares, _one_thread = False, False, True
         try:
@@ -124,9 +127,11 @@ def _shared_out(n_rows):
 
 
 def use_blas_threads(n):
-    """NumPy's own products on n of the BLAS's threads from now on; going down to one, the BLAS's idle threads
-    parked (a way of the plan, plan.py). Set where it changes, not around every forward: a draft's forward
-    takes a fraction of a millisecond, about what setting and restoring the BLAS's threads would; and not
+    """NumPy's own products on n of the BLAS's threads from now on (a way of the plan, plan.py). Going down to
+    one leaves the BLAS's idle threads as they are: a draft on one thread and an oracle on two switch at every
+    round, and parking the threads each time (their restart at the next threaded product) cost more than the
+    oracle's threads gained; plan.Cores parks them when other programs want the cores. Set where it changes,
+    not around every forward: a draft's forward takes a fraction of a millisecond; and not
     asked of the BLAS again while this module has not changed it since (calling into it costs microseconds;
     a threadpoolctl limit set outside this module while a run uses this one would go unseen)."""
     global _set_to
@@ -136,8 +141,6 @@ def use_blas_threads(n):
         for lib in blas_libraries():
             if lib.get_num_threads() != n:
                 lib.set_num_threads(n)
-                if n == 1:
-                    park_idle_blas_threads()
         _set_to = n
 
 

@@ -146,10 +146,10 @@ def test_plain_numpy_is_kept_unless_a_way_beats_it_by_more_than_its_spread():
     # the fast layout must beat the plain way chosen, not numpy-1
     assert planning.choose({"numpy-1": base, "numpy": [t * 0.6 for t in base], "fast": [t * 0.7 for t in base]}) == "numpy"
     assert planning.choose({"numpy-1": base, "numpy": [t * 0.8 for t in base], "fast": [t * 0.5 for t in base]}) == "fast"
-    # ... and save FAST_MIN_SAVING a forward (its start and its switching of the threads): a small model's 0.1 ms do not
+    # ... by FAST_MIN_SAVING of a forward of FAST_MIN_SECONDS or more, to repay its start
+    assert planning.choose({"numpy-1": base, "numpy": base, "fast": [t * 0.95 for t in base]}) == "numpy-1"
     small = [t * 1e-3 for t in base]
-    assert planning.choose({"numpy-1": small, "numpy": small, "fast": [t * 0.9 for t in small]}) == "numpy-1"
-    assert planning.choose({"numpy-1": small, "numpy": small, "fast": [t * 0.7 for t in small]}) == "fast"
+    assert planning.choose({"numpy-1": small, "numpy": small, "fast": [t * 0.5 for t in small]}) == "numpy-1"
 
 
 def test_a_plan_gives_a_way_for_every_row_count():
@@ -193,22 +193,13 @@ def test_a_forward_the_cores_were_taken_from_falls_back_to_one_thread(monkeypatc
     assert cores.wait == planning.BUSY_SECONDS
 
 
-def test_a_forward_slow_with_nothing_else_running_is_its_own_model_s(monkeypatch):
-    now = [100.0]
-    monkeypatch.setattr(planning.time, "monotonic", lambda: now[0])
-    # every forward judged below took 0.5 s, against one thread's 0.2 s
+def test_a_forward_slow_with_nothing_else_running_changes_nothing():
     plan = planning.Plan({1: "numpy", 5: "numpy"}, {"numpy-1": {1: 0.2, 5: 0.2}})
     cores = planning.Cores(others=lambda: 0)
     draft = planning.Watch(plan, lambda way: way == "numpy", cores)
-    oracle = planning.Watch(plan, lambda way: way == "numpy", cores)
-    for _ in range(2):  # the first is not judged; one slow forward is not enough
+    for _ in range(4):  # 0.5 s against one thread's 0.2 s, with nothing else running: jitter, not the cores
         draft.judge("numpy", 1, 0.5)
-    assert draft.way(1) == "numpy"
-    draft.judge("numpy", 1, 0.5)
-    assert cores.fallbacks == 0 and draft.way(1) == "numpy-1", "two in a row: its row count on one thread"
-    assert draft.way(5) == "numpy" and oracle.way(1) == "numpy", "not the cores: the other models keep their ways"
-    now[0] += planning.BUSY_SECONDS + 0.1
-    assert draft.way(1) == "numpy", "and for BUSY_SECONDS only"
+    assert cores.fallbacks == 0 and draft.way(1) == "numpy"
 
 
 def test_cores_another_program_is_running_on_are_not_shared(monkeypatch):
