@@ -3,9 +3,9 @@
     model = load_planned("gpt2")      # the plan read from beside the model, or measured once (plan.py)
 
 It holds the plain model (NumPy's own products, the reading house's gpt2.GPT2) and, where the plan uses
-it for some row count, the fast one (accelerate.FastGPT2), mapped at its first forward. forward, hidden_states, blocks and logits go
-to the way the plan gives their rows, in its thread setting, watched (plan.Watch); everything else (the
-weights a drafter reads, the shapes) is the plain model's. Both give the same tokens (a float32
+it for some row count, the fast one (accelerate.FastGPT2), mapped at its first forward. forward,
+hidden_states, blocks and logits go to the way the plan gives their rows, in its thread setting,
+watched (plan.Watch); everything else (the weights a drafter reads, the shapes) is the plain model's. Both give the same tokens (a float32
 near-tie aside): the KV cache holds the same keys and values whichever way filled it.
 """
 
