@@ -37,6 +37,7 @@ from kvcache import KVCache
 from roofline import forward_run, turns
 from weights import derived, files, reading
 from workbench.speed import threads
+from workbench.speed.cores import STARTED_ON_ONE, others_running
 
 WAYS = ("numpy-1", "numpy", "fast")
 ROWS = (1, 2, 3, 4, 5, 6, 7, 9, 12, 17, 25, 33)  # a token; checks of n_draft + 1 up to 17; trees up to 32 nodes
@@ -172,27 +173,6 @@ def prepared(run, prepare):
 # Running: the plan's way for each forward, watched where it uses more than one thread
 # ---------------------------------------------------------------------------
 
-def others_running(loadavg="/proc/loadavg", tasks="/proc/self/task"):
-    """Threads of other programs running or waiting for a core right now, or None where this cannot be read
-    (Linux's /proc/loadavg counts every runnable thread on the machine; this process's own are taken off).
-    In a container it may count the host's, and on a machine with more cores than this process may use,
-    programs on the others: the cores then look taken, and numpy-1 is kept (the safe side)."""
-    try:
-        with open(loadavg, encoding="ascii") as f:
-            running = int(f.read(256).split()[3].split("/")[0])
-        names = os.listdir(tasks)
-    except (OSError, ValueError, IndexError):
-        return None
-    mine = 0
-    for task in names:
-        try:
-            with open(os.path.join(tasks, task, "stat"), encoding="ascii", errors="replace") as f:
-                mine += f.read(4096).rpartition(")")[2].split()[0] == "R"  # the state follows the name's ")"
-        except (OSError, IndexError):  # a thread that ended meanwhile
-            continue
-    return max(0, running - mine)
-
-
 class Cores:
     """Whether this process's forwards may use more than one core now: a fact about the machine, so one for
     the process, shared by every model's Watch. The cores are taken when another program is running as
@@ -298,7 +278,13 @@ def machine_key():
             for i in threads.blas().info() if i.get("user_api") == "blas"]
     return {"version": PLAN_VERSION, "cpu": cpu or sys.platform, "vector": vector, "cores": threads.N_THREADS,
             "numpy": np.__version__, "blas": blas,
-            "forced": {k: os.environ[k] for k in ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS") if k in os.environ}}
+            "forced": {k: os.environ[k] for k in forced_settings() if k in os.environ}}
+
+
+def forced_settings():
+    """The settings a user may force that decide a plan: the kernel, and the thread count unless it was
+    workbench.py's own start on one thread beside a busy program (cores.start_blas_threads)."""
+    return ("OPENBLAS_CORETYPE",) if os.environ.get(STARTED_ON_ONE) else ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS")
 
 
 def plan_paths(model_dir):

@@ -13,7 +13,7 @@ from permissions import permissions_binding_root
 from gpt2 import GPT2
 from speculative import greedy_generate, speculative_generate
 from workbench.speed import plan as planning
-from workbench.speed import planned, threads
+from workbench.speed import cores, planned, threads
 
 
 @pytest.fixture
@@ -216,18 +216,34 @@ def test_cores_another_program_is_running_on_are_not_shared(monkeypatch):
     assert planning.Cores(others=lambda: None).free(), "where it cannot be known, the watch alone decides"
 
 
+def test_workbench_py_starts_openblas_on_one_thread_beside_a_busy_program_unless_a_count_was_chosen(monkeypatch):
+    environ = {}
+    cores.start_blas_threads(environ, others=lambda: 0)
+    assert environ == {}, "nothing else running: OpenBLAS starts its threads"
+    cores.start_blas_threads(environ, others=lambda: 1)
+    assert environ == {"OPENBLAS_NUM_THREADS": "1", cores.STARTED_ON_ONE: "1"}
+    chosen = {"OPENBLAS_NUM_THREADS": "2"}
+    cores.start_blas_threads(chosen, others=lambda: 3)
+    assert chosen == {"OPENBLAS_NUM_THREADS": "2"}, "the user's own choice is left as it is"
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")
+    monkeypatch.setenv(cores.STARTED_ON_ONE, "1")
+    assert "OPENBLAS_NUM_THREADS" not in planning.machine_key()["forced"], "the plan made on a quiet start is the one"
+    monkeypatch.delenv(cores.STARTED_ON_ONE)
+    assert planning.machine_key()["forced"]["OPENBLAS_NUM_THREADS"] == "1", "a user's forced count is its own plan"
+
+
 def test_other_programs_running_are_counted_without_this_process(tmp_path):
     (tmp_path / "loadavg").write_text("0.50 0.40 0.30 4/120 999\n")
     for tid, state in (("1", "R"), ("2", "S"), ("3", "R")):
         (tmp_path / "task" / tid).mkdir(parents=True)
         (tmp_path / "task" / tid / "stat").write_text(f"{tid} (a name) with) {state} 1 2 3\n")
-    assert planning.others_running(str(tmp_path / "loadavg"), str(tmp_path / "task")) == 2
-    assert planning.others_running(str(tmp_path / "missing"), str(tmp_path / "task")) is None
+    assert cores.others_running(str(tmp_path / "loadavg"), str(tmp_path / "task")) == 2
+    assert cores.others_running(str(tmp_path / "missing"), str(tmp_path / "task")) is None
     (tmp_path / "loadavg").write_text("garbage\n")
-    assert planning.others_running(str(tmp_path / "loadavg"), str(tmp_path / "task")) is None
+    assert cores.others_running(str(tmp_path / "loadavg"), str(tmp_path / "task")) is None
     (tmp_path / "loadavg").write_text("0.50 0.40 0.30 4/120 999\n")
     (tmp_path / "task" / "2" / "stat").unlink()  # a thread that ended while they were counted
-    assert planning.others_running(str(tmp_path / "loadavg"), str(tmp_path / "task")) == 2
+    assert cores.others_running(str(tmp_path / "loadavg"), str(tmp_path / "task")) == 2
 
 
 def test_where_others_cannot_be_seen_a_slow_forward_counts_as_the_cores_taken():

@@ -1,0 +1,45 @@
+"""Whether other programs are running on this machine's cores now: read during a run, and before NumPy loads.
+
+OpenBLAS starts its threads when NumPy is imported, and each spins about a tenth of a second waiting for
+work: beside a busy program that tenth comes out of the run's own thread, and a run of a small model
+lasts under a second. So workbench.py looks first (start_blas_threads, before anything imports NumPy)
+and, where another program is running and nobody chose the BLAS's threads, starts OpenBLAS on one
+thread; the plan's watch (plan.py) gives it its threads again once the cores are free. Nothing here
+imports NumPy.
+"""
+
+import os
+
+STARTED_ON_ONE = "SPECULATIVE_GPT2_BLAS_STARTED_ON_ONE"  # set with OPENBLAS_NUM_THREADS=1 by start_blas_threads
+CHOSEN = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "GOTO_NUM_THREADS")  # the user's own choice: left as it is
+
+
+def others_running(loadavg="/proc/loadavg", tasks="/proc/self/task"):
+    """Threads of other programs running or waiting for a core right now, or None where this cannot be read
+    (Linux's /proc/loadavg counts every runnable thread on the machine; this process's own are taken off).
+    In a container it may count the host's, and on a machine with more cores than this process may use,
+    programs on the others: the cores then look taken, and one thread is kept (the safe side)."""
+    try:
+        with open(loadavg, encoding="ascii") as f:
+            running = int(f.read(256).split()[3].split("/")[0])
+        names = os.listdir(tasks)
+    except (OSError, ValueError, IndexError):
+        return None
+    mine = 0
+    for task in names:
+        try:
+            with open(os.path.join(tasks, task, "stat"), encoding="ascii", errors="replace") as f:
+                mine += f.read(4096).rpartition(")")[2].split()[0] == "R"  # the state follows the name's ")"
+        except (OSError, IndexError):  # a thread that ended meanwhile
+            continue
+    return max(0, running - mine)
+
+
+def start_blas_threads(environ=None, others=others_running):
+    """Before NumPy is imported: OpenBLAS to start on one thread where another program is running now and no
+    thread count was chosen (the environment's CHOSEN); said in STARTED_ON_ONE, so that the plan's key does
+    not take it for a user's choice (plan.machine_key)."""
+    environ = os.environ if environ is None else environ
+    if any(name in environ for name in CHOSEN) or (others() or 0) == 0:
+        return
+    environ["OPENBLAS_NUM_THREADS"], environ[STARTED_ON_ONE] = "1", "1"
