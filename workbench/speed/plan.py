@@ -13,8 +13,8 @@ spread (choose): a way that is faster on one CPU (AVX-512's small-matrix kernels
 Row counts: 1 (a token), n_draft + 1 for n_draft up to 16 (a check), and a tree's nodes up to 32.
 
 A plan measured on a quiet machine can collapse when other programs take the cores: the BLAS's threads,
-each sharing a core with a busy program, wait on each other (all threads lost seven times their time
-beside two busy loops), and a single such forward can cost more than threads save in a whole run. So
+each sharing a core with a busy program, wait on each other (PERFORMANCE.md, "End to end, beside busy
+programs"), and a single such forward can cost more than threads save in a whole run. So
 the cores are looked at before the BLAS's threads are used (Cores: is another program running now?),
 and a forward on more than one thread is watched (Watch): one FALLBACK times what the plan says one
 thread takes, while another program runs, sends every model's forwards to numpy-1 for BUSY_SECONDS,
@@ -45,9 +45,8 @@ CONTEXT = 64          # cached tokens the forwards are timed after (the suite's 
 BUDGET_SECONDS = 6.0  # about what making a plan may take: the repeats are cut to it, between MIN and MAX_REPEATS
 MIN_REPEATS, MAX_REPEATS = 3, 9
 # The fast layout has a cost a forward's timing does not show: at its first use in a run, its converted copy
-# mapped, checked and paged in (tens of milliseconds for a small model). A model whose forwards take under
-# FAST_MIN_SECONDS, or a saving under FAST_MIN_SAVING of a forward, does not repay it in a run of a few
-# hundred forwards (the learned pair lost 0.06-0.09 s a run to it).
+# mapped, checked and paged in. A model whose forwards take under FAST_MIN_SECONDS, or a saving under
+# FAST_MIN_SAVING of a forward, does not repay it in a run of a few hundred forwards.
 FAST_MIN_SECONDS = 5e-3
 FAST_MIN_SAVING = 0.10
 FALLBACK = 1.5        # a forward on several threads this many times one thread's planned time, another program
