@@ -1,4 +1,4 @@
-"""Whether other programs are running on this machine's cores now: read during a run, and before NumPy loads.
+"""Whether other programs are running on the machine's cores now: read during a run, and before NumPy loads.
 
 OpenBLAS starts its threads when NumPy is imported, and each spins about a tenth of a second waiting for
 work: beside a busy program that tenth comes out of the run's own thread, and a run of a small model
