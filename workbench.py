@@ -12,7 +12,9 @@ of this. The workbench's code is the folder workbench/ (its __init__.py maps it)
 if __name__ == "__main__":  # first: Ctrl-C while the workbench loads is one line, not a traceback
     import errors
     errors.interrupt_quietly()
+    import sys
     from workbench.speed.cores import start_blas_threads
-    start_blas_threads()  # before NumPy loads: OpenBLAS's threads spin at its start, beside a busy program too
+    if "--plain" not in sys.argv[1:]:  # --plain: NumPy and its BLAS exactly as they start
+        start_blas_threads()  # before NumPy loads: OpenBLAS's threads spin at its start, beside a busy program too
     from workbench.cli import main_entry
     main_entry()
