@@ -176,7 +176,7 @@ class Cores:
     """Whether this process's forwards may use more than one core now: a fact about the machine, so one for
     the process, shared by every model's Watch. The cores are taken when another program is running as
     they are looked at (first use, and each time a while taken ends), or when a forward on several threads
-    took FALLBACK times what the plan says one thread takes; then they are not looked at again for BUSY_SECONDS,
+    took FALLBACK times what the plan says one thread takes while one is (Watch.judge); then they are not looked at again for BUSY_SECONDS,
     doubled each time they are found taken again (up to BUSY_SECONDS_MAX), so that a busy machine costs
     at most a few slow forwards however long the run."""
 
