@@ -13,8 +13,8 @@ if __name__ == "__main__":  # first: Ctrl-C while the workbench loads is one lin
     import errors
     errors.interrupt_quietly()
     import sys
-    from workbench.speed.cores import start_blas_threads
-    if "--plain" not in sys.argv[1:]:  # --plain: NumPy and its BLAS exactly as they start
+    if "--plain" not in sys.argv[1:]:  # --plain: NumPy and its BLAS exactly as they start, nothing of speed/
+        from workbench.speed.cores import start_blas_threads
         start_blas_threads()  # before NumPy loads: OpenBLAS's threads spin at its start, beside a busy program too
     from workbench.cli import main_entry
     main_entry()
