@@ -62,6 +62,13 @@ def save_tensors(path, tensors):
     checkpoint.save_safetensors(path, {k: t.shape for k, t in tensors.items()}, tensors.__getitem__)
 
 
+def checkout_with_demo_pair(tmp_path_factory):
+    """A working directory whose models/ holds the learned demo pair, as `python demo.py` leaves a checkout."""
+    cwd = tmp_path_factory.mktemp("checkout")
+    demo_pair.build_pair(str(cwd / "models"))
+    return cwd
+
+
 def make_noisy_copy(src, dest, noise, seed=0):
     """A copy of the checkpoint in src with Gaussian noise added: a draft that agrees only partly."""
     rng = np.random.default_rng(seed)

@@ -10,6 +10,8 @@ import sys
 
 import pytest
 
+from fixtures import checkout_with_demo_pair
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the checkout (as fixtures.ROOT; this file also runs alone)
 
 pytestmark = pytest.mark.slow
@@ -110,11 +112,7 @@ def replay(command, transcript, cwd, setup=""):
 
 @pytest.fixture(scope="module")
 def demo_here(tmp_path_factory):
-    """A working directory whose models/ holds the demo pair, as `python demo.py` leaves a checkout."""
-    from weights import demo_pair
-    cwd = tmp_path_factory.mktemp("checkout")
-    demo_pair.build_pair(str(cwd / "models"))
-    return cwd
+    return checkout_with_demo_pair(tmp_path_factory)
 
 
 SETUP = "import weights.models; weights.models.DEFAULT_MODELS_DIR = 'models'"  # from_pretrained looks here

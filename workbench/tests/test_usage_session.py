@@ -19,6 +19,8 @@ import time
 
 import pytest
 
+from fixtures import checkout_with_demo_pair
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout (runs alone too)
 USAGE = os.path.join(ROOT, "docs", "USAGE.md")
 COMMAND = "$ python workbench.py -i"
@@ -107,11 +109,7 @@ def replay(command, transcript, cwd, extra=()):
 
 @pytest.fixture(scope="module")
 def checkout_with_models(tmp_path_factory):
-    """A working directory whose models/ holds the learned pair, as `python demo.py` leaves a checkout."""
-    from weights import demo_pair
-    cwd = tmp_path_factory.mktemp("checkout")
-    demo_pair.build_pair(str(cwd / "models"))
-    return cwd
+    return checkout_with_demo_pair(tmp_path_factory)
 
 
 def test_usage_md_shows_a_session_that_generates_and_leaves():
