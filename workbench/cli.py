@@ -32,10 +32,13 @@ def main(argv=None):
     display.as_utf8(sys.stdout, errors="replace")
     second_core = False
     if not args.plain:
-        from workbench.speed import second_core as helper  # here: a --plain run imports nothing of speed/
-        if args.second_core:
-            helper.use(True)
-        second_core = helper.asked()  # a setting that is neither on nor off: one line, now
+        from workbench.speed import cores  # here: a --plain run imports nothing of speed/
+        if args.second_core or cores.SECOND_CORE_SETTING in os.environ:
+            # imported only when asked for: it and the layouts it needs take milliseconds to import
+            from workbench.speed import second_core as helper
+            if args.second_core:
+                helper.use(True)
+            second_core = helper.asked()  # a setting that is neither on nor off: one line, now
     if args.verbose:
         print(f"speed: {'plain NumPy (--plain)' if args.plain else speed_line()}", file=sys.stderr)
     if args.interactive:

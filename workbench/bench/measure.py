@@ -223,7 +223,8 @@ def way_costs(planned, ks, context, rounds, seed=0):
     """{way: {k: the seconds of each round}} of a forward of k new tokens after `context` cached ones, for the ways
     default (the planned model), numpy and numpy-1 (its plain model, the BLAS on every core and on one), and of the
     default way's weight products alone ("products") and its LM head's alone ("head"); every k, way and part
-    taking turns, in an order shuffled anew each round: no k or way may always be the one that pays."""
+    taking turns, in an order shuffled anew each round: no k or way may always be the one that pays. The ways
+    and parts of one k run one right after the other, so that the i-th rounds of two ways make a fair pair."""
     from workbench.speed.plan import prepared
     from workbench.speed.planned import numpy_way
     ways = {"default": (planned, lambda: None), "numpy": (planned.plain, numpy_way(N_THREADS)),
@@ -244,12 +245,14 @@ def way_costs(planned, ks, context, rounds, seed=0):
     for run in runs.values():  # warm-up: page the weights in, make every way's first pass
         run()
     seconds = {key: [] for key in runs}
-    order, rng = list(runs), np.random.default_rng(seed)
+    names, rng = (*ways, "products", "head"), np.random.default_rng(seed)
     for _ in range(rounds):
-        for i in rng.permutation(len(order)):
-            start = time.perf_counter()
-            runs[order[i]]()
-            seconds[order[i]].append(time.perf_counter() - start)
+        for j in rng.permutation(len(ks)):
+            k = ks[j]
+            for i in rng.permutation(len(names)):
+                start = time.perf_counter()
+                runs[names[i], k]()
+                seconds[names[i], k].append(time.perf_counter() - start)
     return {name: {k: seconds[name, k] for k in ks} for name in (*ways, "products", "head")}
 
 

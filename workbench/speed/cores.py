@@ -11,6 +11,8 @@ imports NumPy.
 import os
 
 STARTED_ON_ONE = "SPECULATIVE_GPT2_BLAS_STARTED_ON_ONE"  # set with OPENBLAS_NUM_THREADS=1 by start_blas_threads
+SECOND_CORE_SETTING = "SPECULATIVE_GPT2_SECOND_CORE"  # on: small models' products half on a helper (second_core.py)
+ONE_CORE_SETTING = "SPECULATIVE_GPT2_ONE_CORE"        # on: never that helper, whatever else asks
 CHOSEN = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "GOTO_NUM_THREADS")  # the user's own choice: left as it is
 
 

@@ -22,9 +22,9 @@ twice that if the cores are still taken then, and so on. A slow forward with not
 the machine's jitter, or this run's own, and changes nothing.
 """
 
+import functools
 import json
 import os
-import statistics
 import sys
 import time
 from dataclasses import dataclass, field
@@ -102,8 +102,8 @@ class Plan:
 # ---------------------------------------------------------------------------
 
 def quartiles(values):
-    q = statistics.quantiles(values, n=4, method="inclusive") if len(values) > 1 else [values[0]] * 3
-    return [statistics.median(values), q[0], q[2]]
+    """[median, low quartile, high quartile] (statistics.quantiles' "inclusive" method: NumPy's default)."""
+    return [float(q) for q in np.percentile(values, [50, 25, 75])]
 
 
 def choose(times):
@@ -115,8 +115,8 @@ def choose(times):
     for way in ("numpy", "fast"):
         if way not in times or quartiles([a / b for a, b in zip(times[way], times[chosen])])[2] >= 1.0:
             continue
-        plain = statistics.median(times[chosen])
-        if way == "fast" and (plain < FAST_MIN_SECONDS or statistics.median(times[way]) > (1 - FAST_MIN_SAVING) * plain):
+        plain = float(np.median(times[chosen]))
+        if way == "fast" and (plain < FAST_MIN_SECONDS or float(np.median(times[way])) > (1 - FAST_MIN_SAVING) * plain):
             continue
         chosen = way
     return chosen
@@ -142,7 +142,7 @@ def make_plan(runners, rows=ROWS, context=CONTEXT, progress=True, name="the mode
                     for way, (model, prepare) in runners.items()}
             times = turns(runs, repeats)
             for way in runners:
-                seconds[way][r] = statistics.median(times[way])
+                seconds[way][r] = float(np.median(times[way]))
                 ratios[way][r] = quartiles([t / base for t, base in zip(times[way], times["numpy-1"])])
             ways[r] = choose(times)
             bar.update()
@@ -261,6 +261,16 @@ PLAN_VERSION = 4  # the ways and their measuring: a plan of another version is m
 def machine_key():
     """What decides a plan: the CPU (its model and its vector extensions), the cores this process may use, the
     NumPy and BLAS that run the products (and any forced kernel or thread count), and the plan's own version."""
+    cpu, vector, blas = hardware()
+    return {"version": PLAN_VERSION, "cpu": cpu, "vector": list(vector), "cores": threads.N_THREADS,
+            "numpy": np.__version__, "blas": list(blas),
+            "forced": {k: os.environ[k] for k in forced_settings() if k in os.environ}}
+
+
+@functools.lru_cache(maxsize=None)
+def hardware():
+    """(the CPU's name, its vector extensions, the BLAS libraries NumPy runs): looked up once a process, as
+    they cannot change while it runs (asking the BLAS takes milliseconds)."""
     cpu, flags = "", set()
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
@@ -275,9 +285,7 @@ def machine_key():
     vector = sorted(f for f in flags if f.startswith(("avx", "fma", "amx")))
     blas = [f"{i.get('internal_api')} {i.get('version')} {i.get('architecture')} {i.get('threading_layer')}"
             for i in threads.blas().info() if i.get("user_api") == "blas"]
-    return {"version": PLAN_VERSION, "cpu": cpu or sys.platform, "vector": vector, "cores": threads.N_THREADS,
-            "numpy": np.__version__, "blas": blas,
-            "forced": {k: os.environ[k] for k in forced_settings() if k in os.environ}}
+    return cpu or sys.platform, tuple(vector), tuple(blas)
 
 
 def forced_settings():

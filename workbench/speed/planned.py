@@ -15,7 +15,6 @@ import time
 from gpt2 import GPT2
 from workbench.speed import plan as planning
 from workbench.speed import threads
-from workbench.speed.accelerate import accelerate, load_fast
 
 
 class PlannedGPT2:
@@ -81,12 +80,21 @@ def plan_for(plain, fast_in_memory, progress=True):
     return planning.make_plan(runners, progress=progress, name=plain.name)
 
 
+def load_fast(model_dir):
+    """The fast model of a checkpoint directory (accelerate.load_fast). accelerate.py and what it imports (the
+    layouts, the second core's helper) are imported here, when a plan is made or uses the fast layout: a run whose
+    plan is NumPy's product everywhere does not pay for importing them."""
+    from workbench.speed.accelerate import load_fast as load
+    return load(model_dir)
+
+
 def load_planned(name_or_path, models_dir=None, progress=True, again=False):
     """The workbench's model of a named model or a checkpoint directory: the plain model, the plan read from beside
     it or measured now (again=True: measured now, whatever is kept), and the fast model where the plan uses it."""
     plain = GPT2.from_pretrained(name_or_path, models_dir)
     plan = None if again else planning.read(plain.directory)
     if plan is None:
+        from workbench.speed.accelerate import accelerate  # see load_fast
         plan = plan_for(plain, accelerate(plain), progress=progress and sys.stderr.isatty())
         planning.write(plain.directory, plan)
     uses_fast = "fast" in plan.ways.values()

@@ -61,9 +61,7 @@ if __name__ == "__main__":  # run as the helper process: its imports start at th
 from errors import UserError, printable, quoted  # noqa: E402
 from weights import reading  # noqa: E402
 from workbench.speed import panels, threads  # noqa: E402
-
-SECOND_CORE_SETTING = "SPECULATIVE_GPT2_SECOND_CORE"  # on: use the helper (off by default)
-ONE_CORE_SETTING = "SPECULATIVE_GPT2_ONE_CORE"        # on: never use it, whatever else asks
+from workbench.speed.cores import ONE_CORE_SETTING, SECOND_CORE_SETTING  # noqa: E402
 ON, OFF = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
 MAILBOX_ROWS = 128           # rows per hand-over at most, above panels.rows_per_call: more go in several
 MAILBOX_X = 128 * 4096       # floats of x: MAILBOX_ROWS rows of n_in up to 4096

@@ -72,8 +72,8 @@ def test_plain_runs_nothing_of_speed_and_prints_the_same_text(tmp_path, pair, me
     assert entered == [], entered
     default, entered_by_default = traced_run(tmp_path, "the cat and", *pair, *flags)
     assert plain.stdout == default.stdout and plain.stdout.startswith("the cat and")
-    # The negative control: the same tracer sees workbench/speed/ in the default run, the products and the threads.
-    assert any(e.startswith(os.path.join("workbench", "speed", "blocked.py")) for e in entered_by_default), entered_by_default
+    # The negative control: the same tracer sees workbench/speed/ in the default run, the plan's model and the threads.
+    assert any(e.startswith(os.path.join("workbench", "speed", "planned.py")) for e in entered_by_default), entered_by_default
     assert any(e.startswith(os.path.join("workbench", "speed", "threads.py")) for e in entered_by_default), entered_by_default
 
 
@@ -88,7 +88,7 @@ def test_the_session_with_plain_runs_nothing_of_speed(tmp_path, pair):
     assert entered == [], entered
     assert "speculative: 12 new tokens" in r.stdout and "plain on" in r.stdout
     _, entered = traced_run(tmp_path, "-i", *pair[:4], typed="/length 12\nthe cat and\n")
-    assert any(e.startswith(os.path.join("workbench", "speed", "blocked.py")) for e in entered), entered  # the negative control
+    assert any(e.startswith(os.path.join("workbench", "speed", "planned.py")) for e in entered), entered  # the negative control
 
 
 def test_help_says_what_plain_does():
