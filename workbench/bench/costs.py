@@ -34,7 +34,7 @@ COST_OUTPUTS = ("cost.md", "cost.csv", "cost.json")
 WAYS = ("default", "numpy", "numpy-1")  # the planned model; NumPy's own product on every core; on one
 COST_COLUMNS = ["model", "k", "way", "default_ms", "numpy_ms", "numpy-1_ms", "roofline_ms", "default/roofline",
                 "numpy/roofline", "numpy-1/roofline", "default/best_T1", "default/best", "products_ms", "head_ms",
-                "rest_ms"]
+                "rest_ms", "norms_ms", "attention_ms", "gelu_ms", "other_ms"]
 
 
 def cost_main(argv):
@@ -47,7 +47,9 @@ def cost_main(argv):
                "medians over the rounds. best_T1: the fastest T(1) of the three ways, the denominator of every ratio "
                "of speed (a ratio over a path's own slower T(1) would flatter it). The ridge: the k past which a check "
                "costs more than one token even on the roofline. products/head/rest: the default way's weight products "
-               "alone, its LM head alone, and the rest of its forward. gpt2 ... gpt2-xl: real weights when --models-dir "
+               "alone, its LM head alone, and the rest of its forward; that rest's layer norms, attentions and GELUs "
+               "each alone, and the other: what is left (residual adds, the embedding, the heads' reshapes, the KV "
+               "cache's copies, the Python between the calls). gpt2 ... gpt2-xl: real weights when --models-dir "
                "holds them, else random weights of the real shape.")
     parser.add_argument("models", nargs="*", default=["demo-oracle", "demo-draft"],
                         help="models: names or directories (default: the learned pair, demo-oracle demo-draft)")
@@ -88,14 +90,17 @@ def cost_main(argv):
         for k in ks:
             roof = roofline.roofline(k, n_bytes, flops, bandwidth, rate)
             ms = {way: medians[way][k] * 1e3 for way in WAYS}
-            parts = {part: statistics.median(costs[part][k]) * 1e3 for part in ("products", "head")}
+            parts = {part: statistics.median(costs[part][k]) * 1e3 for part in measure.PARTS}
+            rest = ms["default"] - parts["products"]
             rows.append({"model": shown, "k": k, "way": planned.plan.way(k),
                          **{f"{way}_ms": figure(ms[way]) for way in WAYS}, "roofline_ms": figure(roof * 1e3),
                          **{f"{way}/roofline": round(ms[way] / (roof * 1e3), 2) for way in WAYS},
                          "default/best_T1": round(ms["default"] / (best_one * 1e3), 2),
                          "default/best": round(paired(costs, k), 2),
                          "products_ms": figure(parts["products"]), "head_ms": figure(parts["head"]),
-                         "rest_ms": figure(ms["default"] - parts["products"])})
+                         "rest_ms": figure(rest),
+                         **{f"{part}_ms": figure(parts[part]) for part in ("norms", "attention", "gelu")},
+                         "other_ms": figure(rest - parts["norms"] - parts["attention"] - parts["gelu"])})
         print(printable(f"{shown}: {about['MB_per_token']} MB and {about['GFLOP_per_token']} GFLOP a token; memory roof "
                         f"{about['memory_roof_ms']} ms; ridge at k = {about['ridge_k']}; best T(1) "
                         f"{best_one * 1e3:.3f} ms"), file=sys.stderr)

@@ -22,6 +22,7 @@ import time
 import numpy as np
 import threadpoolctl
 
+import gpt2
 from speedup import expected_tokens_per_round
 from kvcache import KVCache
 from roofline import forward_run, turns, weight_bytes  # noqa: F401  (forward_run, turns: the benchmarks' too)
@@ -166,6 +167,39 @@ def cost_curve(model, ks, context, probe_data, repeats):
     return timings(runs, repeats)
 
 
+def part_runs(model, k, context):
+    """{part: run()} of the rest of a forward of k tokens after `context` cached ones, each part alone and back to
+    back, with gpt2.py's own functions on arrays of the forward's shapes (their values do not change the time):
+
+      norms      the 2 * n_layer + 1 layer norms of [k, n_embd]
+      attention  n_layer attentions of k queries over context + k keys, the causal mask added where k > 1
+      gelu       n_layer GELUs of [k, 4 * n_embd]
+
+    What a forward costs beyond its products and these (the residual adds, the embedding, the heads' reshapes and
+    the KV cache's copies, the Python between the calls) is the forward's time less all of them."""
+    n_head, n_embd, n_layer = model.n_head, model.n_embd, model.n_layer
+    x = np.ones((k, n_embd), dtype=np.float32)
+    g, b = np.ones(n_embd, dtype=np.float32), np.zeros(n_embd, dtype=np.float32)
+    q = np.ones((n_head, k, n_embd // n_head), dtype=np.float32)
+    kv = np.ones((n_head, context + k, n_embd // n_head), dtype=np.float32)
+    mask = gpt2.causal_mask(k, context + k) if k > 1 else None
+    h = np.ones((k, 4 * n_embd), dtype=np.float32)
+
+    def norms():
+        for _ in range(2 * n_layer + 1):
+            gpt2.layer_norm(x, g, b, model.eps)
+
+    def attention():
+        for _ in range(n_layer):
+            gpt2.attention(q, kv, kv, mask)
+
+    def gelu():
+        for _ in range(n_layer):
+            gpt2.gelu(h)
+
+    return {"norms": norms, "attention": attention, "gelu": gelu}
+
+
 def head_run(model, k):
     """A run() of the LM head's product alone for k rows, as the forward runs it."""
     h = np.ones((k, model.n_embd), dtype=np.float32)
@@ -219,10 +253,13 @@ def planned_model(name, models_dir):
     return load_planned(fake), f"{name} (random weights)"
 
 
+PARTS = ("products", "head", "norms", "attention", "gelu")  # way_costs' parts of a forward, each timed alone
+
+
 def way_costs(planned, ks, context, rounds, seed=0):
     """{way: {k: the seconds of each round}} of a forward of k new tokens after `context` cached ones, for the ways
     default (the planned model), numpy and numpy-1 (its plain model, the BLAS on every core and on one), and of the
-    default way's weight products alone ("products") and its LM head's alone ("head"); every k, way and part
+    default way's parts alone (PARTS: its weight products, its LM head's, and part_runs'); every k, way and part
     taking turns, in an order shuffled anew each round: no k or way may always be the one that pays. The ways
     and parts of one k run one right after the other, so that the i-th rounds of two ways make a fair pair."""
     from workbench.speed.plan import prepared
@@ -242,10 +279,12 @@ def way_costs(planned, ks, context, rounds, seed=0):
         prepare = ways["numpy" if planned_way == "numpy" else "numpy-1"][1] if parts_of is planned.plain else (lambda: None)
         runs["products", k] = prepared(products_run(parts_of, k), prepare)
         runs["head", k] = prepared(head_run(parts_of, k), prepare)
+        for part, run in part_runs(planned.plain, k, context).items():
+            runs[part, k] = prepared(run, prepare)
     for run in runs.values():  # warm-up: page the weights in, make every way's first pass
         run()
     seconds = {key: [] for key in runs}
-    names, rng = (*ways, "products", "head"), np.random.default_rng(seed)
+    names, rng = (*ways, *PARTS), np.random.default_rng(seed)
     for _ in range(rounds):
         for j in rng.permutation(len(ks)):
             k = ks[j]
@@ -253,7 +292,7 @@ def way_costs(planned, ks, context, rounds, seed=0):
                 start = time.perf_counter()
                 runs[names[i], k]()
                 seconds[names[i], k].append(time.perf_counter() - start)
-    return {name: {k: seconds[name, k] for k in ks} for name in (*ways, "products", "head")}
+    return {name: {k: seconds[name, k] for k in ks} for name in (*ways, *PARTS)}
 
 
 def cpu_name():

@@ -9,6 +9,7 @@ imports NumPy.
 """
 
 import os
+import time
 
 STARTED_ON_ONE = "SPECULATIVE_GPT2_BLAS_STARTED_ON_ONE"  # set with OPENBLAS_NUM_THREADS=1 by start_blas_threads
 SECOND_CORE_SETTING = "SPECULATIVE_GPT2_SECOND_CORE"  # on: small models' products half on a helper (second_core.py)
@@ -35,6 +36,18 @@ def others_running(loadavg="/proc/loadavg", tasks="/proc/self/task"):
         except (OSError, IndexError):  # a thread that ended meanwhile
             continue
     return max(0, running - mine)
+
+
+def cpu_seconds(stat="/proc/stat"):
+    """(CPU seconds the whole machine has been busy, CPU seconds of this process), or None where the machine's cannot
+    be read (not Linux). Busy: user, nice, system, irq and softirq; not the steal of a virtual machine (time its
+    host gave other guests: no program here wants it back)."""
+    try:
+        with open(stat, encoding="ascii") as f:
+            user, nice, system, _idle, _iowait, irq, softirq = (int(v) for v in f.readline(4096).split()[1:8])
+    except (OSError, ValueError):
+        return None
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK"), time.process_time()
 
 
 def start_blas_threads(environ=None, others=others_running):

@@ -37,13 +37,13 @@ from kvcache import KVCache
 from roofline import forward_run, turns
 from weights import derived, files, reading
 from workbench.speed import threads
-from workbench.speed.cores import STARTED_ON_ONE, others_running
+from workbench.speed.cores import STARTED_ON_ONE, cpu_seconds, others_running
 
 WAYS = ("numpy-1", "numpy", "fast")
 ROWS = (1, 2, 3, 4, 5, 6, 7, 9, 12, 17, 25, 33)  # a token; checks of n_draft + 1 up to 17; trees up to 32 nodes
 CONTEXT = 64          # cached tokens the forwards are timed after (the suite's prompts and a few rounds)
 BUDGET_SECONDS = 6.0  # about what making a plan may take: the repeats are cut to it, between MIN and MAX_REPEATS
-MIN_REPEATS, MAX_REPEATS = 3, 9
+MIN_REPEATS, MAX_REPEATS = 3, 25  # a small model's forwards are cheap: more pairs, and fewer choices made by noise
 # The fast layout has a cost a forward's timing does not show: at its first use in a run, its converted copy
 # mapped, checked and paged in. A model whose forwards take under FAST_MIN_SECONDS, or a saving under
 # FAST_MIN_SAVING of a forward, does not repay it in a run of a few hundred forwards.
@@ -53,6 +53,9 @@ FALLBACK = 1.5        # a forward on several threads this many times one thread'
                       # running: the cores were taken
 BUSY_SECONDS = 2.0    # how long the cores count as taken once found so (doubled each time they still are)
 BUSY_SECONDS_MAX = 60.0
+OTHERS_MIN_CORES = 0.5  # other programs using less than this many cores over LOOK_BACK_SECONDS are not running
+LOOK_BACK_SECONDS = 0.2  # at least (/proc/stat counts in hundredths of a second)
+READING_SECONDS = 0.25   # how often the CPU's use is read while a run lasts (Cores.free)
 
 
 @dataclass
@@ -178,24 +181,45 @@ class Cores:
     they are looked at (first use, and each time a while taken ends), or when a forward on several threads
     took FALLBACK times what the plan says one thread takes while one is (Watch.judge); then they are not looked at again for BUSY_SECONDS,
     doubled each time they are found taken again (up to BUSY_SECONDS_MAX), so that a busy machine costs
-    at most a few slow forwards however long the run."""
+    at most a few slow forwards however long the run.
 
-    def __init__(self, others=others_running):
+    Another program is running when one is seen running now and, where the CPU's use can be read, other
+    programs used OTHERS_MIN_CORES or more over the last tenths of a second: a thread woken for a moment (the
+    kernel's, a terminal's) is not a program that wants the cores, and on a virtual machine whose neighbours
+    slow every forward, such a moment beside a slow forward sent a quiet run to one thread for a minute."""
+
+    def __init__(self, others=others_running, used=None):
         self.others = others   # () -> other programs' running threads, or None (unknown: watched only)
+        self.used = used       # () -> cores.cpu_seconds(), or None (unknown): None here, others() alone decides
+        self.readings = [(time.monotonic(), used() if used else None)]  # the last two, READING_SECONDS apart
         self.until = None      # monotonic time before which they count as taken; None: not looked at yet
         self.wait = BUSY_SECONDS
         self.fallbacks = 0     # how many times they were found taken
 
     def free(self):
         now = time.monotonic()
+        if self.used and now - self.readings[-1][0] >= READING_SECONDS:  # a reading to look back at
+            self.readings = [self.readings[-1], (now, self.used())]
         if self.until is not None and now < self.until:
             return False
         if self.until is None or self.until > 0:  # first use, or a while taken just ended: look now
-            if (self.others() or 0) > 0:
+            if (self.running() or 0) > 0:
                 self.taken()
                 return False
             self.until = 0.0
         return True
+
+    def running(self):
+        """Other programs' threads running now (others()), 0 where they used under OTHERS_MIN_CORES since a reading
+        LOOK_BACK_SECONDS or more old; None where none can be seen."""
+        n = self.others()
+        if n and self.used:
+            now, (busy, mine) = time.monotonic(), self.used() or (None, None)
+            then, before = next(((t, r) for t, r in reversed(self.readings) if now - t >= LOOK_BACK_SECONDS), (0, None))
+            if busy is not None and before is not None and \
+                    (busy - before[0]) - (mine - before[1]) < OTHERS_MIN_CORES * (now - then):
+                return 0
+        return n
 
     def taken(self):  # the BLAS's idle threads parked: spinning, they would take a core other programs want
         threads.park_idle_blas_threads()
@@ -207,7 +231,7 @@ class Cores:
         self.wait = BUSY_SECONDS
 
 
-CORES = Cores()
+CORES = Cores(used=cpu_seconds)
 
 
 class Watch:
@@ -218,34 +242,36 @@ class Watch:
     not judged: it is the one that first wakes the BLAS's threads."""
 
     def __init__(self, plan, uses_threads, cores=None):
-        self.plan, self.uses_threads = plan, uses_threads  # uses_threads(way): more than one thread
+        self.plan = plan
+        self.threaded = {way: uses_threads(way) for way in WAYS}  # uses_threads(way): more than one thread
         self.cores = cores or CORES
         self.first = True
-        self.looked_up = {}  # rows -> (the plan's way, numpy-1's planned seconds): once (a draft's
-                             # forward takes a fraction of a millisecond)
+        self.looked_up = {}  # rows -> (the plan's way, FALLBACK times numpy-1's planned seconds or None): looked
+                             # up once, as every call here is paid by every forward (a draft's: a fraction of a ms)
 
     def planned(self, n_rows):
         if n_rows not in self.looked_up:
-            self.looked_up[n_rows] = (self.plan.way(n_rows), self.plan.expected("numpy-1", n_rows))
+            one_thread = self.plan.expected("numpy-1", n_rows)
+            self.looked_up[n_rows] = (self.plan.way(n_rows), None if one_thread is None else FALLBACK * one_thread)
         return self.looked_up[n_rows]
 
     def way(self, n_rows):
         way = self.planned(n_rows)[0]
-        if self.uses_threads(way) and not self.cores.free():
+        if self.threaded[way] and not self.cores.free():
             return "numpy-1"
         return way
 
     def judge(self, way, n_rows, seconds):
         """Take note of a forward of n_rows rows that took `seconds` by `way`."""
-        if not self.uses_threads(way):
+        if not self.threaded[way]:
             return
-        one_thread = self.planned(n_rows)[1]
-        if one_thread is None or self.first:
+        slow = self.planned(n_rows)[1]
+        if slow is None or self.first:
             self.first = False
             return
-        if seconds <= FALLBACK * one_thread:
+        if seconds <= slow:
             self.cores.held()
-        elif self.cores.others() != 0:
+        elif self.cores.running() != 0:
             self.cores.taken()
 
 
@@ -255,7 +281,7 @@ class Watch:
 
 PLAN_FILE = "model.plan.json"
 PLAN_RECORD = "model.plan.record.json"  # its binding to the checkpoint and the machine, signed (weights/derived.py)
-PLAN_VERSION = 4  # the ways and their measuring: a plan of another version is made again
+PLAN_VERSION = 5  # the ways and their measuring: a plan of another version is made again
 
 
 def machine_key():

@@ -398,6 +398,9 @@ def test_the_cost_bench_times_every_k_of_each_way_beside_the_roofline(tiny_dirs,
             assert float(row[f"{way}/roofline"]) == pytest.approx(t / roof, rel=0.005, abs=0.01)
         assert float(row["default/best"]) > 0  # the rounds' paired ratios: test_the_cost_bench_pairs_each_round
         assert 0 < float(row["head_ms"]) and 0 < float(row["products_ms"])
+        parts = [float(row[f"{part}_ms"]) for part in ("norms", "attention", "gelu")]
+        assert all(t > 0 for t in parts)  # the rest of the forward, part by part; "other": what is left of it
+        assert float(row["other_ms"]) == pytest.approx(float(row["rest_ms"]) - sum(parts), rel=0.01, abs=0.002)
     for model in (tiny_dirs["oracle"], tiny_dirs["draft"]):
         mine = [row for row in rows if row["model"] == model]
         best_one = min(float(mine[0][f"{way}_ms"]) for way in ("default", "numpy", "numpy-1"))

@@ -246,6 +246,51 @@ def test_other_programs_running_are_counted_without_this_process(tmp_path):
     assert cores.others_running(str(tmp_path / "loadavg"), str(tmp_path / "task")) == 2
 
 
+def test_a_thread_woken_for_a_moment_is_not_a_program_that_wants_the_cores(monkeypatch):
+    # A slow forward (the VM's neighbours) and one thread of another program runnable at that instant: taken only
+    # if other programs also used OTHERS_MIN_CORES over the last tenths of a second (/proc/stat, less this process).
+    now = [100.0]
+    monkeypatch.setattr(planning.time, "monotonic", lambda: now[0])
+    machine, mine = [50.0], [10.0]  # CPU seconds the machine was busy, and this process's
+    cores = planning.Cores(others=lambda: 1, used=lambda: (machine[0], mine[0]))
+    watch = planning.Watch(planning.Plan({1: "numpy"}, {"numpy-1": {1: 0.2}}), lambda way: way == "numpy", cores)
+
+    def seconds_pass(seconds, others_cores):  # this process busy on 2 cores, other programs on others_cores
+        now[0] += seconds
+        mine[0] += 2 * seconds
+        machine[0] += (2 + others_cores) * seconds
+
+    seconds_pass(0.3, 0.05)  # a kernel thread's blip: 0.05 cores
+    assert watch.way(1) == "numpy", "first look: a program running now, but it used 0.05 cores"
+    watch.judge("numpy", 1, 0.5)  # the first on threads: not judged
+    for _ in range(3):
+        seconds_pass(0.3, 0.05)
+        assert watch.way(1) == "numpy"
+        watch.judge("numpy", 1, 0.5)  # slow, one runnable now: but no program wants the cores
+    assert cores.fallbacks == 0
+    seconds_pass(0.3, 1.0)  # a busy loop
+    assert watch.way(1) == "numpy"
+    watch.judge("numpy", 1, 0.5)
+    assert cores.fallbacks == 1 and watch.way(1) == "numpy-1", "a program using a core: taken"
+    # The negative control: the same blips with the instant alone (used=None) take the cores.
+    alone = planning.Cores(others=lambda: 1)
+    assert not alone.free() and alone.fallbacks == 1
+    # Where the CPU's use cannot be read, the instant alone decides.
+    unknown = planning.Cores(others=lambda: 1, used=lambda: None)
+    seconds_pass(0.3, 0.0)
+    assert not unknown.free()
+
+
+def test_the_machine_s_cpu_seconds_leave_out_a_virtual_machine_s_steal(tmp_path):
+    stat = tmp_path / "stat"  # user nice system idle iowait irq softirq steal guest guest_nice, in clock ticks
+    stat.write_text("cpu  100 20 30 4000 50 6 4 900 0 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n")
+    busy, mine = cores.cpu_seconds(str(stat))
+    assert busy == pytest.approx(160 / os.sysconf("SC_CLK_TCK")) and mine >= 0
+    assert cores.cpu_seconds(str(tmp_path / "missing")) is None
+    stat.write_text("cpu  garbage\n")
+    assert cores.cpu_seconds(str(stat)) is None
+
+
 def test_where_others_cannot_be_seen_a_slow_forward_counts_as_the_cores_taken():
     cores = planning.Cores(others=lambda: None)
     watch = planning.Watch(planning.Plan({1: "numpy"}, {"numpy-1": {1: 0.2}}), lambda way: way == "numpy", cores)

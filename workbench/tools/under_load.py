@@ -10,7 +10,8 @@ process each time: as given (the default), and once for each --way, with that wa
 settings (NAME=VALUE) and extra arguments. Each round runs every way once, in an order rotated from
 round to round, while 0, 1 and then 2 processes that do nothing but spin (`python -c "while True:
 pass"`) share the cores. Each row: each way's median wall time over the rounds with its min-max, and
-the median of the rounds' own ratios of the default to the best other way (the one whose median is lowest).
+the median of the rounds' own ratios of the default to the best other way (the one whose median is lowest),
+with their quartiles.
 """
 
 import argparse
@@ -84,10 +85,12 @@ def main():
         # The best other way is the one with the lowest median; the ratio is the median of the default's paired
         # ratios to it. (The best of the others round by round would favour them: the least of two noisy times.)
         best = min(labels[1:], key=lambda label: statistics.median(got[label]))
-        ratio = statistics.median(d / o for d, o in zip(got["default"], got[best]))
+        ratios = [d / o for d, o in zip(got["default"], got[best])]
+        low, _, high = statistics.quantiles(ratios, n=4, method="inclusive") if len(ratios) > 1 else ratios * 3
         beside = "nothing" if n_busy == 0 else f"{n_busy} busy loop{'s' if n_busy > 1 else ''}"
         cells = [f"{statistics.median(s):.2f} s ({min(s):.2f}-{max(s):.2f})" for s in got.values()]
-        print(f"| {beside} | {' | '.join(cells)} | {ratio:.2f} ({best}) |", flush=True)
+        print(f"| {beside} | {' | '.join(cells)} | {statistics.median(ratios):.2f} ({low:.2f}-{high:.2f}; {best}) |",
+              flush=True)
 
 
 if __name__ == "__main__":
