@@ -99,8 +99,8 @@ def cost_main(argv):
                          "default/best": round(paired(costs, k), 2),
                          "products_ms": figure(parts["products"]), "head_ms": figure(parts["head"]),
                          "rest_ms": figure(rest),
-                         **{f"{part}_ms": figure(parts[part]) for part in ("norms", "attention", "gelu")},
-                         "other_ms": figure(rest - parts["norms"] - parts["attention"] - parts["gelu"])})
+                         **{f"{part}_ms": figure(parts[part]) for part in measure.REST_PARTS},
+                         "other_ms": figure(rest - sum(parts[part] for part in measure.REST_PARTS))})
         print(printable(f"{shown}: {about['MB_per_token']} MB and {about['GFLOP_per_token']} GFLOP a token; memory roof "
                         f"{about['memory_roof_ms']} ms; ridge at k = {about['ridge_k']}; best T(1) "
                         f"{best_one * 1e3:.3f} ms"), file=sys.stderr)

@@ -27,6 +27,7 @@ from speedup import expected_tokens_per_round
 from kvcache import KVCache
 from roofline import forward_run, turns, weight_bytes  # noqa: F401  (forward_run, turns: the benchmarks' too)
 from workbench.speed import second_core
+from workbench.speed.cores import cpu_seconds
 from workbench.speed.accelerate import load_fast
 from workbench.speed.threads import N_THREADS, threads_for
 from weights import checkpoint
@@ -253,7 +254,8 @@ def planned_model(name, models_dir):
     return load_planned(fake), f"{name} (random weights)"
 
 
-PARTS = ("products", "head", "norms", "attention", "gelu")  # way_costs' parts of a forward, each timed alone
+REST_PARTS = ("norms", "attention", "gelu")  # part_runs': the rest of a forward beside its products, part by part
+PARTS = ("products", "head", *REST_PARTS)  # way_costs' parts of a forward, each timed alone
 
 
 def way_costs(planned, ks, context, rounds, seed=0):
@@ -446,15 +448,12 @@ def round_costs(draft_model, oracle, ids, n_drafts, repeats=5):
 
 
 def cpu_snapshot():
-    """(wall seconds, CPU seconds of the whole machine, CPU seconds of this process and its children); Linux."""
+    """(wall seconds, CPU seconds of the whole machine, CPU seconds of this process and its children); Linux.
+    The machine's as the plan's watch counts them (cores.cpu_seconds: a virtual machine's steal left out)."""
     own = os.times()
-    try:
-        with open("/proc/stat") as f:
-            ticks = [int(v) for v in f.readline().split()[1:]]
-        busy = (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")  # all but idle and iowait
-    except (OSError, ValueError):
-        busy = None
-    return time.time(), busy, own.user + own.system + own.children_user + own.children_system + helper_seconds()
+    machine = cpu_seconds()
+    return (time.time(), None if machine is None else machine[0],
+            own.user + own.system + own.children_user + own.children_system + helper_seconds())
 
 
 def helper_seconds():
