@@ -37,19 +37,21 @@ class PlannedGPT2:
             self.fast = loader()
         return self.fast
 
-    def runner(self, n_rows):
-        """(the way, the model) the plan gives a forward of n_rows rows, the BLAS's threads set for it."""
-        way = self.watch.way(n_rows)
+    def model_for(self, way):
+        """The model that runs a way's forwards, the BLAS's threads set for it."""
         if way == "fast" and self.fast_model() is not None:
-            return way, self.fast  # its products set their own threads (threads.threads_for)
+            return self.fast  # its products set their own threads (threads.threads_for)
         threads.use_blas_threads(threads.N_THREADS if way == "numpy" else 1)
-        return way, self.plain
+        return self.plain
 
     def _run(self, n_rows, step, *args, **kwargs):
-        way, model = self.runner(n_rows)
+        way, slow = self.watch.start(n_rows)
+        model = self.model_for(way)
+        if slow is None:  # not watched: one thread, or the fast layout's own threads
+            return getattr(model, step)(*args, **kwargs)
         start = time.perf_counter()
         out = getattr(model, step)(*args, **kwargs)
-        self.watch.judge(way, n_rows, time.perf_counter() - start)
+        self.watch.took(time.perf_counter() - start, slow)
         return out
 
     def forward(self, ids, *args, **kwargs):
