@@ -24,12 +24,14 @@ def main(argv):
     parser.add_argument("--again", action="store_true", help="measure the plan anew and keep the new one")
     parser.add_argument("--models-dir", default=None, help="where named models live (default: models/)")
     args = parser.parse_args(argv)
+    from workbench.bench.measure import blas_description
     from workbench.runner import resolve_model_dir
     from workbench.speed.planned import load_planned
     for name in args.models:
         model_dir = resolve_model_dir(name, args.models_dir)
         model = load_planned(model_dir, again=args.again)
-        print(printable(f"{name}: " + machine_line(model.plan.key or planning.machine_key())))
+        print(printable(f"{name}: " + machine_line(model.plan.key or planning.machine_key())
+                        + f"; this run's BLAS {blas_description()}"))
         print(tables.text(plan_rows(model.plan), ["rows", "way", *[f"{w}_ms" for w in model.plan.seconds],
                                                   *[f"{w}/numpy-1" for w in model.plan.ratios if w != "numpy-1"]]))
         print()
@@ -42,7 +44,7 @@ def main(argv):
 def machine_line(key):
     """The machine a plan was measured for, in one line."""
     return (f"measured for {key.get('cpu')}, {key.get('cores')} cores ({' '.join(key.get('vector', [])) or 'no AVX'}); "
-            f"NumPy {key.get('numpy')}, {'; '.join(key.get('blas', []))}"
+            f"NumPy {key.get('numpy')} built with {' '.join(key.get('blas', [])) or 'a BLAS it does not name'}"
             + "".join(f"; {k}={quoted(v)}" for k, v in key.get("forced", {}).items()))  # a setting: cut
 
 

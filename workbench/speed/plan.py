@@ -49,6 +49,7 @@ MIN_REPEATS, MAX_REPEATS = 3, 25  # a small model's forwards are cheap: more pai
 # FAST_MIN_SAVING of a forward, does not repay it in a run of a few hundred forwards.
 FAST_MIN_SECONDS = 5e-3
 FAST_MIN_SAVING = 0.10
+DISTURBED = 0.10      # NumPy's forward of a row count this much slower than of more rows: other programs slowed it
 FALLBACK = 1.5        # a forward on several threads this many times one thread's planned time, another program
                       # running: the cores were taken
 BUSY_SECONDS = 2.0    # how long the cores count as taken once found so (doubled each time they still are)
@@ -127,8 +128,8 @@ def choose(times):
 
 def make_plan(runners, rows=ROWS, context=CONTEXT, progress=True, name="the model"):
     """A Plan from runners = {way: (model, prepare)}: each way's forwards of each row count after `context`
-    cached tokens, the ways taking turns (roofline.turns), repeats cut to about BUDGET_SECONDS in all; a row
-    count whose measuring other programs slowed (disturbed) measured once more.
+    cached tokens, the ways taking turns (roofline.turns), repeats cut to about BUDGET_SECONDS in all; then each
+    row count whose measuring other programs slowed (disturbed) measured once more, beyond the budget.
     prepare() sets what the way's forwards run with (the BLAS's threads); it is timed with them, as in a run,
     where a draft's forwards and the oracle's may each change the setting."""
     caches = {}
@@ -152,10 +153,10 @@ def make_plan(runners, rows=ROWS, context=CONTEXT, progress=True, name="the mode
             bar.update()
         slowed = disturbed(times)
         bar.total += len(slowed)
-        for r in slowed:  # once more; the measuring less slowed by other programs is kept
-            again = measure(r)
+        for r in slowed:  # once more; the measuring whose NumPy forwards were less slowed is kept, all its ways
+            again = measure(r)  # (the choice compares the ways' turns pair by pair)
             bar.update()
-            if sum(np.median(t) for t in again.values()) < sum(np.median(t) for t in times[r].values()):
+            if sum(numpy_medians(again).values()) < sum(numpy_medians(times[r]).values()):
                 times[r] = again
     seconds = {way: {r: float(np.median(times[r][way])) for r in rows} for way in runners}
     ratios = {way: {r: quartiles([t / base for t, base in zip(times[r][way], times[r]["numpy-1"])]) for r in rows}
@@ -164,14 +165,19 @@ def make_plan(runners, rows=ROWS, context=CONTEXT, progress=True, name="the mode
 
 
 def disturbed(times):
-    """The row counts whose NumPy forwards were measured slower than those of more rows, by more than FAST_MIN_SAVING:
+    """The row counts whose NumPy forwards were measured slower than those of more rows, by more than DISTURBED:
     NumPy's product of more rows does not cost less, so a neighbour's program (or a virtual machine's) slowed
     that measuring. A big model gets MIN_REPEATS a row count, and one slowed minute chose the fast layout where
     NumPy was faster. times: {rows: {way: [seconds]}}."""
+    medians = {r: numpy_medians(t) for r, t in times.items()}
     rows = sorted(times)
     return [r for i, r in enumerate(rows)
-            if any(way in times[r] and np.median(times[r][way]) > (1 + FAST_MIN_SAVING) * np.median(times[m][way])
-                   for way in ("numpy-1", "numpy") for m in rows[i + 1:])]
+            if any(medians[r][way] > (1 + DISTURBED) * medians[more][way] for more in rows[i + 1:] for way in medians[r])]
+
+
+def numpy_medians(times):
+    """{way: median seconds} of NumPy's ways (numpy-1, numpy) among times = {way: [seconds]}."""
+    return {way: float(np.median(t)) for way, t in times.items() if way in ("numpy-1", "numpy")}
 
 
 def time_one(runners, caches, context):
@@ -201,7 +207,8 @@ class Cores:
     """Whether this process's forwards may use more than one core now: a fact about the machine, so one for
     the process, shared by every model's Watch. The cores are taken when another program is running as
     they are looked at (first use, and each time a while taken ends), or when a forward on several threads
-    took FALLBACK times what the plan says one thread takes while one is (Watch.judge); then they are not looked at again for BUSY_SECONDS,
+    took FALLBACK times what the plan says one thread takes while one is (Watch.took); then they are not looked
+    at again for BUSY_SECONDS,
     doubled each time they are found taken again (up to BUSY_SECONDS_MAX), so that a busy machine costs
     at most a few slow forwards however long the run.
 
@@ -280,16 +287,14 @@ class Watch:
     def start(self, n_rows):
         """(the way for a forward of n_rows rows now, the seconds past which it is slow or None: not watched). One
         call a forward, a dictionary's look-up where nothing changes: a draft's forward takes a fraction of a ms."""
-        way, slow = self.looked_up.get(n_rows) or self.planned(n_rows)
+        way, slow = self.planned(n_rows)
         if not self.threaded[way]:
             return way, None
         if not self.cores.free():
             return "numpy-1", None
-        if slow is None:  # nothing to judge it by; still the one that woke the threads
-            self.first = False
         return way, slow
 
-    def way(self, n_rows):
+    def way(self, n_rows):  # start's way alone, and judge: start and took as a test or a tool asks them
         return self.start(n_rows)[0]
 
     def judge(self, way, n_rows, seconds):
@@ -314,7 +319,7 @@ class Watch:
 
 PLAN_FILE = "model.plan.json"
 PLAN_RECORD = "model.plan.record.json"  # its binding to the checkpoint and the machine, signed (weights/derived.py)
-PLAN_VERSION = 6  # the ways and their measuring: a plan of another version is made again
+PLAN_VERSION = 7  # the ways and their measuring: a plan of another version is made again
 
 
 def machine_key():
@@ -328,8 +333,10 @@ def machine_key():
 
 @functools.lru_cache(maxsize=None)
 def hardware():
-    """(the CPU's name, its vector extensions, the BLAS libraries NumPy runs): looked up once a process, as
-    they cannot change while it runs (asking the BLAS takes milliseconds)."""
+    """(the CPU's name, its vector extensions, the BLAS NumPy was built with): looked up once a process, as they
+    cannot change while it runs. The BLAS as NumPy's build records it (threads.numpy_blas), not as the BLAS is
+    asked: asking it inspects every loaded library, milliseconds at every start; the kernel it picks follows
+    from the CPU and OPENBLAS_CORETYPE, both in the key."""
     cpu, flags = "", set()
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
@@ -342,9 +349,7 @@ def hardware():
     except OSError:
         pass
     vector = sorted(f for f in flags if f.startswith(("avx", "fma", "amx")))
-    blas = [f"{i.get('internal_api')} {i.get('version')} {i.get('architecture')} {i.get('threading_layer')}"
-            for i in threads.blas().info() if i.get("user_api") == "blas"]
-    return cpu or sys.platform, tuple(vector), tuple(blas)
+    return cpu or sys.platform, tuple(vector), threads.numpy_blas()
 
 
 def forced_settings():

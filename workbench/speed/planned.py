@@ -47,7 +47,7 @@ class PlannedGPT2:
     def _run(self, n_rows, step, *args, **kwargs):
         way, slow = self.watch.start(n_rows)
         model = self.model_for(way)
-        if slow is None:  # not watched: one thread, or the fast layout's own threads
+        if slow is None:  # not watched: one thread, the fast layout's own threads, or no figure to judge it by
             return getattr(model, step)(*args, **kwargs)
         start = time.perf_counter()
         out = getattr(model, step)(*args, **kwargs)

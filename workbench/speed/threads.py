@@ -38,7 +38,6 @@ import sys
 import threading
 
 import numpy as np
-from threadpoolctl import ThreadpoolController
 
 N_THREADS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 THREADED_MIN_SIZE = 1 << 20  # weights of fewer elements (4 MB) are multiplied in the calling thread
@@ -48,7 +47,8 @@ _stop_blas_threads = None  # OpenBLAS's own function that ends its thread pool, 
 _blas_shares_rows = False  # True while the BLAS's own threads share out matrix-vector products
 _shares = True  # False while a small model's forward runs: no product is handed to other threads
 _one_thread = False  # True while this module holds the BLAS at one thread (single_threaded, several rows)
-_set_to = None  # the thread count use_blas_threads last set, while nothing here has changed it since
+_set_to = "start"  # the thread count the BLAS is at, as use_blas_threads last set it; None: unknown (this module
+                   # changed it since); "start": as NumPy's BLAS started, not looked at yet (started_with)
 _pool = None  # this module's worker threads, started on first use
 _tasks = queue.SimpleQueue()  # (part, share, done) for the workers
 _starting = threading.Lock()  # one caller at a time starts workers
@@ -135,6 +135,8 @@ def use_blas_threads(n):
     asked of the BLAS again while this module has not changed it since (calling into it costs microseconds;
     a threadpoolctl limit set outside this module while a run uses this one would go unseen)."""
     global _set_to
+    if _set_to == "start":
+        _set_to = started_with()  # the BLAS is asked (threadpoolctl) only where the count must change
     if n == _set_to:
         return
     with _setting:
@@ -151,11 +153,41 @@ def blas_libraries():
 
 
 def blas():
-    """threadpoolctl's handle on the BLAS, made on first use (it inspects every loaded library once)."""
+    """threadpoolctl's handle on the BLAS, made on first use (it inspects every loaded library once, milliseconds:
+    a run that never changes the thread count started with does not pay for it, see started_with)."""
     global _blas
     if _blas is None:
+        from threadpoolctl import ThreadpoolController
         _blas = ThreadpoolController()
     return _blas
+
+
+@functools.lru_cache(maxsize=None)
+def numpy_blas():
+    """(the BLAS NumPy was built with, its version), as NumPy's build records it, e.g. ('scipy-openblas',
+    '0.3.31.188.0'); () where NumPy does not say (show_config's dicts are NumPy's from 1.26 on)."""
+    try:
+        blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
+        return (str(blas["name"]), str(blas["version"]))
+    except (TypeError, KeyError, AttributeError, ValueError):
+        return ()
+
+
+def started_with(environ=None):
+    """The thread count NumPy's OpenBLAS started with, worked out as OpenBLAS does when NumPy loads: the first
+    of OPENBLAS_NUM_THREADS, GOTO_NUM_THREADS, OMP_NUM_THREADS set to a whole number above 0, else every core
+    this process may use, and never more than those cores. None where that cannot be known without asking the
+    BLAS (another BLAS; a setting that is not such a number). tests/test_plan.py holds it to what the BLAS says."""
+    environ = os.environ if environ is None else environ
+    if "openblas" not in "".join(numpy_blas()[:1]).lower():
+        return None
+    for name in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS"):
+        value = environ.get(name, "").strip()
+        if value:
+            if not value.isdigit() or int(value) == 0:
+                return None
+            return min(int(value), N_THREADS)
+    return N_THREADS
 
 
 def park_idle_blas_threads():
