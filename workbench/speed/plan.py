@@ -45,9 +45,10 @@ CONTEXT = 64          # cached tokens the forwards are timed after (the suite's 
 BUDGET_SECONDS = 6.0  # about what making a plan may take: the repeats are cut to it, between MIN and MAX_REPEATS
 MIN_REPEATS, MAX_REPEATS = 3, 25  # a small model's forwards are cheap: more pairs, and fewer choices made by noise
 # The fast layout has a cost a forward's timing does not show: at its first use in a run, its converted copy
-# mapped, checked and paged in. A model whose forwards take under FAST_MIN_SECONDS, or a saving under
-# FAST_MIN_SAVING of a forward, does not repay it in a run of a few hundred forwards.
-FAST_MIN_SECONDS = 5e-3
+# mapped, checked and paged in (the learned oracle's: a tenth of a second or more, ten of its forwards). A
+# model whose forwards take under FAST_MIN_SECONDS, or a saving under FAST_MIN_SAVING of a forward, does not
+# repay it in a run of a few hundred forwards, fewer of them of the row count it was chosen for.
+FAST_MIN_SECONDS = 0.05
 FAST_MIN_SAVING = 0.10
 DISTURBED = 0.10      # NumPy's forward of a row count this much slower than of more rows: other programs slowed it
 FALLBACK = 1.5        # a forward on several threads this many times one thread's planned time, another program
@@ -319,7 +320,7 @@ class Watch:
 
 PLAN_FILE = "model.plan.json"
 PLAN_RECORD = "model.plan.record.json"  # its binding to the checkpoint and the machine, signed (weights/derived.py)
-PLAN_VERSION = 7  # the ways and their measuring: a plan of another version is made again
+PLAN_VERSION = 8  # the ways and their measuring: a plan of another version is made again
 
 
 def machine_key():
