@@ -295,7 +295,7 @@ class Watch:
             return "numpy-1", None
         return way, slow
 
-    def way(self, n_rows):  # start's way alone, and judge: start and took as a test or a tool asks them
+    def way(self, n_rows):  # way and judge: start and took one at a time, as the tests ask them
         return self.start(n_rows)[0]
 
     def judge(self, way, n_rows, seconds):

@@ -177,14 +177,15 @@ def started_with(environ=None):
     """The thread count NumPy's OpenBLAS started with, worked out as OpenBLAS does when NumPy loads: the first
     of OPENBLAS_NUM_THREADS, GOTO_NUM_THREADS, OMP_NUM_THREADS set to a whole number above 0, else every core
     this process may use, and never more than those cores. None where that cannot be known without asking the
-    BLAS (another BLAS; a setting that is not such a number). tests/test_plan.py holds it to what the BLAS says."""
+    BLAS (another BLAS; a setting that is not such a number, as OpenBLAS may read it otherwise): asked then.
+    workbench/tests/test_plan.py holds it to what the BLAS says."""
     environ = os.environ if environ is None else environ
     if "openblas" not in "".join(numpy_blas()[:1]).lower():
         return None
     for name in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS"):
         value = environ.get(name, "").strip()
         if value:
-            if not value.isdigit() or int(value) == 0:
+            if not (value.isascii() and value.isdigit()) or int(value) == 0:
                 return None
             return min(int(value), N_THREADS)
     return N_THREADS

@@ -376,6 +376,17 @@ def test_the_thread_count_the_blas_started_with_is_the_one_it_has(setting):
     assert counts and all(int(n) == int(started) for n in counts), (setting, out.stdout)
 
 
+@pytest.mark.parametrize("value", ["", " ", "0", "-1", "+2", "1_0", "\u00b2", "2x", "\u0663"])
+def test_a_thread_setting_openblas_may_read_otherwise_is_asked_of_the_blas(value):
+    started = threads.started_with({"OPENBLAS_NUM_THREADS": value})
+    if not threads.numpy_blas() or "openblas" not in threads.numpy_blas()[0].lower():
+        assert started is None
+    elif value.strip() == "":
+        assert started == threads.N_THREADS  # unset: every core
+    else:
+        assert started is None, value
+
+
 def test_the_blas_threads_are_set_again_after_a_small_model_s_forward_left_them_at_one():
     if threads.N_THREADS < 2 or not threads.blas_libraries():
         pytest.skip("one core, or no BLAS threadpoolctl can set")
