@@ -276,7 +276,8 @@ def test_3_thousands_of_interrupts_inside_reads_and_writes_are_each_a_keyboard_i
     r = subprocess.run([sys.executable, "-c", INTERRUPTS, target, str(tmp_path), "3000"], capture_output=True,
                        text=True, timeout=600)
     counts = json.loads(r.stdout)
-    assert counts == {"interrupted": 3000, "done": counts["done"], "descriptors left open": 0}, counts
+    done = counts.pop("done", 0)  # however many finished between interrupts: none, on a machine slow enough
+    assert counts == {"interrupted": 3000, "descriptors left open": 0}, (counts, done)
     assert [f for f in os.listdir(tmp_path) if files.is_temporary(f)] == []
 
 
