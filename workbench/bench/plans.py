@@ -27,11 +27,17 @@ def main(argv):
     from workbench.bench.measure import blas_description
     from workbench.runner import resolve_model_dir
     from workbench.speed.planned import load_planned
+    blas = blas_description()  # a look at every loaded library: once, not once a model
     for name in args.models:
         model_dir = resolve_model_dir(name, args.models_dir)
         model = load_planned(model_dir, again=args.again)
         print(printable(f"{name}: " + machine_line(model.plan.key or planning.machine_key())
-                        + f"; this run's BLAS {blas_description()}"))
+                        + f"; this run's BLAS {blas}"))
+        busy = model.plan.busy
+        if busy:
+            print(f"measured while other programs were running, {busy} time{'s' * (busy > 1)} in a row: "
+                  + ("kept (busy at every try)" if busy >= planning.BUSY_PLAN_TRIES else
+                     "measured again at the first start that finds the machine quiet"))
         print(tables.text(plan_rows(model.plan), ["rows", "way", *[f"{w}_ms" for w in model.plan.seconds],
                                                   *[f"{w}/numpy-1" for w in model.plan.ratios if w != "numpy-1"]]))
         print()

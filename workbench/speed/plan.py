@@ -20,6 +20,11 @@ and a forward on more than one thread is watched (Watch): one FALLBACK times wha
 thread takes, while another program runs, sends every model's forwards to numpy-1 for BUSY_SECONDS,
 twice that if the cores are still taken then, and so on. A slow forward with nothing else running is
 the machine's jitter, or this run's own, and changes nothing.
+
+A plan measured while other programs ran (a student's first run beside a browser) finds one thread best
+at most row counts, and would keep one thread on that machine when it is quiet: such a plan says so
+(Plan.busy), and is measured again at a later start that finds the machine quiet (measure_again), up
+to BUSY_PLAN_TRIES measurings in a row; a machine busy at every one of them is one where it holds.
 """
 
 import functools
@@ -58,6 +63,7 @@ BUSY_SECONDS_MAX = 60.0
 OTHERS_MIN_CORES = 0.5  # other programs using less than this many cores over LOOK_BACK_SECONDS are not running
 LOOK_BACK_SECONDS = 0.2  # at least (/proc/stat counts in hundredths of a second)
 READING_SECONDS = 0.25   # how often the CPU's use is read while a run lasts (Cores.free)
+BUSY_PLAN_TRIES = 3      # measurings in a row beside other programs after which a plan is kept as it is
 
 
 @dataclass
@@ -67,6 +73,7 @@ class Plan:
     seconds: dict                    # {way: {rows: median seconds}}
     ratios: dict = field(default_factory=dict)  # {way: {rows: [median, low quartile, high quartile] of way / numpy-1}}
     key: dict = field(default_factory=dict)     # what the plan was measured for (machine_key)
+    busy: int = 0  # how many measurings in a row found other programs using OTHERS_MIN_CORES or more (0: quiet)
 
     def way(self, n_rows):
         """The way for a forward of n_rows rows: that of the nearest row count measured at or above it (the
@@ -85,20 +92,24 @@ class Plan:
     def to_json(self):
         return {"ways": {str(r): w for r, w in self.ways.items()},
                 "seconds": {w: {str(r): s for r, s in f.items()} for w, f in self.seconds.items()},
-                "ratios": {w: {str(r): q for r, q in f.items()} for w, f in self.ratios.items()}, "key": self.key}
+                "ratios": {w: {str(r): q for r, q in f.items()} for w, f in self.ratios.items()}, "key": self.key,
+                "busy": self.busy}
 
     @classmethod
     def from_json(cls, data):
         """The Plan a plan file holds; ValueError (or KeyError, TypeError) unless it is one make_plan could have made:
-        a way of WAYS for at least one row count, each a whole number from 1, and finite seconds. A signed plan is
-        only as sound as whoever holds the key (plan.read): a run must not end on what its plan says."""
+        a way of WAYS for at least one row count, each a whole number from 1, finite seconds and a busy count from
+        0 to BUSY_PLAN_TRIES. A signed plan is only as sound as whoever holds the key (plan.read): a run must not
+        end on what its plan says."""
         plan = cls({int(r): w for r, w in data["ways"].items()},
                    {w: {int(r): float(s) for r, s in f.items()} for w, f in data["seconds"].items()},
                    {w: {int(r): [float(x) for x in q] for r, q in f.items()} for w, f in data.get("ratios", {}).items()},
-                   dict(data.get("key", {})))
+                   dict(data.get("key", {})), data.get("busy", 0))
         if not plan.ways or any(r < 1 or w not in WAYS for r, w in plan.ways.items()) or \
-                any(not 0 <= s < float("inf") for f in plan.seconds.values() for s in f.values()):
-            raise ValueError("not a plan: no row counts, a row count under 1, a way not in WAYS or seconds not finite")
+                any(not 0 <= s < float("inf") for f in plan.seconds.values() for s in f.values()) or \
+                type(plan.busy) is not int or not 0 <= plan.busy <= BUSY_PLAN_TRIES:
+            raise ValueError("not a plan: no row counts, a row count under 1, a way not in WAYS, seconds not finite "
+                             "or a busy count out of range")
         return plan
 
 
@@ -127,12 +138,14 @@ def choose(times):
     return chosen
 
 
-def make_plan(runners, rows=ROWS, context=CONTEXT, progress=True, name="the model"):
+def make_plan(runners, rows=ROWS, context=CONTEXT, progress=True, name="the model", busy_before=0):
     """A Plan from runners = {way: (model, prepare)}: each way's forwards of each row count after `context`
     cached tokens, the ways taking turns (roofline.turns), repeats cut to about BUDGET_SECONDS in all; then each
     row count whose measuring other programs slowed (disturbed) measured once more, beyond the budget.
     prepare() sets what the way's forwards run with (the BLAS's threads); it is timed with them, as in a run,
-    where a draft's forwards and the oracle's may each change the setting."""
+    where a draft's forwards and the oracle's may each change the setting. busy_before: the busy count of the
+    plan this one replaces (Plan.busy: one more where other programs ran through this measuring too)."""
+    started = time.monotonic(), cpu_seconds()
     caches = {}
     for way, (model, prepare) in runners.items():
         caches[way] = KVCache()
@@ -162,7 +175,24 @@ def make_plan(runners, rows=ROWS, context=CONTEXT, progress=True, name="the mode
     seconds = {way: {r: float(np.median(times[r][way])) for r in rows} for way in runners}
     ratios = {way: {r: quartiles([t / base for t, base in zip(times[r][way], times[r]["numpy-1"])]) for r in rows}
               for way in runners}
-    return Plan({r: choose(times[r]) for r in rows}, seconds, ratios)
+    busy = busy_before + 1 if others_cores(started, (time.monotonic(), cpu_seconds())) >= OTHERS_MIN_CORES else 0
+    return Plan({r: choose(times[r]) for r in rows}, seconds, ratios, busy=min(busy, BUSY_PLAN_TRIES))
+
+
+def others_cores(start, end):
+    """Cores' worth of CPU other programs used between two (time.monotonic(), cores.cpu_seconds()) readings; 0.0
+    where the machine's use cannot be read (not Linux: such a plan is never called busy). A helper process of this
+    run's (the second core, where asked for) counts as another program: at worst, its plan is measured again."""
+    (then, before), (now, after) = start, end
+    if before is None or after is None or now <= then:
+        return 0.0
+    return max(0.0, (after[0] - before[0]) - (after[1] - before[1])) / (now - then)
+
+
+def measure_again(plan):
+    """Whether a plan read from beside its model should be measured anew now: it was measured while other programs
+    ran (busy), fewer than BUSY_PLAN_TRIES times in a row, and none is running now."""
+    return 0 < plan.busy < BUSY_PLAN_TRIES and others_running() == 0
 
 
 def disturbed(times):
@@ -320,7 +350,7 @@ class Watch:
 
 PLAN_FILE = "model.plan.json"
 PLAN_RECORD = "model.plan.record.json"  # its binding to the checkpoint and the machine, signed (weights/derived.py)
-PLAN_VERSION = 8  # the ways and their measuring: a plan of another version is made again
+PLAN_VERSION = 9  # the ways and their measuring: a plan of another version is made again
 
 
 def machine_key():

@@ -12,6 +12,7 @@ near-tie aside): the KV cache holds the same keys and values whichever way fille
 import sys
 import time
 
+from errors import printable
 from gpt2 import GPT2
 from workbench.speed import plan as planning
 from workbench.speed import threads
@@ -72,14 +73,14 @@ def numpy_way(n_threads):
     return lambda: threads.use_blas_threads(n_threads)
 
 
-def plan_for(plain, fast_in_memory, progress=True):
+def plan_for(plain, fast_in_memory, progress=True, busy_before=0):
     """A plan for the plain model, measured here: numpy-1, numpy (where there are cores to share) and the fast
     layout (converted in memory for the measuring: a converted copy is written only where the plan uses it)."""
     runners = {"numpy-1": (plain, numpy_way(1))}
     if threads.N_THREADS > 1:
         runners["numpy"] = (plain, numpy_way(threads.N_THREADS))
     runners["fast"] = (fast_in_memory, lambda: None)
-    return planning.make_plan(runners, progress=progress, name=plain.name)
+    return planning.make_plan(runners, progress=progress, name=plain.name, busy_before=busy_before)
 
 
 def load_fast(model_dir):
@@ -94,10 +95,15 @@ def load_planned(name_or_path, models_dir=None, progress=True, again=False):
     """The workbench's model of a named model or a checkpoint directory: the plain model, the plan read from beside
     it or measured now (again=True: measured now, whatever is kept), and the fast model where the plan uses it."""
     plain = GPT2.from_pretrained(name_or_path, models_dir)
-    plan = None if again else planning.read(plain.directory)
+    kept = None if again else planning.read(plain.directory)
+    plan, busy_before = kept, 0
+    if kept is not None and planning.measure_again(kept):
+        print(printable(f"note: how to run {plain.name} here was measured while other programs were running; the "
+                        f"machine is quiet now: measuring it again (a few seconds)", newlines=False), file=sys.stderr)
+        plan, busy_before = None, kept.busy
     if plan is None:
         from workbench.speed.accelerate import accelerate  # see load_fast
-        plan = plan_for(plain, accelerate(plain), progress=progress and sys.stderr.isatty())
+        plan = plan_for(plain, accelerate(plain), progress=progress and sys.stderr.isatty(), busy_before=busy_before)
         planning.write(plain.directory, plan)
     uses_fast = "fast" in plan.ways.values()
     return PlannedGPT2(plain, plan, fast_loader=(lambda: load_fast(plain.directory)) if uses_fast else None)

@@ -137,6 +137,55 @@ def test_the_planned_model_gives_the_plain_models_tokens(tiny_dirs, tmp_path, me
     assert list(speculative_generate(fast["draft"], fast["oracle"], ids, 24, 4)) == expected
 
 
+def test_a_plan_measured_beside_busy_programs_is_measured_again_at_a_quiet_start(model_dir, measured, monkeypatch,
+                                                                                 capsys):
+    others_use = [1000.0]  # CPU seconds other programs use during each measuring: 0 on a quiet machine
+    running_now = [0]      # other programs' threads running as a start looks (cores.others_running)
+
+    def machine_seconds():  # (the machine's busy CPU seconds, this process's): others' added at each reading
+        machine_seconds.others += others_use[0]
+        return machine_seconds.others + planning.time.process_time(), planning.time.process_time()
+    machine_seconds.others = 0.0
+    monkeypatch.setattr(planning, "cpu_seconds", machine_seconds)
+    monkeypatch.setattr(planning, "others_running", lambda: running_now[0])
+
+    def load():
+        planned.load_planned(model_dir)
+        return len(measured), planning.read(model_dir).busy
+
+    assert load() == (1, 1), "a measuring beside another program: the plan says so"
+    running_now[0] = 1
+    assert load() == (1, 1), "a start with other programs running reads the plan it has"
+    running_now[0] = 0
+    assert load() == (2, 2), "a quiet start measures it again; still busy through it: one more in a row"
+    assert "measured while other programs were running" in capsys.readouterr().err
+    assert load() == (3, planning.BUSY_PLAN_TRIES)
+    assert load() == (3, planning.BUSY_PLAN_TRIES), "busy at every try: the plan holds for this machine"
+    others_use[0] = 0.0
+    planned.load_planned(model_dir, again=True)  # bench plan --again, on a quiet machine
+    assert load() == (4, 0) and load() == (4, 0), "a quiet measuring is kept"
+    # the negative control: the same busy measurings, never measured again where the plan did not count them
+    others_use[0] = 1000.0
+    monkeypatch.setattr(planning, "measure_again", lambda plan: False)
+    planned.load_planned(model_dir, again=True)
+    assert load() == (5, 1) and load() == (5, 1)
+
+
+def test_other_programs_cores_are_the_machine_s_cpu_less_this_process_s():
+    assert planning.others_cores((10.0, (100.0, 5.0)), (12.0, (103.0, 6.0))) == pytest.approx(1.0)
+    assert planning.others_cores((10.0, (100.0, 5.0)), (12.0, (101.0, 6.5))) == 0.0, "never under nothing"
+    assert planning.others_cores((10.0, None), (12.0, (101.0, 6.0))) == 0.0, "unknown: not busy"
+    assert planning.others_cores((10.0, (100.0, 5.0)), (10.0, (101.0, 5.0))) == 0.0
+
+
+@pytest.mark.parametrize("busy", [-1, planning.BUSY_PLAN_TRIES + 1, True, 1.5, "1", None])
+def test_a_plan_whose_busy_count_make_plan_could_not_have_made_is_not_a_plan(busy):
+    data = planning.Plan({1: "numpy"}, {"numpy": {1: 1e-3}}, busy=1).to_json()
+    assert planning.Plan.from_json(data).busy == 1
+    with pytest.raises(ValueError):
+        planning.Plan.from_json({**data, "busy": busy})
+
+
 # ---------------------------------------------------------------------------
 # The choice, and the watch
 # ---------------------------------------------------------------------------
@@ -401,7 +450,7 @@ def test_the_blas_threads_are_set_again_after_a_small_model_s_forward_left_them_
 def test_the_fast_model_is_mapped_at_its_first_forward_only(tiny_dirs, tmp_path, monkeypatch):
     model_dir = shutil.copytree(tiny_dirs["oracle"], tmp_path / "oracle")
     fast_plan = planning.Plan({1: "numpy-1", 2: "fast"}, {"numpy-1": {1: 1.0, 2: 1.0}})
-    monkeypatch.setattr(planned, "plan_for", lambda plain, fast, progress=True: fast_plan)
+    monkeypatch.setattr(planned, "plan_for", lambda plain, fast, **kwargs: fast_plan)
     loads = []
     real = planned.load_fast
     monkeypatch.setattr(planned, "load_fast", lambda d: loads.append(d) or real(d))
