@@ -27,7 +27,7 @@ from speedup import expected_tokens_per_round
 from kvcache import KVCache
 from roofline import forward_run, turns, weight_bytes  # noqa: F401  (forward_run, turns: the benchmarks' too)
 from workbench.speed import second_core
-from workbench.speed.cores import cpu_seconds
+from workbench.speed.cores import cpu_seconds, process_seconds
 from workbench.speed.accelerate import load_fast
 from workbench.speed.threads import N_THREADS, threads_for
 from weights import checkpoint
@@ -459,14 +459,7 @@ def cpu_snapshot():
 def helper_seconds():
     """CPU seconds used by second_core's helper process, part of this run's own work (Linux's /proc); else 0."""
     pid = second_core.helper_pid()
-    if pid is None:
-        return 0.0
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read(4096).rsplit(")", 1)[1].split()  # after "pid (name)": state, ppid, ...
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
-    except (OSError, ValueError, IndexError):
-        return 0.0
+    return 0.0 if pid is None else process_seconds(pid)
 
 
 def blas_description():

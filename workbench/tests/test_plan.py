@@ -381,6 +381,21 @@ def test_the_machine_s_cpu_seconds_leave_out_a_virtual_machine_s_steal(tmp_path)
     assert cores.cpu_seconds(str(stat)) is None
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="Linux's /proc")
+def test_a_child_process_s_cpu_is_this_run_s_own_not_another_program_s():
+    # the second core's helper is such a child: its work must not make a plan look measured beside a busy program
+    child = subprocess.Popen([sys.executable, "-c", "import sys, time\nwhile time.process_time() < 0.3: pass\n"
+                              "print(flush=True)\nsys.stdin.read()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        child.stdout.readline()  # it has used 0.3 s of CPU, and lives on
+        assert cores.children_seconds() >= 0.25  # /proc counts in ticks
+        assert cores.cpu_seconds()[1] >= 0.25 + cores.time.process_time()
+    finally:
+        child.kill()
+        child.wait()
+    assert cores.children_seconds("/nonexistent") == 0.0 and cores.process_seconds("999999999") == 0.0
+
+
 def test_where_others_cannot_be_seen_a_slow_forward_counts_as_the_cores_taken():
     cores = planning.Cores(others=lambda: None)
     watch = planning.Watch(planning.Plan({1: "numpy"}, {"numpy-1": {1: 0.2}}), lambda way: way == "numpy", cores)
