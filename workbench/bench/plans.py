@@ -35,9 +35,9 @@ def main(argv):
                         + f"; this run's BLAS {blas}"))
         busy = model.plan.busy
         if busy:
-            print(f"measured while other programs were running, {busy} time{'s' * (busy > 1)} in a row: "
-                  + ("kept (busy at every try)" if busy >= planning.BUSY_PLAN_TRIES else
-                     "measured again at the first start that finds the machine quiet"))
+            print("measured while other programs were running" + (f", {busy} measurings in a row" if busy > 1 else "")
+                  + (": kept (busy at every try)" if busy >= planning.BUSY_PLAN_TRIES else
+                     ": measured again at the first start that finds none running"))
         print(tables.text(plan_rows(model.plan), ["rows", "way", *[f"{w}_ms" for w in model.plan.seconds],
                                                   *[f"{w}/numpy-1" for w in model.plan.ratios if w != "numpy-1"]]))
         print()

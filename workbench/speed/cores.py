@@ -39,7 +39,7 @@ def others_running(loadavg="/proc/loadavg", tasks="/proc/self/task"):
 
 
 def cpu_seconds(stat="/proc/stat"):
-    """(CPU seconds the whole machine has been busy, CPU seconds of this process and its running children), or None
+    """(CPU seconds the whole machine has been busy, CPU seconds of this process and its children), or None
     where the machine's cannot be read (not Linux). Busy: user, nice, system, irq and softirq; not the steal of a
     virtual machine (time its host gave other guests: no program here wants it back). A child (the second core's
     helper) is this run's own work, not another program that wants the cores."""
@@ -48,7 +48,9 @@ def cpu_seconds(stat="/proc/stat"):
             user, nice, system, _idle, _iowait, irq, softirq = (int(v) for v in f.readline(4096).split()[1:8])
     except (OSError, ValueError):
         return None
-    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK"), time.process_time() + children_seconds()
+    ended = os.times()  # children that ended and were waited for: their CPU is counted there, no longer in /proc
+    own = time.process_time() + ended.children_user + ended.children_system + children_seconds()
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK"), own
 
 
 def children_seconds(tasks="/proc/self/task"):

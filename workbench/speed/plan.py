@@ -181,18 +181,19 @@ def make_plan(runners, rows=ROWS, context=CONTEXT, progress=True, name="the mode
 
 def others_cores(start, end):
     """Cores' worth of CPU other programs used between two (time.monotonic(), cores.cpu_seconds()) readings; 0.0
-    where the machine's use cannot be read (not Linux: such a plan is never called busy). A helper process of this
-    run's (the second core, where asked for) counts as another program: at worst, its plan is measured again."""
+    where the machine's use cannot be read (not Linux: such a plan is never called busy). cpu_seconds counts this
+    process's children (the second core's helper) as its own."""
     (then, before), (now, after) = start, end
     if before is None or after is None or now <= then:
         return 0.0
     return max(0.0, (after[0] - before[0]) - (after[1] - before[1])) / (now - then)
 
 
-def measure_again(plan):
+def measure_again(plan, model_dir):
     """Whether a plan read from beside its model should be measured anew now: it was measured while other programs
-    ran (busy), fewer than BUSY_PLAN_TRIES times in a row, and none is running now."""
-    return 0 < plan.busy < BUSY_PLAN_TRIES and others_running() == 0
+    ran (busy), fewer than BUSY_PLAN_TRIES times in a row, none is running now, and the new one can be kept (else
+    every quiet start would measure again, and the count of tries never grow)."""
+    return 0 < plan.busy < BUSY_PLAN_TRIES and others_running() == 0 and why_not_kept(model_dir) is None
 
 
 def disturbed(times):
@@ -413,14 +414,19 @@ def read(model_dir):
         return None
 
 
+def why_not_kept(model_dir):
+    """Why a plan could not be kept beside the model (a read-only directory, a link or a read-only file in its
+    place, a key not this user's alone), or None."""
+    return files.why_not_writable_in(os.fspath(model_dir), (PLAN_FILE, PLAN_RECORD)) or derived.why_no_key(model_dir)
+
+
 def write(model_dir, plan):
     """Keep the plan beside the model and bind it (one write path, weights/files.py; derived.bind). Where it cannot
     be kept (a read-only directory), one note line: the plan serves this run, and is made again next time."""
     path, record, source = plan_paths(model_dir)
     plan.key = machine_key()
     try:
-        problem = files.why_not_ours_to_replace(path) or files.why_not_ours_to_replace(record) or \
-            derived.why_no_key(model_dir)
+        problem = why_not_kept(model_dir)
         if problem:
             raise files.WriteError(problem)
         files.write_text(path, json.dumps(plan.to_json(), indent=1))

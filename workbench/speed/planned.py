@@ -97,9 +97,9 @@ def load_planned(name_or_path, models_dir=None, progress=True, again=False):
     plain = GPT2.from_pretrained(name_or_path, models_dir)
     kept = None if again else planning.read(plain.directory)
     plan, busy_before = kept, 0
-    if kept is not None and planning.measure_again(kept):
-        print(printable(f"note: how to run {plain.name} here was measured while other programs were running; the "
-                        f"machine is quiet now: measuring it again (a few seconds)", newlines=False), file=sys.stderr)
+    if kept is not None and planning.measure_again(kept, plain.directory):
+        print(printable(f"note: how to run {plain.name} here was measured while other programs were running; none is "
+                        f"running now: measuring it again (a few seconds)", newlines=False), file=sys.stderr)
         plan, busy_before = None, kept.busy
     if plan is None:
         from workbench.speed.accelerate import accelerate  # see load_fast
