@@ -26,7 +26,7 @@ from stats import Stats
 from errors import printable
 from speedup import expected_tokens_per_round, predicted_speedup
 from workbench.bench import measure
-from workbench.speed import plan as planning, second_core, threads
+from workbench.speed import cores, plan as planning, second_core, threads
 from weights import files
 
 MAX_CONTEXT = 1024 - 64  # GPT-2's window, less the largest k
@@ -106,7 +106,7 @@ def cost_main(argv):
                         f"{best_one * 1e3:.3f} ms"), file=sys.stderr)
         del planned
     end = measure.cpu_snapshot()
-    others = measure.others_load(start, end)
+    others = cores.others_cores(start, end)
     facts.update(minutes=round((end[0] - start[0]) / 60, 1), models=models, fallbacks=planning.CORES.fallbacks,
                  others_load="unknown" if others is None else f"{others:.2f} cores")
     header = cost_header(facts, args)

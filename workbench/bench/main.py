@@ -55,7 +55,7 @@ from workbench.settings import Settings
 from stats import Stats
 from processors import Processor
 from workbench.bench import measure
-from workbench.speed import second_core
+from workbench.speed import cores, second_core
 from workbench.bench.measure import SHAPES, SyntheticDraft
 from speedup import predicted_speedup
 from workbench.speed.threads import N_THREADS, parking
@@ -430,7 +430,7 @@ def machine(args, argv):
     results["end_to_end"] = e2e
 
     end = measure.cpu_snapshot()
-    results["run"].update(minutes=(end[0] - start[0]) / 60, others_load=measure.others_load(start, end),
+    results["run"].update(minutes=(end[0] - start[0]) / 60, others_load=cores.others_cores(start, end),
                           weights=", ".join(f"{n} {'real' if r else 'random, of the real shape'}" for n, r in real.items()))
     png = plot(curves)
     # One set: a failure leaves the earlier run's files as they were, never half of each run's.

@@ -26,8 +26,7 @@ import gpt2
 from speedup import expected_tokens_per_round
 from kvcache import KVCache
 from roofline import forward_run, turns, weight_bytes  # noqa: F401  (forward_run, turns: the benchmarks' too)
-from workbench.speed import second_core
-from workbench.speed.cores import cpu_seconds, process_seconds
+from workbench.speed.cores import cpu_seconds
 from workbench.speed.accelerate import load_fast
 from workbench.speed.threads import N_THREADS, threads_for
 from weights import checkpoint
@@ -448,18 +447,10 @@ def round_costs(draft_model, oracle, ids, n_drafts, repeats=5):
 
 
 def cpu_snapshot():
-    """(wall seconds, CPU seconds of the whole machine, CPU seconds of this process and its children); Linux.
-    The machine's as the plan's watch counts them (cores.cpu_seconds: a virtual machine's steal left out)."""
-    own = os.times()
-    machine = cpu_seconds()
-    return (time.time(), None if machine is None else machine[0],
-            own.user + own.system + own.children_user + own.children_system + helper_seconds())
-
-
-def helper_seconds():
-    """CPU seconds used by second_core's helper process, part of this run's own work (Linux's /proc); else 0."""
-    pid = second_core.helper_pid()
-    return 0.0 if pid is None else process_seconds(pid)
+    """(wall seconds, cores.cpu_seconds(): the whole machine's CPU seconds and this run's own, its children's
+    among them, or None where the machine's cannot be read); two of them give others_cores(start, end), the
+    cores' worth other programs used between (cores.others_cores), as the plan's watch counts them (a virtual machine's steal left out)."""
+    return time.time(), cpu_seconds()
 
 
 def blas_description():
@@ -474,13 +465,6 @@ def load_average():
         return " ".join(f"{x:.2f}" for x in os.getloadavg())
     except (AttributeError, OSError):
         return "unknown"
-
-
-def others_load(start, end):
-    """Cores' worth of CPU that other processes used between two cpu_snapshot()s, or None."""
-    if start[1] is None or end[1] is None:
-        return None
-    return max(0.0, (end[1] - start[1]) - (end[2] - start[2])) / (end[0] - start[0])
 
 
 def predicted_seconds(alpha, n_draft, n_new, draft, oracle, rounds=None):

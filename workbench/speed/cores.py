@@ -14,7 +14,8 @@ import time
 STARTED_ON_ONE = "SPECULATIVE_GPT2_BLAS_STARTED_ON_ONE"  # set with OPENBLAS_NUM_THREADS=1 by start_blas_threads
 SECOND_CORE_SETTING = "SPECULATIVE_GPT2_SECOND_CORE"  # on: small models' products half on a helper (second_core.py)
 ONE_CORE_SETTING = "SPECULATIVE_GPT2_ONE_CORE"        # on: never that helper, whatever else asks
-CHOSEN = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "GOTO_NUM_THREADS")  # the user's own choice: left as it is
+# The user's own choice of the BLAS's threads, left as it is; in the order OpenBLAS reads them (threads.started_with)
+CHOSEN = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
 
 
 def others_running(loadavg="/proc/loadavg", tasks="/proc/self/task"):
@@ -31,8 +32,7 @@ def others_running(loadavg="/proc/loadavg", tasks="/proc/self/task"):
     mine = 0
     for task in names:
         try:
-            with open(os.path.join(tasks, task, "stat"), encoding="ascii", errors="replace") as f:
-                mine += f.read(4096).rpartition(")")[2].split()[0] == "R"  # the state follows the name's ")"
+            mine += stat_fields(os.path.join(tasks, task, "stat"))[0] == "R"
         except (OSError, IndexError):  # a thread that ended meanwhile
             continue
     return max(0, running - mine)
@@ -48,9 +48,22 @@ def cpu_seconds(stat="/proc/stat"):
             user, nice, system, _idle, _iowait, irq, softirq = (int(v) for v in f.readline(4096).split()[1:8])
     except (OSError, ValueError):
         return None
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK"), own_seconds()
+
+
+def others_cores(start, end):
+    """Cores' worth of CPU other programs used between two readings (wall seconds, cpu_seconds()), or None where
+    the machine's use cannot be read (cpu_seconds() None) or no time passed between them."""
+    (then, before), (now, after) = start, end
+    if before is None or after is None or now <= then:
+        return None
+    return max(0.0, (after[0] - before[0]) - (after[1] - before[1])) / (now - then)
+
+
+def own_seconds():
+    """CPU seconds of this process's threads and of its children, running or ended."""
     ended = os.times()  # children that ended and were waited for: their CPU is counted there, no longer in /proc
-    own = time.process_time() + ended.children_user + ended.children_system + children_seconds()
-    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK"), own
+    return time.process_time() + ended.children_user + ended.children_system + children_seconds()
 
 
 def children_seconds(tasks="/proc/self/task"):
@@ -72,11 +85,16 @@ def children_seconds(tasks="/proc/self/task"):
 def process_seconds(pid):
     """The user and system CPU seconds of process pid (Linux's /proc/PID/stat), or 0.0 where it cannot be read."""
     try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            fields = f.read(4096).rpartition(")")[2].split()  # after "pid (name)": state, ppid, ...
+        fields = stat_fields(f"/proc/{pid}/stat")
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
     except (OSError, ValueError, IndexError):
         return 0.0
+
+
+def stat_fields(path):
+    """The fields of a /proc stat file after "pid (name)": state, ppid, ... (a name may hold spaces and ")")."""
+    with open(path, encoding="ascii", errors="replace") as f:
+        return f.read(4096).rpartition(")")[2].split()
 
 
 def start_blas_threads(environ=None, others=others_running):

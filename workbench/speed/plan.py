@@ -42,7 +42,7 @@ from kvcache import KVCache
 from roofline import forward_run, turns
 from weights import derived, files, reading
 from workbench.speed import threads
-from workbench.speed.cores import STARTED_ON_ONE, cpu_seconds, others_running
+from workbench.speed.cores import STARTED_ON_ONE, cpu_seconds, others_cores, others_running
 
 WAYS = ("numpy-1", "numpy", "fast")
 ROWS = (1, 2, 3, 4, 5, 6, 7, 9, 12, 17, 25, 33)  # a token; checks of n_draft + 1 up to 17; trees up to 32 nodes
@@ -175,18 +175,10 @@ def make_plan(runners, rows=ROWS, context=CONTEXT, progress=True, name="the mode
     seconds = {way: {r: float(np.median(times[r][way])) for r in rows} for way in runners}
     ratios = {way: {r: quartiles([t / base for t, base in zip(times[r][way], times[r]["numpy-1"])]) for r in rows}
               for way in runners}
-    busy = busy_before + 1 if others_cores(started, (time.monotonic(), cpu_seconds())) >= OTHERS_MIN_CORES else 0
+    # the machine's use unknown (not Linux): never called busy
+    busy = busy_before + 1 if (others_cores(started, (time.monotonic(), cpu_seconds())) or 0.0) >= OTHERS_MIN_CORES \
+        else 0
     return Plan({r: choose(times[r]) for r in rows}, seconds, ratios, busy=min(busy, BUSY_PLAN_TRIES))
-
-
-def others_cores(start, end):
-    """Cores' worth of CPU other programs used between two (time.monotonic(), cores.cpu_seconds()) readings; 0.0
-    where the machine's use cannot be read (not Linux: such a plan is never called busy). cpu_seconds counts this
-    process's children (the second core's helper) as its own."""
-    (then, before), (now, after) = start, end
-    if before is None or after is None or now <= then:
-        return 0.0
-    return max(0.0, (after[0] - before[0]) - (after[1] - before[1])) / (now - then)
 
 
 def measure_again(plan, model_dir):
@@ -275,10 +267,10 @@ class Cores:
         LOOK_BACK_SECONDS or more old; None where none can be seen."""
         n = self.others()
         if n and self.used:
-            now, (busy, mine) = time.monotonic(), self.used() or (None, None)
+            now, reading = time.monotonic(), self.used()
             then, before = next(((t, r) for t, r in reversed(self.readings) if now - t >= LOOK_BACK_SECONDS), (0, None))
-            if busy is not None and before is not None and \
-                    (busy - before[0]) - (mine - before[1]) < OTHERS_MIN_CORES * (now - then):
+            used = others_cores((then, before), (now, reading))
+            if used is not None and used < OTHERS_MIN_CORES:
                 return 0
         return n
 

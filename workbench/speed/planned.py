@@ -95,12 +95,11 @@ def load_planned(name_or_path, models_dir=None, progress=True, again=False):
     """The workbench's model of a named model or a checkpoint directory: the plain model, the plan read from beside
     it or measured now (again=True: measured now, whatever is kept), and the fast model where the plan uses it."""
     plain = GPT2.from_pretrained(name_or_path, models_dir)
-    kept = None if again else planning.read(plain.directory)
-    plan, busy_before = kept, 0
-    if kept is not None and planning.measure_again(kept, plain.directory):
+    plan, busy_before = None if again else planning.read(plain.directory), 0
+    if plan is not None and planning.measure_again(plan, plain.directory):
         print(printable(f"note: how to run {plain.name} here was measured while other programs were running; none is "
                         f"running now: measuring it again (a few seconds)", newlines=False), file=sys.stderr)
-        plan, busy_before = None, kept.busy
+        plan, busy_before = None, plan.busy
     if plan is None:
         from workbench.speed.accelerate import accelerate  # see load_fast
         plan = plan_for(plain, accelerate(plain), progress=progress and sys.stderr.isatty(), busy_before=busy_before)

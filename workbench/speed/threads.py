@@ -39,6 +39,8 @@ import threading
 
 import numpy as np
 
+from workbench.speed.cores import CHOSEN
+
 N_THREADS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 THREADED_MIN_SIZE = 1 << 20  # weights of fewer elements (4 MB) are multiplied in the calling thread
 SHARE_MIN_BYTES = 64 << 20   # a model streaming fewer bytes of weights per token runs on the calling thread only
@@ -182,7 +184,7 @@ def started_with(environ=None):
     environ = os.environ if environ is None else environ
     if "openblas" not in "".join(numpy_blas()[:1]).lower():
         return None
-    for name in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS"):
+    for name in CHOSEN:
         value = environ.get(name, "").strip()
         if value:
             if not (value.isascii() and value.isdigit()) or int(value) == 0:

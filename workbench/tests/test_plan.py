@@ -47,6 +47,7 @@ def measured(monkeypatch):
 def test_a_plan_is_made_once_and_read_after(model_dir, measured):
     first = planned.load_planned(model_dir)
     assert measured == [["fast", "numpy", "numpy-1"]] or measured == [["fast", "numpy-1"]]  # numpy: more than a core
+    assert first.plan.busy == 0, "the machine's use unknown (the fixture's): not measured beside a busy program"
     assert os.path.isfile(os.path.join(model_dir, planning.PLAN_FILE))
     assert os.path.isfile(os.path.join(model_dir, planning.PLAN_RECORD))
     second = planned.load_planned(model_dir)
@@ -181,10 +182,10 @@ def test_a_plan_measured_beside_busy_programs_is_measured_again_at_a_quiet_start
 
 
 def test_other_programs_cores_are_the_machine_s_cpu_less_this_process_s():
-    assert planning.others_cores((10.0, (100.0, 5.0)), (12.0, (103.0, 6.0))) == pytest.approx(1.0)
-    assert planning.others_cores((10.0, (100.0, 5.0)), (12.0, (101.0, 6.5))) == 0.0, "never under nothing"
-    assert planning.others_cores((10.0, None), (12.0, (101.0, 6.0))) == 0.0, "unknown: not busy"
-    assert planning.others_cores((10.0, (100.0, 5.0)), (10.0, (101.0, 5.0))) == 0.0
+    assert cores.others_cores((10.0, (100.0, 5.0)), (12.0, (103.0, 6.0))) == pytest.approx(1.0)
+    assert cores.others_cores((10.0, (100.0, 5.0)), (12.0, (101.0, 6.5))) == 0.0, "never under nothing"
+    assert cores.others_cores((10.0, None), (12.0, (101.0, 6.0))) is None, "unknown"
+    assert cores.others_cores((10.0, (100.0, 5.0)), (10.0, (101.0, 5.0))) is None, "no time between them"
 
 
 @pytest.mark.parametrize("busy", [-1, planning.BUSY_PLAN_TRIES + 1, True, 1.5, "1", None])

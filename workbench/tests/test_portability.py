@@ -65,6 +65,7 @@ def test_bench_without_proc_or_resource(monkeypatch):
     # Windows has neither /proc nor the resource module: the benchmark says what it could not measure.
     import builtins
     from workbench.bench import measure as bench
+    from workbench.speed import cores
     real_open = builtins.open
 
     def no_proc(path, *args, **kwargs):
@@ -76,6 +77,6 @@ def test_bench_without_proc_or_resource(monkeypatch):
     assert bench.peak_rss() is None
     assert bench.peak_rss_text({"peak_rss_bytes": None, "files_bytes": 1}) == "peak RSS not measured on this system"
     snapshot = bench.cpu_snapshot()
-    assert snapshot[1] is None and bench.others_load(snapshot, snapshot) is None
+    assert snapshot[1] is None and cores.others_cores(snapshot, snapshot) is None
     monkeypatch.delattr(os, "getloadavg")
     assert bench.load_average() == "unknown"
