@@ -94,13 +94,31 @@ def quoted(value):
 # How a program ends: one line on stderr and an exit status
 # ---------------------------------------------------------------------------
 
+REQUIRED = frozenset({"numpy", "tiktoken", "requests", "tqdm", "threadpoolctl"})  # requirements.txt's, as imported
+
+
 def interrupt_quietly():
     """Until run() starts main(): Ctrl-C while a script loads ends it with one line, not a traceback.
+    From then on, a package of requirements.txt that is not installed is one line too (missing_package).
 
     The process ends at once (os._exit): an exception raised in the middle of an import can be
     caught and turned into another by the module being imported (NumPy's does), and nothing
     has been written yet that would need cleaning up."""
     signal.signal(signal.SIGINT, lambda signum, frame: exit_now("interrupted", 130))
+    sys.excepthook = missing_package
+
+
+def missing_package(error_type, error, trace):
+    """sys.excepthook: a package of requirements.txt that is not installed (the set-up's pip install skipped, or
+    another Python run) is one line saying what to run, whenever it is first imported; any other exception that
+    reaches it is a bug, and keeps Python's traceback. Python exits with status 1 after either."""
+    package = (getattr(error, "name", None) or "").partition(".")[0]
+    if isinstance(error, ModuleNotFoundError) and package in REQUIRED:
+        python = printable(sys.executable, newlines=False)
+        sys.stderr.write(f"error: the package {package} is not installed for this Python ({python}): "
+                         f"pip install -r requirements.txt\n")
+        return
+    sys.__excepthook__(error_type, error, trace)
 
 
 def exit_now(message, code):

@@ -3,7 +3,7 @@
 A Ctrl-C held back while a file is made is delivered after it exists (weights/reading.open_owned); the root's
 programs write to a stdout that cannot encode every character (errors.run); errors.py, imported before any
 script can set its Ctrl-C handling, loads nothing but what that needs; the reading path's trace shows a byte
-token as bytes.
+token as bytes; a package of requirements.txt that is not installed is one line saying what to run.
 """
 
 import os
@@ -67,6 +67,47 @@ def test_errors_imports_nothing_but_what_the_ctrl_c_handler_needs():
     r = subprocess.run([sys.executable, "-c", "import sys; before = set(sys.modules); import errors; "
                         "print(sorted(set(sys.modules) - before))"], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert r.stdout.split() == ["['errors']"], r.stdout + r.stderr
+
+
+SCRIPTS = ("speculative.py", "demo.py", "workbench.py", "download_weights.py")
+
+
+def not_installed(tmp_path, package, name):
+    """The environment of a Python where `import package` fails as a package that is not installed does, naming
+    the module `name` (a package first on the path that raises what the import system raises)."""
+    (tmp_path / package).mkdir()
+    (tmp_path / package / "__init__.py").write_text(f'raise ModuleNotFoundError("No module named {name!r}", name={name!r})\n')
+    return {**os.environ, "PYTHONPATH": str(tmp_path)}
+
+
+def missing_line(package):
+    return f"error: the package {package} is not installed for this Python ({sys.executable}): pip install -r requirements.txt\n"
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_a_package_not_installed_is_one_line_saying_what_to_run(tmp_path, script):
+    """A student who skipped the set-up's pip install (or ran another Python) got a traceback ending in
+    ModuleNotFoundError from the first script they ran. NumPy is every script's first import."""
+    r = subprocess.run([sys.executable, script, "--help"], env=not_installed(tmp_path, "numpy", "numpy"),
+                       capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert (r.returncode, r.stdout, r.stderr) == (1, "", missing_line("numpy"))
+
+
+@pytest.mark.parametrize("package, argv", [("threadpoolctl", ["speculative.py", "The"]),  # imported in main()
+                                           ("tqdm", ["workbench.py", "--help"])])  # imported by weights/checkpoint.py
+def test_a_package_imported_later_is_one_line_too(tmp_path, package, argv):
+    r = subprocess.run([sys.executable, *argv], env=not_installed(tmp_path, package, package),
+                       capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert (r.returncode, r.stdout, r.stderr) == (1, "", missing_line(package))
+
+
+def test_a_missing_module_that_is_no_requirement_keeps_its_traceback(tmp_path):
+    """The negative control: a module the project does not ask users to install is a bug (or an extra's), and
+    keeps Python's traceback."""
+    r = subprocess.run([sys.executable, "speculative.py", "--help"], env=not_installed(tmp_path, "numpy", "numpy_x"),
+                       capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert r.returncode == 1 and "Traceback" in r.stderr and "ModuleNotFoundError: No module named 'numpy_x'" in r.stderr
+    assert "pip install" not in r.stderr
 
 
 def test_the_escaping_is_the_same_compiled_at_first_use():
