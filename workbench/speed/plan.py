@@ -124,24 +124,56 @@ def quartiles(values):
 
 def choose(times):
     """The way for one row count, from {way: [seconds of each turn]}: plain NumPy unless another way beats it by more
-    than its spread (even the slow quartile of its pairs' ratios under 1): numpy-1, then numpy on every core if it
-    beats numpy-1 so, then the fast layout if it beats the plain way chosen so, by FAST_MIN_SAVING of its time,
-    where that is FAST_MIN_SECONDS or more."""
+    than its spread: numpy-1, then numpy on every core if it beats numpy-1 so, then the fast layout if it beats the
+    plain way chosen so (beats)."""
     chosen = "numpy-1"
     for way in ("numpy", "fast"):
-        if way not in times or quartiles([a / b for a, b in zip(times[way], times[chosen])])[2] >= 1.0:
-            continue
-        plain = float(np.median(times[chosen]))
-        if way == "fast" and (plain < FAST_MIN_SECONDS or float(np.median(times[way])) > (1 - FAST_MIN_SAVING) * plain):
-            continue
-        chosen = way
+        if way in times and beats(times, way, chosen):
+            chosen = way
     return chosen
+
+
+def beats(times, way, plain):
+    """Whether `way` is faster than the plain way by more than its spread (even the slow quartile of its turns'
+    ratios under 1); the fast layout also by FAST_MIN_SAVING of the plain way's time, where that is FAST_MIN_SECONDS
+    or more (its start must be repaid)."""
+    if ratio_quartiles(times, way, plain)[2] >= 1.0:
+        return False
+    return way != "fast" or fast_could_pay(times, way, plain)
+
+
+def fast_could_pay(times, way, plain):  # its median saving enough to repay its start (FAST_MIN_SAVING, ..._SECONDS)
+    plain_seconds = float(np.median(times[plain]))
+    return plain_seconds >= FAST_MIN_SECONDS and float(np.median(times[way])) <= (1 - FAST_MIN_SAVING) * plain_seconds
+
+
+def ratio_quartiles(times, way, base):  # [median, low, high quartile] of the turns' ratios way / base
+    return quartiles([a / b for a, b in zip(times[way], times[base])])
+
+
+def undecided(times):
+    """Whether a measuring left one of choose's comparisons open: a way faster than the plain way it is compared
+    with in the low quartile of its turns' ratios and not in the high one, where it could be chosen. On a quiet
+    machine two ways differ steadily; a spread that wide is a stretch of turns the neighbours slowed (a learned
+    draft's plan took numpy-1 at 12 rows so, its ratios 0.85-1.64 where the row counts beside it had 0.7-0.8, and
+    its forwards of 10 to 12 rows took 1.3-1.4 times NumPy's on both cores). times: {way: [seconds]}."""
+    chosen = "numpy-1"
+    for way in ("numpy", "fast"):
+        if way not in times:
+            continue
+        _, low, high = ratio_quartiles(times, way, chosen)
+        if low < 1.0 <= high and (way != "fast" or fast_could_pay(times, way, chosen)):
+            return True
+        if beats(times, way, chosen):
+            chosen = way
+    return False
 
 
 def make_plan(runners, rows=ROWS, context=CONTEXT, progress=True, name="the model", busy_before=0):
     """A Plan from runners = {way: (model, prepare)}: each way's forwards of each row count after `context`
     cached tokens, the ways taking turns (roofline.turns), repeats cut to about BUDGET_SECONDS in all; then each
-    row count whose measuring other programs slowed (disturbed) measured once more, beyond the budget.
+    row count whose measuring other programs slowed (disturbed), or left its choice open (undecided), measured once
+    more, beyond the budget.
     prepare() sets what the way's forwards run with (the BLAS's threads); it is timed with them, as in a run,
     where a draft's forwards and the oracle's may each change the setting. busy_before: the busy count of the
     plan this one replaces (Plan.busy: one more where other programs ran through this measuring too)."""
@@ -172,9 +204,14 @@ def make_plan(runners, rows=ROWS, context=CONTEXT, progress=True, name="the mode
             bar.update()
             if sum(numpy_medians(again).values()) < sum(numpy_medians(times[r]).values()):
                 times[r] = again
+        left_open = [r for r in rows if undecided(times[r])]
+        bar.total += len(left_open)
+        for r in left_open:  # once more, the turns of both measurings taken together: a slowed stretch weighs half
+            again = measure(r)
+            bar.update()
+            times[r] = {way: times[r][way] + again[way] for way in times[r]}
     seconds = {way: {r: float(np.median(times[r][way])) for r in rows} for way in runners}
-    ratios = {way: {r: quartiles([t / base for t, base in zip(times[r][way], times[r]["numpy-1"])]) for r in rows}
-              for way in runners}
+    ratios = {way: {r: ratio_quartiles(times[r], way, "numpy-1") for r in rows} for way in runners}
     # the machine's use unknown (not Linux): never called busy
     busy = busy_before + 1 if (others_cores(started, (time.monotonic(), cpu_seconds())) or 0.0) >= OTHERS_MIN_CORES \
         else 0
@@ -343,7 +380,7 @@ class Watch:
 
 PLAN_FILE = "model.plan.json"
 PLAN_RECORD = "model.plan.record.json"  # its binding to the checkpoint and the machine, signed (weights/derived.py)
-PLAN_VERSION = 9  # the ways and their measuring: a plan of another version is made again
+PLAN_VERSION = 10  # the ways and their measuring: a plan of another version is made again
 
 
 def machine_key():

@@ -252,6 +252,47 @@ def test_a_row_count_other_programs_slowed_is_measured_again(monkeypatch):
     assert planning.make_plan(runners, rows=(1, 5, 9, 17), progress=False).ways[9] == "fast"
 
 
+def test_a_choice_a_measuring_left_open_is_measured_again_and_both_taken_together(monkeypatch):
+    """A learned draft's plan took numpy-1 at 12 rows: NumPy on both cores was faster in most turns (0.85 of one
+    thread's time) but a stretch of slowed turns put the slow quartile of its ratios at 1.64, and the draft's forwards
+    of 10 to 12 rows ran 1.3-1.4 times slower than they could. Such a row count is measured once more and the turns of
+    both measurings taken together: a slowed stretch then weighs half as much."""
+    measured = []
+    first_at_12 = [0.85, 0.85, 0.85, 0.85, 0.85, 1.64, 1.64, 1.64]  # numpy over numpy-1, turn by turn
+
+    def scripted(runs, repeats):
+        r = runs["numpy"]
+        ratios = first_at_12 if r == 12 and 12 not in measured else [0.8] * len(first_at_12)
+        measured.append(r)
+        return {"numpy-1": [1.0] * len(ratios), "numpy": list(ratios), "fast": [1.2] * len(ratios)}
+
+    class Model:
+        vocab_size = 8
+
+        def forward(self, *args, **kwargs):
+            pass
+
+    monkeypatch.setattr(planning, "turns", scripted)
+    monkeypatch.setattr(planning, "forward_run", lambda model, cache, context, r: r)
+    monkeypatch.setattr(planning, "prepared", lambda run, prepare: run)
+    monkeypatch.setattr(planning, "time_one", lambda *args: 0.5)
+    runners = {way: (Model(), lambda: None) for way in planning.WAYS}
+    plan = planning.make_plan(runners, rows=(9, 12, 17), progress=False)
+    assert measured == [9, 12, 17, 12], "the row count left open measured once more, and only it"
+    assert plan.ways == {9: "numpy", 12: "numpy", 17: "numpy"}
+    assert plan.ratios["numpy"][12][2] < 1.0, "the slow quartile of both measurings' turns together"
+    # a steady measuring, or one where the ways are as fast as each other, leaves nothing open
+    assert not planning.undecided({"numpy-1": [1.0] * 4, "numpy": [0.8] * 4})
+    assert not planning.undecided({"numpy-1": [1.0] * 4, "numpy": [1.1] * 4})
+    # nor a fast layout that could not be chosen there: a forward too short to repay its start
+    assert not planning.undecided({"numpy-1": [1e-3] * 4, "numpy": [2e-3] * 4, "fast": [0.5e-3, 0.5e-3, 1.2e-3, 1.2e-3]})
+    assert planning.undecided({"numpy-1": [1.0] * 4, "numpy": [2.0] * 4, "fast": [0.5, 0.5, 1.2, 1.2]})
+    # the negative control: without the second measuring, numpy-1 was kept at 12 rows
+    measured.clear()
+    monkeypatch.setattr(planning, "undecided", lambda times: False)
+    assert planning.make_plan(runners, rows=(9, 12, 17), progress=False).ways[12] == "numpy-1"
+
+
 def test_a_plan_gives_a_way_for_every_row_count():
     plan = planning.Plan({1: "numpy", 5: "fast", 17: "numpy-1"}, {"numpy": {1: 1e-3, 5: 2e-3, 17: 4e-3}})
     assert [plan.way(n) for n in (1, 2, 5, 6, 17, 40)] == ["numpy", "fast", "fast", "numpy-1", "numpy-1", "numpy-1"]
