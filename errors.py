@@ -94,7 +94,7 @@ def quoted(value):
 # How a program ends: one line on stderr and an exit status
 # ---------------------------------------------------------------------------
 
-REQUIRED = frozenset({"numpy", "tiktoken", "requests", "tqdm", "threadpoolctl"})  # requirements.txt's, as imported
+REQUIRED = frozenset({"numpy", "tiktoken", "requests", "tqdm", "threadpoolctl"})  # requirements.txt's the programs import
 
 
 def interrupt_quietly():
@@ -111,11 +111,13 @@ def interrupt_quietly():
 def missing_package(error_type, error, trace):
     """sys.excepthook: a package of requirements.txt that is not installed (the set-up's pip install skipped, or
     another Python run) is one line saying what to run, whenever it is first imported; any other exception that
-    reaches it is a bug, and keeps Python's traceback. Python exits with status 1 after either."""
-    package = (getattr(error, "name", None) or "").partition(".")[0]
-    if isinstance(error, ModuleNotFoundError) and package in REQUIRED:
+    reaches it is a bug, and keeps Python's traceback: a module inside such a package (import numpy.lnalg, a
+    typo, names numpy.lnalg; a package that is not there is named itself, numpy, whatever was imported from it),
+    or one raised while another exception was handled (whose traceback would be lost). Python exits with
+    status 1 after either."""
+    if isinstance(error, ModuleNotFoundError) and error.name in REQUIRED and error.__context__ is None:
         python = printable(sys.executable, newlines=False)
-        sys.stderr.write(f"error: the package {package} is not installed for this Python ({python}): "
+        sys.stderr.write(f"error: the package {error.name} is not installed for this Python ({python}): "
                          f"pip install -r requirements.txt\n")
         return
     sys.__excepthook__(error_type, error, trace)

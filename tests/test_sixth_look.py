@@ -101,13 +101,25 @@ def test_a_package_imported_later_is_one_line_too(tmp_path, package, argv):
     assert (r.returncode, r.stdout, r.stderr) == (1, "", missing_line(package))
 
 
-def test_a_missing_module_that_is_no_requirement_keeps_its_traceback(tmp_path):
-    """The negative control: a module the project does not ask users to install is a bug (or an extra's), and
-    keeps Python's traceback."""
-    r = subprocess.run([sys.executable, "speculative.py", "--help"], env=not_installed(tmp_path, "numpy", "numpy_x"),
+@pytest.mark.parametrize("name", ["numpy_x", "numpy.lnalg"])
+def test_a_missing_module_that_is_no_requirement_keeps_its_traceback(tmp_path, name):
+    """The negative controls: a module the project does not ask users to install (an extra's), or a module inside
+    a package that is installed (a typo in an import: numpy.lnalg), is a bug, and keeps Python's traceback."""
+    r = subprocess.run([sys.executable, "speculative.py", "--help"], env=not_installed(tmp_path, "numpy", name),
                        capture_output=True, text=True, cwd=ROOT, timeout=60)
-    assert r.returncode == 1 and "Traceback" in r.stderr and "ModuleNotFoundError: No module named 'numpy_x'" in r.stderr
+    assert r.returncode == 1 and "Traceback" in r.stderr and f"ModuleNotFoundError: No module named '{name}'" in r.stderr
     assert "pip install" not in r.stderr
+
+
+def test_a_package_missing_while_another_error_is_handled_keeps_both_tracebacks():
+    """The one line would hide the error being handled when the import failed: that one is a bug's."""
+    import errors
+    code = ("import errors, sys; errors.interrupt_quietly()\n"
+            "try:\n    raise ValueError('the first error')\n"
+            "except ValueError:\n    raise ModuleNotFoundError(\"No module named 'tqdm'\", name='tqdm')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert r.returncode == 1 and "ValueError: the first error" in r.stderr and "Traceback" in r.stderr, r.stderr
+    assert errors.REQUIRED >= {"tqdm"} and "pip install" not in r.stderr
 
 
 def test_the_escaping_is_the_same_compiled_at_first_use():

@@ -56,6 +56,7 @@ MIN_REPEATS, MAX_REPEATS = 3, 25  # a small model's forwards are cheap: more pai
 FAST_MIN_SECONDS = 0.05
 FAST_MIN_SAVING = 0.10
 DISTURBED = 0.10      # NumPy's forward of a row count this much slower than of more rows: other programs slowed it
+OPEN_MEDIAN = 0.95    # a way this much faster in the median, and not in the high quartile of its ratios: undecided
 FALLBACK = 1.5        # a forward on several threads this many times one thread's planned time, another program
                       # running: the cores were taken
 BUSY_SECONDS = 2.0    # how long the cores count as taken once found so (doubled each time they still are)
@@ -152,17 +153,18 @@ def ratio_quartiles(times, way, base):  # [median, low, high quartile] of the tu
 
 
 def undecided(times):
-    """Whether a measuring left one of choose's comparisons open: a way faster than the plain way it is compared
-    with in the low quartile of its turns' ratios and not in the high one, where it could be chosen. On a quiet
-    machine two ways differ steadily; a spread that wide is a stretch of turns the neighbours slowed (a learned
-    draft's plan took numpy-1 at 12 rows so, its ratios 0.85-1.64 where the row counts beside it had 0.7-0.8, and
-    its forwards of 10 to 12 rows took 1.3-1.4 times NumPy's on both cores). times: {way: [seconds]}."""
+    """Whether a measuring left one of choose's comparisons open: a way clearly faster than the plain way it is
+    compared with in the median of its turns' ratios (OPEN_MEDIAN) but not in the high quartile, where it could
+    be chosen. Two ways whose ratios only scatter about 1 are a tie, not an open choice. A spread that wide is a
+    stretch of turns the neighbours slowed (a learned draft's plan took numpy-1 at 12 rows so, its ratios 0.89 in
+    the median and 1.64 in the high quartile where the row counts beside it had 0.7-0.8, and its forwards of 10
+    to 12 rows took 1.3-1.4 times NumPy's on both cores). times: {way: [seconds]}."""
     chosen = "numpy-1"
     for way in ("numpy", "fast"):
         if way not in times:
             continue
-        _, low, high = ratio_quartiles(times, way, chosen)
-        if low < 1.0 <= high and (way != "fast" or fast_could_pay(times, way, chosen)):
+        median, _, high = ratio_quartiles(times, way, chosen)
+        if median < OPEN_MEDIAN and high >= 1.0 and (way != "fast" or fast_could_pay(times, way, chosen)):
             return True
         if beats(times, way, chosen):
             chosen = way
@@ -173,7 +175,7 @@ def make_plan(runners, rows=ROWS, context=CONTEXT, progress=True, name="the mode
     """A Plan from runners = {way: (model, prepare)}: each way's forwards of each row count after `context`
     cached tokens, the ways taking turns (roofline.turns), repeats cut to about BUDGET_SECONDS in all; then each
     row count whose measuring other programs slowed (disturbed), or left its choice open (undecided), measured once
-    more, beyond the budget.
+    more for each, beyond the budget.
     prepare() sets what the way's forwards run with (the BLAS's threads); it is timed with them, as in a run,
     where a draft's forwards and the oracle's may each change the setting. busy_before: the busy count of the
     plan this one replaces (Plan.busy: one more where other programs ran through this measuring too)."""
