@@ -110,11 +110,11 @@ def interrupt_quietly():
 
 def missing_package(error_type, error, trace):
     """sys.excepthook: a package of requirements.txt that is not installed (the set-up's pip install skipped, or
-    another Python run) is one line saying what to run, whenever it is first imported; any other exception that
-    reaches it is a bug, and keeps Python's traceback: a module inside such a package (import numpy.lnalg, a
-    typo, names numpy.lnalg; a package that is not there is named itself, numpy, whatever was imported from it),
-    or one raised while another exception was handled (whose traceback would be lost). Python exits with
-    status 1 after either."""
+    another Python run) is one line saying what to run, whenever it is first imported. Any other exception that
+    reaches it is a bug, and keeps Python's traceback; so do a module missing inside an installed package (a typo:
+    `import numpy.lnalg` names numpy.lnalg, where a package not installed is named itself, numpy, whatever was
+    imported from it) and an import that failed while another exception was handled (the one line would lose
+    that exception). Python exits with status 1 after either."""
     if isinstance(error, ModuleNotFoundError) and error.name in REQUIRED and error.__context__ is None:
         python = printable(sys.executable, newlines=False)
         sys.stderr.write(f"error: the package {error.name} is not installed for this Python ({python}): "
