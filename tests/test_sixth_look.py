@@ -80,6 +80,15 @@ def not_installed(tmp_path, package, name):
     return {**os.environ, "PYTHONPATH": str(tmp_path)}
 
 
+def test_the_packages_named_in_one_line_are_requirements_txt_s():
+    """errors.REQUIRED is requirements.txt's packages the programs import (pytest is the tests'): a package added to
+    one and not the other would be a traceback again, or a line naming a package pip was never asked for."""
+    import errors
+    with open(os.path.join(ROOT, "requirements.txt"), encoding="utf-8") as f:
+        names = {line.split(">")[0].split("=")[0].split("<")[0].strip() for line in f if line.strip()}
+    assert errors.REQUIRED == names - {"pytest"}
+
+
 def missing_line(package):
     return f"error: the package {package} is not installed for this Python ({sys.executable}): pip install -r requirements.txt\n"
 

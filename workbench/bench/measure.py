@@ -448,8 +448,9 @@ def round_costs(draft_model, oracle, ids, n_drafts, repeats=5):
 
 def cpu_snapshot():
     """(wall seconds, cores.cpu_seconds(): the whole machine's CPU seconds and this run's own, its children's
-    among them, or None where the machine's cannot be read); two of them give others_cores(start, end), the
-    cores' worth other programs used between (cores.others_cores), as the plan's watch counts them (a virtual machine's steal left out)."""
+    among them, or None where the machine's cannot be read). Two of them give cores.others_cores(start, end),
+    the cores' worth other programs used between, as the plan's watch counts them (a virtual machine's steal
+    left out)."""
     return time.time(), cpu_seconds()
 
 
