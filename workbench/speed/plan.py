@@ -155,9 +155,9 @@ def ratio_quartiles(times, way, base):  # [median, low, high quartile] of the tu
 def undecided(times):
     """Whether a measuring left one of choose's comparisons open: a way clearly faster than the plain way it is
     compared with in the median of its turns' ratios (OPEN_MEDIAN) but not in the high quartile, where it could
-    be chosen. A spread that wide is a stretch of turns the neighbours slowed (a learned draft's plan took
-    numpy-1 at 12 rows so, its ratios 0.89 in the median and 1.64 in the high quartile where the row counts
-    beside it had 0.7-0.8, and its forwards of 10 to 12 rows took 1.3-1.4 times NumPy's on both cores). Two ways
+    be chosen. A spread that wide is a stretch of turns the neighbours slowed: a learned draft's plan once kept
+    numpy-1 so at one row count, where the row counts beside it were clearly faster on both cores, and its
+    forwards of that size ran slower for good (PERFORMANCE.md, "What checking k tokens costs here"). Two ways
     whose ratios only scatter about 1 are a tie, not an open choice. times: {way: [seconds]}."""
     chosen = "numpy-1"
     for way in ("numpy", "fast"):

@@ -259,10 +259,10 @@ def test_a_row_count_other_programs_slowed_is_measured_again(monkeypatch):
 
 
 def test_a_choice_a_measuring_left_open_is_measured_again_and_both_taken_together(monkeypatch):
-    """A learned draft's plan took numpy-1 at 12 rows: NumPy on both cores was faster in the median (0.89 of one
-    thread's time) but a stretch of slowed turns put the slow quartile of its ratios at 1.64, and the draft's forwards
-    of 10 to 12 rows ran 1.3-1.4 times slower than they could. Such a row count is measured once more and the turns of
-    both measurings taken together: a slowed stretch then weighs half as much."""
+    """A learned draft's plan took numpy-1 at 12 rows: NumPy on both cores was faster in the median, but a stretch of
+    slowed turns put the slow quartile of its ratios over 1, and the draft's forwards of 10 to 12 rows ran slower than
+    they could (PERFORMANCE.md says by how much). Such a row count is measured once more and the turns of both
+    measurings taken together: a slowed stretch then weighs half as much."""
     measured = []
     first_at_12 = [0.85, 0.85, 0.85, 0.85, 0.85, 1.64, 1.64, 1.64]  # numpy over numpy-1, turn by turn
 
